@@ -1,0 +1,342 @@
+"""Typed, validated configs: the one validation layer every sweep input goes through.
+
+A *member config* (one model trained on one task with one seed) is a nested dict:
+
+    {"task": {"name": "linear_regression", "dim": 5, ...},
+     "model": {"name": "transformer", "depth": 4, ...},
+     "train": {...}, "eval": {...},
+     "seed": 0, "task_seed": 0, "dtype": "float32", "device": "auto"}
+
+`resolve_member` turns such a dict (possibly partial) into dataclasses with every default
+filled in, coercing values against the declared field types and rejecting unknown keys,
+ill-typed values and impossible settings with a `ConfigError` that names the field and,
+where there is a closed set, the valid choices. Values are never evaluated as code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+class ConfigError(ValueError):
+    """An invalid sweep input. The message names the field and the valid choices."""
+
+
+# ----------------------------------------------------------------------------- coercion
+
+
+def _parse_bool(value: str, path: str) -> bool:
+    low = value.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{path}: expected a boolean (true/false), got {value!r}")
+
+
+def coerce(value: Any, annotation: Any, path: str, from_cli: bool = False) -> Any:
+    """Check `value` against a type annotation; strings from the CLI are parsed, not evaluated."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (from_cli and isinstance(value, str) and value.lower() == "none"):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return coerce(value, arg, path, from_cli)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: {value!r} fits none of {args}")
+    if origin is Literal:
+        if from_cli and isinstance(value, str):
+            for choice in args:
+                if str(choice) == value:
+                    return choice
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+        raise ConfigError(f"{path}: {value!r} is not valid; valid choices: {', '.join(map(str, args))}")
+    if origin in (tuple, list):
+        if from_cli and isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [v for v in text.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        item_type = args[0] if args else Any
+        return tuple(coerce(v, item_type, f"{path}[{i}]", from_cli) for i, v in enumerate(value))
+    if annotation is dict or origin is dict:
+        if from_cli and isinstance(value, str):
+            value = json.loads(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        return dict(value)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if from_cli and isinstance(value, str):
+            return _parse_bool(value, path)
+        raise ConfigError(f"{path}: expected a boolean, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if from_cli and isinstance(value, str):
+            try:
+                return int(float(value)) if float(value).is_integer() else int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}: expected an integer, got {value!r}")
+    if annotation is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if from_cli and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}: expected a number, got {value!r}")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{path}: expected a string, got {value!r}")
+    raise TypeError(f"{path}: unsupported annotation {annotation!r}")
+
+
+def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
+    """Construct `cls` from a mapping: unknown keys rejected, values coerced, `check()` run."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"{path}.{unknown[0]}: unknown field; valid fields: {', '.join(names)}"
+        )
+    kwargs = {k: coerce(v, hints[k], f"{path}.{k}", from_cli) for k, v in data.items()}
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        check(path)
+    return obj
+
+
+def require(condition: bool, path: str, message: str) -> None:
+    """Raise a ConfigError for `path` unless `condition` holds."""
+    if not condition:
+        raise ConfigError(f"{path}: {message}")
+
+
+def field_type(cls: type, name: str) -> Any:
+    return typing.get_type_hints(cls)[name]
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training settings. Defaults follow Liu et al. (App. B.1) unless noted."""
+
+    optimizer: str = "adam"  # name in icl_core.train.OPTIMIZERS (adam, adamw)
+    lr: float = 1e-3  # peak learning rate
+    betas: tuple[float, ...] = (0.9, 0.999)  # Adam betas (torch default)
+    eps: float = 1e-8  # Adam eps; the precision-ls code uses 1e-16 (1e-8 can set a floor)
+    weight_decay: float = 0.0  # decoupled for adamw, L2 for adam
+    steps: int = 1000  # optimizer steps; each sees a fresh batch (online data)
+    batch_size: int = 64  # prompts per step
+    warmup_steps: int = 0  # linear warmup from 0 to lr
+    schedule: Literal["constant", "step"] = "constant"  # "step" = StepLR
+    step_size: int = 10_000  # StepLR: decay every step_size steps (paper: 1e4)
+    gamma: float = 0.9  # StepLR decay factor (paper: 0.9)
+    grad_clip: float | None = None  # max global grad norm (precision-ls code: 100)
+    skip_grad_norm: float | None = None  # skip a step whose grad norm exceeds this (code: 1e3)
+    report_every: int = 100  # steps between tune.report calls (train-loss rows)
+    checkpoint_every: int = 1000  # steps between checkpoints (a multiple of report_every)
+    artifact_every: int = 0  # record model.artifacts() every k steps (0: never)
+
+    def check(self, path: str) -> None:
+        require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
+        require(self.steps >= 0, f"{path}.steps", f"must be >= 0, got {self.steps}")
+        require(self.batch_size >= 1, f"{path}.batch_size", f"must be >= 1, got {self.batch_size}")
+        require(self.eps > 0, f"{path}.eps", f"must be > 0, got {self.eps}")
+        require(self.report_every >= 1, f"{path}.report_every", "must be >= 1")
+        require(
+            self.checkpoint_every >= 1 and self.checkpoint_every % self.report_every == 0,
+            f"{path}.checkpoint_every",
+            f"must be a positive multiple of report_every={self.report_every}",
+        )
+        require(self.step_size >= 1, f"{path}.step_size", "must be >= 1")
+        require(0 < self.gamma <= 1, f"{path}.gamma", "must be in (0, 1]")
+        require(self.artifact_every >= 0, f"{path}.artifact_every", "must be >= 0")
+        require(self.warmup_steps >= 0, f"{path}.warmup_steps", "must be >= 0")
+        require(len(self.betas) == 2, f"{path}.betas", "must hold two numbers")
+        from icl_core.train import OPTIMIZERS  # late import: train imports this module
+
+        require(
+            self.optimizer in OPTIMIZERS,
+            f"{path}.optimizer",
+            f"unknown {self.optimizer!r}; valid choices: {', '.join(sorted(OPTIMIZERS))}",
+        )
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """The evaluation grid, declared apart from the training grid.
+
+    `grid` holds evaluation points; each is a mapping of task-field overrides plus an optional
+    "test_dist" label, e.g. {"test_dist": "long", "n_points": 40}. Every point is evaluated on
+    `n_prompts` fresh prompts drawn from `seed`, so all trials see the same test prompts.
+    """
+
+    n_prompts: int = 1000  # test prompts per evaluation point
+    seed: int = 2024  # seed of the test prompts (shared by all trials and baselines)
+    every: int = 0  # also evaluate every `every` training steps (0: only at the end)
+    grid: tuple[dict, ...] = ({},)  # evaluation points (task overrides + "test_dist")
+    baselines: tuple[str, ...] = ()  # reference predictors on the same prompts: ols, gd
+    gd_steps: tuple[int, ...] = (1, 10, 100, 1000, 3000)  # GD iterations reported
+    gd_lr: float = 0.2  # GD step size; precision-ls: 0.1 with gradient x2/N = 0.2 here
+    chunk: int = 500  # prompts per forward pass (memory bound only)
+
+    def check(self, path: str) -> None:
+        require(self.n_prompts >= 1, f"{path}.n_prompts", "must be >= 1")
+        require(self.every >= 0, f"{path}.every", "must be >= 0")
+        require(len(self.grid) >= 1, f"{path}.grid", "must hold at least one evaluation point")
+        require(self.chunk >= 1, f"{path}.chunk", "must be >= 1")
+        require(all(s >= 0 for s in self.gd_steps), f"{path}.gd_steps", "must be >= 0")
+        from icl_core.baselines import BASELINES
+
+        for name in self.baselines:
+            require(
+                name in BASELINES,
+                f"{path}.baselines",
+                f"unknown {name!r}; valid choices: {', '.join(sorted(BASELINES))}",
+            )
+        labels = [point.get("test_dist", "train") for point in self.grid]
+        require(len(set(labels)) == len(labels), f"{path}.grid", f"test_dist labels repeat: {labels}")
+
+
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class MemberConfig:
+    """One model trained on one task with one seed: the unit every row is keyed by."""
+
+    task: Any  # a task config dataclass (icl_core.tasks.TASKS)
+    model: Any  # a model config dataclass (icl_core.models.MODELS)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    seed: int = 0  # training seed: model init and training batches
+    task_seed: int = 0  # task seed: fixed task parameters (teachers, codes, indices)
+    dtype: str = "float32"  # float32 | float64, end to end
+    device: str = "auto"  # auto (cuda if available, else cpu) | cpu | cuda | cuda:N
+
+    def to_dict(self) -> dict:
+        return to_plain(self)
+
+    @property
+    def hash(self) -> str:
+        return config_hash(self.to_dict())
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses -> dicts, tuples -> lists: JSON-ready."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+# Fields that do not change what is computed; excluded from the config hash so a sweep
+# started on one machine can be extended on another.
+NON_SEMANTIC = ("device", "train.report_every", "train.checkpoint_every")
+
+
+def config_hash(plain: dict) -> str:
+    """A stable 16-hex-digit hash of a resolved member config (non-semantic fields dropped)."""
+    flat = {k: v for k, v in flatten(plain).items() if k not in NON_SEMANTIC}
+    text = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{"model": {"depth": 4}} -> {"model.depth": 4}. Lists and eval-grid dicts stay whole."""
+    out = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and key not in ("grid",):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def set_path(d: dict, dotted: str, value: Any) -> None:
+    """Set d["a"]["b"] = value for dotted "a.b", creating levels as needed."""
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        d = d.setdefault(key, {})
+        if not isinstance(d, dict):
+            raise ConfigError(f"{dotted}: {key!r} is not a section")
+    d[keys[-1]] = value
+
+
+def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
+    """Validate a (partial) member-config dict and fill every default."""
+    from icl_core.models import MODELS
+    from icl_core.tasks import TASKS
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: expected a mapping, got {raw!r}")
+    top = {f.name for f in dataclasses.fields(MemberConfig)}
+    unknown = sorted(set(raw) - top)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown field; valid fields: {', '.join(sorted(top))}")
+    for section in ("task", "model"):
+        if section not in raw:
+            raise ConfigError(f"{section}: missing; every config needs a {section} section")
+    task = TASKS.resolve(raw["task"], "task", from_cli)
+    model = MODELS.resolve(raw["model"], "model", from_cli)
+    train = build_dataclass(TrainConfig, raw.get("train", {}), "train", from_cli)
+    evaluation = build_dataclass(EvalConfig, raw.get("eval", {}), "eval", from_cli)
+    hints = typing.get_type_hints(MemberConfig)
+    scalars = {
+        k: coerce(raw[k], hints[k], k, from_cli)
+        for k in ("seed", "task_seed", "dtype", "device")
+        if k in raw
+    }
+    member = MemberConfig(task=task, model=model, train=train, eval=evaluation, **scalars)
+    require(member.dtype in DTYPES, "dtype", f"{member.dtype!r} is not valid; valid choices: {', '.join(DTYPES)}")
+    require(member.seed >= 0, "seed", "must be >= 0")
+    require(member.task_seed >= 0, "task_seed", "must be >= 0")
+    dev = member.device
+    require(
+        dev in ("auto", "cpu", "cuda", "mps") or dev.startswith("cuda:"),
+        "device",
+        f"{dev!r} is not valid; valid choices: auto, cpu, cuda, cuda:N, mps",
+    )
+    # Every evaluation point must describe a valid task.
+    for i, point in enumerate(evaluation.grid):
+        overrides = {k: v for k, v in point.items() if k != "test_dist"}
+        TASKS.resolve({**to_plain(task), **overrides}, f"eval.grid[{i}]", from_cli)
+    return member

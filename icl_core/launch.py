@@ -1,0 +1,124 @@
+"""Ray Tune execution: embedded local Ray by default, a cluster under `ray job submit`.
+
+Trials are a grid over planned TrialSpecs (one JSON string each, so every trial is
+self-contained). Progress goes to the terminal as one line at most every few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from ray import tune
+from ray.tune import Callback
+
+from icl_core.trial import TrialSpec, tune_trainable
+
+
+def in_ray_job() -> bool:
+    """True when this driver was started by `ray job submit`."""
+    return bool(os.environ.get("RAY_JOB_SUBMISSION_ID") or os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"))
+
+
+def init_ray(address: str | None) -> bool:
+    """Connect or start Ray; returns True if this call started it (and should stop it)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address)
+    elif in_ray_job():
+        ray.init()  # the job's cluster
+    else:
+        # address="local": never join a stray running cluster by accident.
+        ray.init(address="local", include_dashboard=False, log_to_driver=True)
+    return True
+
+
+class Progress(Callback):
+    """Tune callback: done / running / failed / diverged and an ETA, rate-limited."""
+
+    def __init__(self, label: str, total: int, every_s: float = 10.0):
+        self.label, self.total, self.every_s = label, total, every_s
+        self.start = time.time()
+        self.last = 0.0
+        self.done = self.failed = self.diverged = 0
+        self.running: set = set()
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.running.add(trial.trial_id)
+        self._print()
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result.get("done") and result.get("status") == "diverged":
+            self.diverged += 1
+        self._print()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.running.discard(trial.trial_id)
+        self.done += 1
+        self._print(force=self.done == self.total)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.running.discard(trial.trial_id)
+        self.failed += 1
+        self._print(force=True)
+
+    def _print(self, force: bool = False):
+        now = time.time()
+        if not force and now - self.last < self.every_s:
+            return
+        self.last = now
+        elapsed = now - self.start
+        finished = self.done + self.failed
+        eta = f"{elapsed / finished * (self.total - finished):.0f}s" if finished else "?"
+        print(
+            f"[{self.label}] {self.done}/{self.total} trials done, {len(self.running)} running, "
+            f"{self.failed} failed, {self.diverged} members diverged, "
+            f"elapsed {elapsed:.0f}s, ETA {eta}",
+            flush=True,
+        )
+
+
+def quiet() -> None:
+    """Our progress line replaces Tune's tables; our rows replace its result files."""
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    for name in ("ray.tune.analysis.experiment_analysis", "ray.tune.tune"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def run_tune(
+    specs: list[TrialSpec],
+    label: str,
+    tune_dir: str,
+    resources: dict,
+    max_concurrent: int | None,
+) -> None:
+    """Run the trials with Ray Tune; failures are recorded in rows, not raised here."""
+    quiet()
+    trainable = tune.with_resources(tune_trainable, resources)
+    name = time.strftime("run-%Y%m%d-%H%M%S")
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"spec": tune.grid_search([s.to_json() for s in specs])},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            reuse_actors=False,
+            trial_dirname_creator=lambda trial: f"{trial.trial_id}",
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=tune_dir,
+            failure_config=tune.FailureConfig(max_failures=2),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[Progress(label, len(specs))],
+            verbose=0,
+        ),
+    )
+    tuner.fit()
+    sys.stdout.flush()

@@ -1,0 +1,23 @@
+"""Model registry: every architecture by short name, built with (d_in, d_out, max_len, causal)."""
+
+from icl_core.models.mixers import MIXERS
+from icl_core.models.transformer import Transformer, TransformerConfig
+from icl_core.registry import Registry
+
+MODELS = Registry("model")
+MODELS.register("transformer", TransformerConfig)(Transformer)
+
+
+def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, device, dtype):
+    """Instantiate a resolved model config on a device and dtype."""
+    model = MODELS.build(cfg, d_in=d_in, d_out=d_out, max_len=max_len, causal=causal)
+    return model.to(device=device, dtype=dtype)
+
+
+def num_params(model) -> int:
+    """Non-embedding parameter count, the x-axis of size-scaling plots (one place)."""
+    own = getattr(model, "num_params", None)
+    return own() if own is not None else sum(p.numel() for p in model.parameters())
+
+
+__all__ = ["MIXERS", "MODELS", "build_model", "num_params"]

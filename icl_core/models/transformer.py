@@ -1,0 +1,105 @@
+"""A GPT-2-style transformer with a switchable sequence mixer (Liu et al. 2024, §2.1).
+
+Linear read-in -> learned absolute positions -> `depth` pre-LN blocks (mixer, then a ReLU
+MLP, each with a residual) -> final LayerNorm -> linear read-out. LayerNorm and the MLP
+can be switched off (the ±LN ablations). GPT-2 init (std 0.02, as in the precision-ls code).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from icl_core.config import require
+from icl_core.models.mixers import MIXERS
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    name: str = "transformer"
+    width: int = 64  # embedding size D (paper App. B.1: 64)
+    depth: int = 12  # number of blocks L (paper default: 12)
+    heads: int = 1  # attention heads; must divide width (paper: 1)
+    mixer: str = "attention"  # sequence mixer, a name in icl_core.models.mixers.MIXERS
+    mlp: bool = True  # state mixer on/off
+    mlp_ratio: int = 4  # MLP hidden size = mlp_ratio * width (paper: 4)
+    layer_norm: bool = True  # pre-LN blocks and final LN on/off
+    init_std: float = 0.02  # GPT-2 init std for linear and embedding weights
+
+    def check(self, path: str) -> None:
+        require(self.width >= 1, f"{path}.width", f"must be >= 1, got {self.width}")
+        require(self.depth >= 1, f"{path}.depth", f"must be >= 1, got {self.depth}")
+        require(self.heads >= 1, f"{path}.heads", f"must be >= 1, got {self.heads}")
+        require(
+            self.width % self.heads == 0,
+            f"{path}.heads",
+            f"must divide width={self.width}, got {self.heads}",
+        )
+        require(
+            self.mixer in MIXERS,
+            f"{path}.mixer",
+            f"unknown {self.mixer!r}; valid choices: {', '.join(sorted(MIXERS))}",
+        )
+        require(self.mlp_ratio >= 1, f"{path}.mlp_ratio", "must be >= 1")
+        require(self.init_std > 0, f"{path}.init_std", "must be > 0")
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, ratio: int):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, ratio * width), nn.Linear(ratio * width, width)
+
+    def forward(self, x_BxTxW: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x_BxTxW)))
+
+
+def norm(width: int, enabled: bool) -> nn.Module:
+    return nn.LayerNorm(width) if enabled else nn.Identity()
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TransformerConfig, causal: bool):
+        super().__init__()
+        self.ln1 = norm(cfg.width, cfg.layer_norm)
+        self.mixer = MIXERS[cfg.mixer](width=cfg.width, heads=cfg.heads, causal=causal)
+        self.ln2 = norm(cfg.width, cfg.layer_norm) if cfg.mlp else None
+        self.mlp = MLP(cfg.width, cfg.mlp_ratio) if cfg.mlp else None
+
+    def forward(self, x_BxTxW: torch.Tensor) -> torch.Tensor:
+        x = x_BxTxW + self.mixer(self.ln1(x_BxTxW))
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln2(x))
+        return x
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: TransformerConfig, d_in: int, d_out: int, max_len: int, causal: bool):
+        super().__init__()
+        self.cfg, self.max_len = cfg, max_len
+        self.read_in = nn.Linear(d_in, cfg.width)
+        self.wpe = nn.Embedding(max_len, cfg.width)  # learned absolute positions
+        self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.depth))
+        self.ln_f = norm(cfg.width, cfg.layer_norm)
+        self.read_out = nn.Linear(cfg.width, d_out)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=cfg.init_std)
+            if isinstance(module, nn.Linear):
+                nn.init.zeros_(module.bias)
+
+    def forward(self, x_BxTxI: torch.Tensor) -> torch.Tensor:
+        T = x_BxTxI.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"sequence of {T} tokens exceeds max_len={self.max_len}")
+        pos = torch.arange(T, device=x_BxTxI.device)
+        h = self.read_in(x_BxTxI) + self.wpe(pos)  # (B, T, W)
+        for block in self.blocks:
+            h = block(h)
+        return self.read_out(self.ln_f(h))  # (B, T, O)
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Parameter count, the x-axis of size-scaling plots (positions excluded by default)."""
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.wpe.weight.numel() if non_embedding else n

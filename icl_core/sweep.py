@@ -1,0 +1,137 @@
+"""Declarative sweeps: a Sweep holds Studies; a Study is a base config, a grid and presets.
+
+    STUDY = Study(
+        name="least_squares",
+        figure="depth",                    # analysis figure it regenerates
+        base={"task": {...}, "model": {...}, "train": {...}, "eval": {...}},
+        grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]},
+        presets={"smoke": Preset(...), "cpu": Preset(...), "paper": Preset(...)},
+    )
+    SWEEP = Sweep("depth_scaling", [STUDY])
+    if __name__ == "__main__":
+        SWEEP.main()
+
+A preset's `overrides` (dotted keys) change the base config and its `grid` replaces axes of
+the study grid. Planning expands the grid, applies CLI `--set` overrides, and validates
+every member config before anything is launched.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from icl_core.config import (
+    ConfigError,
+    MemberConfig,
+    coerce,
+    resolve_member,
+    set_path,
+)
+
+PRESETS = ("smoke", "cpu", "paper")
+
+
+@dataclass
+class Preset:
+    overrides: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
+    grid: dict[str, list] = field(default_factory=dict)  # dotted key -> values (replaces axes)
+
+
+@dataclass
+class Study:
+    name: str
+    base: dict
+    grid: dict[str, list]
+    presets: dict[str, Preset]
+    figure: str | None = None  # name in analysis.figures.FIGURES
+    doc: str = ""  # the figure it regenerates, shown by --help and --dry-run
+    cpus_per_trial: int = 1
+
+    def __post_init__(self):
+        missing = [p for p in PRESETS if p not in self.presets]
+        if missing:
+            raise ValueError(f"study {self.name!r} lacks presets {missing}")
+
+    def members(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
+        """Every member config of this study under a preset, validated."""
+        if preset not in self.presets:
+            raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {', '.join(self.presets)}")
+        chosen = self.presets[preset]
+        base = copy.deepcopy(self.base)
+        for key, value in chosen.overrides.items():
+            set_path(base, key, value)
+        grid = {**self.grid, **chosen.grid}
+        sets = dict(sets or {})
+        for key, text in sets.items():
+            value = parse_override(base, key, text)
+            if key in grid:
+                grid[key] = [value]
+            else:
+                set_path(base, key, value)
+        for key, values in grid.items():
+            if not isinstance(values, (list, tuple)) or len(values) == 0:
+                raise ConfigError(f"grid.{key}: must be a non-empty list, got {values!r}")
+        keys = list(grid)
+        out, seen = [], set()
+        for combo in itertools.product(*(grid[k] for k in keys)):
+            raw = copy.deepcopy(base)
+            for key, value in zip(keys, combo, strict=True):
+                set_path(raw, key, value)
+            member = resolve_member(raw)
+            if member.hash not in seen:
+                seen.add(member.hash)
+                out.append(member)
+        return out
+
+
+def parse_override(base: dict, key: str, text: str) -> Any:
+    """Parse a `--set key=value` string against the declared type of `key`."""
+    from icl_core.models import MODELS
+    from icl_core.tasks import TASKS
+
+    parts = key.split(".")
+    hints = typing.get_type_hints(MemberConfig)
+    if parts[0] not in hints:
+        raise ConfigError(f"--set {key}: unknown field; valid fields: {', '.join(sorted(hints))}")
+    if len(parts) == 1:
+        if parts[0] in ("task", "model", "train", "eval"):
+            raise ConfigError(f"--set {key}: name a field, e.g. {key}.<field>")
+        return coerce(text, hints[parts[0]], f"--set {key}", from_cli=True)
+    section = parts[0]
+    if section in ("task", "model"):
+        registry = TASKS if section == "task" else MODELS
+        raw = base.get(section, {})
+        name = text if parts[1] == "name" else raw.get("name")
+        cls = registry.config_cls(name, f"{section}.name")
+    else:
+        cls = hints[section] if section in ("train", "eval") else None
+    if cls is None or len(parts) != 2:
+        raise ConfigError(f"--set {key}: unknown field")
+    field_hints = typing.get_type_hints(cls)
+    if parts[1] not in field_hints:
+        raise ConfigError(
+            f"--set {key}: unknown field; valid fields: {', '.join(field_hints)}"
+        )
+    return coerce(text, field_hints[parts[1]], f"--set {key}", from_cli=True)
+
+
+@dataclass
+class Sweep:
+    name: str
+    studies: list[Study]
+
+    def study(self, name: str) -> Study:
+        for study in self.studies:
+            if study.name == name:
+                return study
+        valid = ", ".join(s.name for s in self.studies)
+        raise ConfigError(f"--study: unknown {name!r}; valid choices: {valid}")
+
+    def main(self, argv: list[str] | None = None) -> int:
+        from icl_core.cli import main
+
+        return main(self, argv)

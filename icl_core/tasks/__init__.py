@@ -1,0 +1,16 @@
+"""Task registry: every data-generating task, by short name."""
+
+from icl_core.registry import Registry
+from icl_core.tasks.base import Batch, RegressionProblem, Task, masked_mse
+from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
+
+TASKS = Registry("task")
+TASKS.register("linear_regression", LinearRegressionConfig)(LinearRegression)
+
+
+def build_task(cfg, task_seed: int, device, dtype) -> Task:
+    """Instantiate a resolved task config on a device and dtype."""
+    return TASKS.build(cfg, task_seed=task_seed, device=device, dtype=dtype)
+
+
+__all__ = ["TASKS", "Batch", "RegressionProblem", "Task", "build_task", "masked_mse"]

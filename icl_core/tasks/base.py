@@ -1,0 +1,67 @@
+"""The task contract every study plugs into.
+
+A task is built from its config and a *task seed* (fixed task parameters: teachers, position
+codes, covariances, primitive indices come from it), separately from the *training seed*
+that drives `sample`. Every prompt layout of the five papers is a `Batch`:
+
+    inputs  (B, T, d_in)   the token sequence a model reads
+    targets (B, T, d_out)  what the model should output at each token
+    mask    (T,) bool      tokens whose output is supervised and evaluated
+    extras  dict           task tensors that baselines and analysis need (e.g. xs, ys, w)
+
+and the task says `d_in`, `d_out`, `seq_len`, whether the model must be `causal`, and
+`prompt_len` (examples per prompt) and `positions` (T,): the number of in-context examples before each token's prediction (the
+`position` column of evaluation rows; -1 where nothing is predicted).
+
+Layouts this holds: all-prefix interleaved x/y (mask on every x token); fixed-N query-only
+(mask on the last token); seq2seq primitives (mask on every token); a vector read at the last
+token (d_out = D); the linear-attention column layout (T = n + 1 columns of [x; y]);
+non-causal retrieval (causal = False); AR(q) (mask on every next-step token);
+chain-of-thought (vector targets on the intermediate tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+
+@dataclass
+class Batch:
+    inputs: torch.Tensor  # (B, T, d_in)
+    targets: torch.Tensor  # (B, T, d_out)
+    mask: torch.Tensor  # (T,) bool
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class RegressionProblem:
+    """One least-squares problem per prompt, for the classical baselines (OLS, GD).
+
+    X (B, k, D), y (B, k): the k in-context examples; x_query (B, D); `token` is the index
+    of the token whose prediction this problem answers.
+    """
+
+    X: torch.Tensor
+    y: torch.Tensor
+    x_query: torch.Tensor
+    token: int
+
+
+class Task(Protocol):
+    d_in: int
+    d_out: int
+    seq_len: int
+    prompt_len: int  # in-context examples per prompt (the prompt_len column)
+    causal: bool
+    positions: torch.Tensor  # (T,) long
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch: ...
+
+
+def masked_mse(pred_BxTxO: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """The training loss: mean squared error over supervised tokens and output dims."""
+    err = (pred_BxTxO - batch.targets)[:, batch.mask]  # (B, M, O)
+    return err.pow(2).mean()

@@ -1,0 +1,88 @@
+"""In-context linear regression: x_i, w ~ N(0, I_D), y_i = w.x_i + sigma*eps.
+
+Two layouts (Liu et al. 2024, Table in App. B.2):
+
+* ``fixed_n`` (Figs 2, 10): N + 1 tokens of dimension D + 1, only the query supervised.
+  With D = 2, N = 2:  [x1; y1] [x2; y2] [xq; 0]  ->  target y_q at the last token.
+      tokens = [[ .3, -1.2,  0.7],
+                [1.1,  0.4, -0.9],
+                [-.5,  2.0,  0.0]]      target[-1] = y_q, mask = [F, F, T]
+* ``all_prefix`` (Fig 1, Garg et al.): 2N + 1 tokens of dimension D, x_i then y_i*e_1,
+  ending with the query; the prediction of y_{k+1} is read at x-token k+1, after k examples.
+      [x1, y1 e1, x2, y2 e1, x3]  ->  targets y1, y2, y3 at tokens 0, 2, 4 (positions 0, 1, 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from icl_core.config import require
+from icl_core.tasks.base import Batch, RegressionProblem
+
+
+@dataclass(frozen=True)
+class LinearRegressionConfig:
+    name: str = "linear_regression"
+    dim: int = 5  # D: dimension of x and w (paper: 5)
+    n_points: int = 20  # N: in-context examples before the query (paper: sequence length 20)
+    layout: Literal["fixed_n", "all_prefix"] = "fixed_n"
+    noise_std: float = 0.0  # sigma of label noise (paper: noiseless)
+
+    def check(self, path: str) -> None:
+        require(self.dim >= 1, f"{path}.dim", f"must be >= 1, got {self.dim}")
+        require(self.n_points >= 1, f"{path}.n_points", f"must be >= 1, got {self.n_points}")
+        require(self.noise_std >= 0, f"{path}.noise_std", "must be >= 0")
+
+
+class LinearRegression:
+    causal = True
+
+    def __init__(self, cfg: LinearRegressionConfig, task_seed: int, device, dtype):
+        del task_seed  # no fixed parameters: w is drawn fresh for every prompt
+        self.cfg, self.device, self.dtype = cfg, device, dtype
+        D, N = cfg.dim, cfg.n_points
+        self.prompt_len = N
+        if cfg.layout == "fixed_n":
+            self.d_in, self.d_out, self.seq_len = D + 1, 1, N + 1
+            self.positions = torch.full((N + 1,), -1, dtype=torch.long)
+            self.positions[-1] = N
+        else:
+            self.d_in, self.d_out, self.seq_len = D, 1, 2 * N + 1
+            self.positions = torch.full((2 * N + 1,), -1, dtype=torch.long)
+            self.positions[0::2] = torch.arange(N + 1)
+        self.mask = self.positions >= 0
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        D, N, B = self.cfg.dim, self.cfg.n_points, batch_size
+        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
+        xs = torch.randn(B, N + 1, D, **opts)  # (B, N+1, D), the last row is the query
+        w = torch.randn(B, D, **opts)  # (B, D)
+        ys = torch.einsum("bnd,bd->bn", xs, w)  # (B, N+1)
+        if self.cfg.noise_std > 0:
+            ys = ys + self.cfg.noise_std * torch.randn(B, N + 1, **opts)
+        if self.cfg.layout == "fixed_n":
+            y_in = torch.cat([ys[:, :N], torch.zeros_like(ys[:, N:])], dim=1)
+            inputs = torch.cat([xs, y_in.unsqueeze(-1)], dim=-1)  # (B, N+1, D+1)
+            targets = torch.zeros(B, N + 1, 1, device=self.device, dtype=self.dtype)
+            targets[:, -1, 0] = ys[:, -1]
+        else:
+            inputs = torch.zeros(B, 2 * N + 1, D, device=self.device, dtype=self.dtype)
+            inputs[:, 0::2] = xs
+            inputs[:, 1::2, 0] = ys[:, :N]
+            targets = torch.zeros(B, 2 * N + 1, 1, device=self.device, dtype=self.dtype)
+            targets[:, 0::2, 0] = ys
+        mask = self.mask.to(self.device)
+        return Batch(inputs, targets, mask, extras={"xs": xs, "ys": ys, "w": w})
+
+    def regression_problems(self, batch: Batch) -> list[RegressionProblem]:
+        """The least-squares problem behind each supervised token (for OLS / GD baselines)."""
+        xs, ys = batch.extras["xs"], batch.extras["ys"]
+        tokens = torch.nonzero(self.mask).flatten().tolist()
+        return [
+            RegressionProblem(xs[:, :k], ys[:, :k], xs[:, k], token)
+            for token in tokens
+            for k in [int(self.positions[token])]
+        ]

@@ -1,0 +1,156 @@
+"""One training loop for every member: Adam/AdamW, warmup, StepLR, clipping, step skipping.
+
+`MemberRun` holds everything a member's training needs (model, optimizer, scheduler, data
+RNG, step, rows so far) and exposes `state_dict` / `load_state_dict`, so the trial driver can
+checkpoint and resume it bit for bit. Room is left for other trainers: an optimizer is a
+name in OPTIMIZERS; L-BFGS on a fixed batch and epoch training plug in as further entries.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from icl_core.config import MemberConfig, TrainConfig
+from icl_core.device import derive_seed, generator, resolve_device, resolve_dtype
+from icl_core.models import build_model
+from icl_core.tasks import build_task, masked_mse
+
+
+def _adam(params, cfg: TrainConfig):
+    return torch.optim.Adam(
+        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
+    )
+
+
+def _adamw(params, cfg: TrainConfig):
+    return torch.optim.AdamW(
+        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
+    )
+
+
+OPTIMIZERS = {"adam": _adam, "adamw": _adamw}
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of cfg.lr at optimizer step `step` (0-based): linear warmup, then StepLR."""
+    warm = min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+    if cfg.schedule == "step":
+        return warm * cfg.gamma ** (step // cfg.step_size)
+    return warm
+
+
+class MemberRun:
+    """Training state of one member; deterministic given its config."""
+
+    def __init__(self, member: MemberConfig, max_len: int | None = None):
+        from icl_core.evaluate import eval_max_len
+
+        self.member = member
+        self.device = resolve_device(member.device)
+        self.dtype = resolve_dtype(member.dtype)
+        self.task = build_task(member.task, member.task_seed, self.device, self.dtype)
+        torch.manual_seed(derive_seed(member.seed, "init"))
+        self.model = build_model(
+            member.model,
+            d_in=self.task.d_in,
+            d_out=self.task.d_out,
+            max_len=max_len or eval_max_len(member),
+            causal=self.task.causal,
+            device=self.device,
+            dtype=self.dtype,
+        )
+        cfg = member.train
+        self.optimizer = OPTIMIZERS[cfg.optimizer](self.model.parameters(), cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_factor(s, cfg)
+        )
+        self.data_gen = generator(self.device, derive_seed(member.seed, "data"))
+        self.step = 0
+        self.rows: list[dict] = []  # rows so far (train curve, intermediate evaluations)
+        self.diverged_at: int | None = None
+        self.skipped_steps = 0
+        self.train_seconds = 0.0
+        self.tokens = 0
+        self.artifacts: dict[str, list] = {}  # name -> [(step, array)], see artifacts.py
+
+    def record_artifacts(self) -> None:
+        """Record the model's arrays at the current step (if it defines `artifacts()`)."""
+        get = getattr(self.model, "artifacts", None)
+        if get is None:
+            return
+        for name, value in get().items():
+            self.artifacts.setdefault(name, []).append((self.step, value.detach().cpu().clone()))
+
+    # -- training ---------------------------------------------------------------------
+    def train_until(self, target_step: int) -> float:
+        """Train up to `target_step`; return the mean loss over these steps (NaN if none).
+
+        Losses stay on the device; the host reads them once per call, never per step.
+        A non-finite loss stops training and records the first bad step.
+        """
+        cfg, start = self.member.train, self.step
+        if self.diverged_at is not None or target_step <= start:
+            return math.nan
+        self.model.train()
+        t0 = time.perf_counter()
+        total = torch.zeros((), device=self.device, dtype=self.dtype)
+        bad_step = torch.full((), -1, device=self.device, dtype=torch.long)
+        for step in range(start, target_step):
+            batch = self.task.sample(cfg.batch_size, self.data_gen)
+            loss = masked_mse(self.model(batch.inputs), batch)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip is not None or cfg.skip_grad_norm is not None:
+                limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
+                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
+                if cfg.skip_grad_norm is not None and float(norm) > cfg.skip_grad_norm:
+                    self.skipped_steps += 1  # this branch syncs, by request of the config
+                    self.scheduler.step()
+                    continue
+            self.optimizer.step()
+            self.scheduler.step()
+            finite = torch.isfinite(loss)
+            bad_step = torch.where(~finite & (bad_step < 0), step + 1, bad_step)
+            total = total + loss.detach()
+            self.tokens += batch.inputs.shape[0] * batch.inputs.shape[1]
+        self.step = target_step
+        self.train_seconds += time.perf_counter() - t0
+        bad = int(bad_step)
+        if bad >= 0:
+            self.diverged_at = bad
+            self.step = bad
+        mean = float(total) / (target_step - start)
+        self.rows.append(train_row(self.step, mean))
+        return mean
+
+    # -- checkpointing ----------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "data_gen": self.data_gen.get_state(),
+            "step": self.step,
+            "rows": list(self.rows),
+            "diverged_at": self.diverged_at,
+            "skipped_steps": self.skipped_steps,
+            "train_seconds": self.train_seconds,
+            "tokens": self.tokens,
+            "artifacts": {k: list(v) for k, v in self.artifacts.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.data_gen.set_state(state["data_gen"])
+        for key in ("step", "rows", "diverged_at", "skipped_steps", "train_seconds", "tokens", "artifacts"):
+            setattr(self, key, state[key])
+
+
+def train_row(step: int, loss: float) -> dict:
+    return {"metric": "train_loss", "statistic": "mean", "value": loss, "step": step,
+            "predictor": "model"}

@@ -1,0 +1,195 @@
+"""A trial: a list of members (one model each) trained one after another in one process.
+
+`run_trial` is plain Python (tests and notebooks call it directly); `tune_trainable` wraps it
+for Ray Tune: metrics go out through `ray.tune.report` every `train.report_every` steps, with
+a checkpoint every `train.checkpoint_every` steps, and a restarted trial resumes from it.
+Each member writes its own row file, so packing members changes nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from icl_core.artifacts import save_artifacts
+from icl_core.config import flatten, resolve_member
+from icl_core.evaluate import evaluate
+from icl_core.models import num_params
+from icl_core.provenance import worker_provenance
+from icl_core.store import Store, rows_table
+from icl_core.train import MemberRun
+
+CHECKPOINT_FILE = "member_state.pt"
+
+
+@dataclass
+class TrialSpec:
+    sweep: str
+    study: str
+    storage: str
+    members: list[dict]  # resolved member configs (plain dicts)
+    threads: int = 1  # torch CPU threads (the trial's CPU share)
+    provenance: dict = field(default_factory=dict)  # from the driver: code and package versions
+
+    @property
+    def member_hashes(self) -> list[str]:
+        return [resolve_member(m).hash for m in self.members]
+
+    @property
+    def trial_id(self) -> str:
+        hashes = self.member_hashes
+        if len(hashes) == 1:
+            return hashes[0]
+        return hashlib.sha256(",".join(hashes).encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialSpec:
+        return cls(**json.loads(text))
+
+
+class TrialFailed(RuntimeError):
+    """Raised after all members ran when at least one raised; rows record each reason."""
+
+
+Reporter = Callable[[dict, dict | None], None]  # (metrics, checkpoint state or None)
+
+
+def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | None = None) -> dict:
+    """Train every unfinished member; returns {config_hash: status}."""
+    torch.set_num_threads(max(1, spec.threads))
+    store = Store(spec.storage)
+    done = store.finished(spec.sweep, spec.study)
+    statuses, failures = {}, []
+    for index, raw in enumerate(spec.members):
+        member = resolve_member(raw)
+        if member.hash in done:
+            statuses[member.hash] = "ok"
+            continue
+        resume = state["run"] if state and state.get("member_hash") == member.hash else None
+        status, reason = run_member(spec, index, member, store, report, resume)
+        statuses[member.hash] = status
+        if status == "failed":
+            failures.append(f"member {index} ({member.hash}): {reason}")
+    if failures:
+        raise TrialFailed("; ".join(failures))
+    return statuses
+
+
+def run_member(spec, index, member, store, report, resume) -> tuple[str, str | None]:
+    t0 = time.time()
+    cfg, h = member.train, member.hash
+    run = None
+    try:
+        run = MemberRun(member)
+        if resume is not None:
+            run.load_state_dict(resume)
+        while run.step < cfg.steps and run.diverged_at is None:
+            target = min(cfg.steps, (run.step // cfg.report_every + 1) * cfg.report_every)
+            loss = run.train_until(target)
+            if run.diverged_at is not None:
+                break
+            if member.eval.every and run.step % member.eval.every == 0 and run.step < cfg.steps:
+                run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, False)
+            if cfg.artifact_every and run.step % cfg.artifact_every == 0:
+                run.record_artifacts()
+            checkpoint = run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps
+            if report is not None:
+                report(
+                    {"member": index, "step": run.step, "loss": loss, "done": False},
+                    {"member_hash": h, "run": run.state_dict()} if checkpoint else None,
+                )
+        if run.diverged_at is not None:
+            status, reason = "diverged", f"non-finite training loss at step {run.diverged_at}"
+        else:
+            status, reason = "ok", None
+            run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True)
+    except Exception as exc:  # recorded with its reason; the trial goes on with other members
+        status = "failed"
+        reason = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    rows = run.rows if run is not None else []
+    rows = rows + [{"metric": "steps_completed", "statistic": "value", "predictor": "model",
+                    "value": float(run.step if run else 0), "step": run.step if run else 0}]
+    constants = member_constants(spec, index, member, run, status, reason, time.time() - t0)
+    store.write_rows(store.rows_path(spec.sweep, spec.study, h, status), rows_table(rows, constants))
+    if status != "failed":
+        store.delete(store.rows_path(spec.sweep, spec.study, h, "failed"))
+        if run.artifacts:
+            save_artifacts(store, spec.sweep, spec.study, h, run.artifacts)
+    if report is not None:
+        report({"member": index, "step": run.step if run else 0, "done": True,
+                "status": status}, None)
+    return status, reason
+
+
+def member_constants(spec, index, member, run, status, reason, wall) -> dict:
+    plain = member.to_dict()
+    device = run.device if run is not None else torch.device("cpu")
+    seconds = run.train_seconds if run is not None else 0.0
+    tokens = run.tokens if run is not None else 0
+    return {
+        **flatten(plain),
+        **spec.provenance,
+        **worker_provenance(device),
+        "sweep": spec.sweep, "study": spec.study, "trial_id": spec.trial_id, "member": index,
+        "config_hash": member.hash, "status": status, "reason": reason,
+        "config_json": json.dumps(plain, sort_keys=True),
+        "num_params": num_params(run.model) if run is not None else None,
+        "wall_time_s": wall, "train_time_s": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else None,
+        "skipped_steps": run.skipped_steps if run is not None else None,
+        "threads": spec.threads,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# ---------------------------------------------------------------------------- Ray Tune glue
+
+
+def save_state(directory: str, state: dict) -> None:
+    """Atomic checkpoint write: to a temporary file, then rename."""
+    path = os.path.join(directory, CHECKPOINT_FILE)
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_state(directory: str) -> dict:
+    return torch.load(os.path.join(directory, CHECKPOINT_FILE), weights_only=True)
+
+
+def tune_trainable(config: dict) -> None:
+    """The function Ray Tune runs: config = {"spec": TrialSpec JSON}."""
+    from ray import tune
+
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    spec = TrialSpec.from_json(config["spec"])
+    checkpoint = tune.get_checkpoint()
+    state = None
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d:
+            state = load_state(d)
+
+    def report(metrics: dict, ckpt_state: dict | None) -> None:
+        if ckpt_state is None:
+            tune.report(metrics)
+            return
+        with tempfile.TemporaryDirectory() as d:
+            save_state(d, ckpt_state)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+
+    run_trial(spec, report, state)

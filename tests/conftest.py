@@ -1,0 +1,38 @@
+"""Shared fixtures: one real local Ray for the whole session, tiny member configs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "sweeps"))
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A real local Ray (2 CPUs), started once and shared by every test that needs it."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def tiny_member(**over) -> dict:
+    """A member config that trains in well under a second."""
+    cfg = {
+        "task": {"name": "linear_regression", "dim": 3, "n_points": 6},
+        "model": {"name": "transformer", "width": 8, "depth": 2, "heads": 2},
+        "train": {"steps": 20, "batch_size": 8, "report_every": 10, "checkpoint_every": 10},
+        "eval": {"n_prompts": 50, "baselines": ["ols"]},
+    }
+    for key, value in over.items():
+        section, _, name = key.partition("__")
+        if name:
+            cfg.setdefault(section, {})[name] = value
+        else:
+            cfg[section] = value
+    return cfg

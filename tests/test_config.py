@@ -1,0 +1,85 @@
+"""Config validation: every bad input is refused with one message naming field and choices."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import tiny_member
+
+from icl_core.config import ConfigError, config_hash, resolve_member
+from icl_core.sweep import Preset, Study
+
+
+def base_study(**grid) -> Study:
+    return Study(
+        name="s",
+        base=tiny_member(),
+        grid=grid or {"model.depth": [1, 2], "seed": [0]},
+        presets={p: Preset() for p in ("smoke", "cpu", "paper")},
+    )
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (tiny_member(model__depth=0), "model.depth: must be >= 1, got 0"),
+        (tiny_member(model__name="gpt"), "model.name: unknown model 'gpt'; valid choices: transformer"),
+        (tiny_member(task__name="nope"), "task.name: unknown task 'nope'; valid choices: linear_regression"),
+        (tiny_member(model__heads=3), "model.heads: must divide width=8, got 3"),
+        (tiny_member(model__width="wide"), "model.width: expected an integer, got 'wide'"),
+        (tiny_member(model__layer_norm="false"), "model.layer_norm: expected a boolean"),
+        (tiny_member(model__colour=1), "model.colour: unknown field; valid fields: name, width"),
+        (tiny_member(task__layout="zigzag"), "task.layout: 'zigzag' is not valid; valid choices: fixed_n, all_prefix"),
+        (tiny_member(task__n_points=-4), "task.n_points: must be >= 1, got -4"),
+        (tiny_member(train__optimizer="sgdx"), "train.optimizer: unknown 'sgdx'; valid choices: adam, adamw"),
+        (tiny_member(train__checkpoint_every=15), "train.checkpoint_every: must be a positive multiple"),
+        (tiny_member(eval__baselines=["newton"]), "eval.baselines: unknown 'newton'; valid choices: gd, ols"),
+        (tiny_member(eval__grid=[{"n_pointz": 3}]), "eval.grid[0].n_pointz: unknown field"),
+        ({**tiny_member(), "dtype": "float16"}, "dtype: 'float16' is not valid; valid choices: float32, float64"),
+        ({**tiny_member(), "device": "tpu"}, "device: 'tpu' is not valid"),
+        ({**tiny_member(), "sed": 1}, "sed: unknown field"),
+    ],
+)
+def test_bad_member_configs_name_the_field(raw, message):
+    with pytest.raises(ConfigError) as info:
+        resolve_member(raw)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_defaults_filled_and_hash_stable():
+    a = resolve_member(tiny_member())
+    b = resolve_member(tiny_member(train__lr=1e-3))  # 1e-3 is the default: same config
+    assert a == b and a.hash == b.hash
+    assert resolve_member(tiny_member(model__depth=3)).hash != a.hash
+    # device and reporting cadence do not change what is computed
+    moved = resolve_member({**tiny_member(), "device": "cpu"})
+    assert moved.hash == a.hash
+    assert config_hash(a.to_dict()) == a.hash
+
+
+def test_cli_overrides_are_typed():
+    study = base_study()
+    members = study.members("smoke", {"model.layer_norm": "false", "train.lr": "3e-4"})
+    assert all(m.model.layer_norm is False for m in members)
+    assert all(m.train.lr == 3e-4 for m in members)
+    # an override of a grid axis collapses that axis
+    assert [m.model.depth for m in study.members("smoke", {"model.depth": "5"})] == [5]
+    for sets, message in [
+        ({"model.layer_norm": "maybe"}, "expected a boolean (true/false)"),
+        ({"model.width": "1.5"}, "expected an integer"),
+        ({"model.nope": "1"}, "--set model.nope: unknown field"),
+        ({"modle.width": "1"}, "--set modle.width: unknown field"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            study.members("smoke", sets)
+
+
+def test_grid_expansion_and_bad_grids():
+    members = base_study(**{"model.depth": [1, 2, 4], "seed": [0, 1]}).members("cpu")
+    assert sorted((m.model.depth, m.seed) for m in members) == [
+        (d, s) for d in (1, 2, 4) for s in (0, 1)
+    ]
+    with pytest.raises(ConfigError, match="grid.model.depth: must be a non-empty list"):
+        base_study(**{"model.depth": []}).members("cpu")
+    with pytest.raises(ConfigError, match="--preset: unknown 'huge'; valid choices: smoke, cpu, paper"):
+        base_study().members("huge")

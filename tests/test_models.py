@@ -1,0 +1,51 @@
+"""Model contract: shapes, causality (via gradients), dtype, ablation switches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from icl_core.config import resolve_member
+from icl_core.models import build_model, num_params
+
+
+def model_for(dtype=torch.float64, **model):
+    cfg = resolve_member({
+        "task": {"name": "linear_regression"},
+        "model": {"name": "transformer", "width": 16, "depth": 3, "heads": 4, **model},
+    }).model
+    return build_model(cfg, d_in=5, d_out=2, max_len=12, causal=True,
+                       device=torch.device("cpu"), dtype=dtype)
+
+
+@pytest.mark.parametrize("layer_norm", [True, False])
+def test_causal_transformer_ignores_the_future(layer_norm):
+    """d out_i / d x_j == 0 for every j > i, and != 0 for j <= i."""
+    torch.manual_seed(0)
+    model = model_for(layer_norm=layer_norm)
+    x = torch.randn(1, 10, 5, dtype=torch.float64, requires_grad=True)
+    y = model(x)
+    assert y.shape == (1, 10, 2) and y.dtype == torch.float64
+    for i in range(10):
+        (grad,) = torch.autograd.grad(y[0, i].sum(), x, retain_graph=True)
+        influence = grad[0].abs().sum(-1)  # (T,)
+        assert torch.all(influence[i + 1:] == 0), f"output {i} depends on a later token"
+        assert torch.all(influence[: i + 1] > 0), f"output {i} ignores an earlier token"
+
+
+def test_switches_change_the_architecture():
+    with_all = model_for()
+    no_ln = model_for(layer_norm=False)
+    no_mlp = model_for(mlp=False)
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in no_ln.modules())
+    assert any(isinstance(m, torch.nn.LayerNorm) for m in with_all.modules())
+    # per block: qkv 16*48+48, out 16*16+16, MLP 16*64+64 + 64*16+16, two LNs 2*32
+    block = 16 * 48 + 48 + 16 * 16 + 16 + 16 * 64 + 64 + 64 * 16 + 16 + 64
+    outer = 5 * 16 + 16 + 16 * 2 + 2 + 32  # read-in, read-out, final LN
+    assert num_params(with_all) == 3 * block + outer
+    assert num_params(no_mlp) == num_params(with_all) - 3 * (16 * 64 + 64 + 64 * 16 + 16 + 32)
+
+
+def test_too_long_sequence_is_refused():
+    with pytest.raises(ValueError, match="exceeds max_len=12"):
+        model_for()(torch.zeros(1, 13, 5, dtype=torch.float64))
