@@ -43,6 +43,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field, e.g. --set model.width=128 (repeatable)",
     )
+    parser.add_argument("--figures", default="figures", help="figure output folder (default: figures)")
     parser.add_argument("--no-figures", action="store_true", help="skip figure regeneration")
     return parser
 
@@ -132,5 +133,5 @@ def run_study(sweep, study, members, store, provenance, args) -> int:
     if study.figure and not args.no_figures and counts["ok"]:
         from analysis.regenerate import regenerate
 
-        regenerate(sweep.name, study.name, storage=store.uri)
+        regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
     return 1 if counts["failed"] or counts["missing"] else 0

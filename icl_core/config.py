@@ -206,7 +206,7 @@ class EvalConfig:
     """
 
     n_prompts: int = 1000  # test prompts per evaluation point
-    seed: int = 2024  # seed of the test prompts (shared by all trials and baselines)
+    seed: int = 2024  # seed of the test prompts (drawn on the CPU: same for every trial/device)
     every: int = 0  # also evaluate every `every` training steps (0: only at the end)
     grid: tuple[dict, ...] = ({},)  # evaluation points (task overrides + "test_dist")
     baselines: tuple[str, ...] = ()  # reference predictors on the same prompts: ols, gd
@@ -269,7 +269,7 @@ def to_plain(obj: Any) -> Any:
 
 # Fields that do not change what is computed; excluded from the config hash so a sweep
 # started on one machine can be extended on another.
-NON_SEMANTIC = ("device", "train.report_every", "train.checkpoint_every")
+NON_SEMANTIC = ("device", "train.report_every", "train.checkpoint_every", "eval.chunk")
 
 
 def config_hash(plain: dict) -> str:

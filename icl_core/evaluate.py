@@ -60,49 +60,63 @@ def error_rows(err_PxM, tokens, task, test_dist, step, predictor, infer_iter=Non
     return rows
 
 
+def eval_prompts(member: MemberConfig) -> list[tuple[str, object, object]]:
+    """(test_dist, task, batch) per evaluation point: `n_prompts` prompts drawn on the CPU in
+    float64 from `eval.seed`, so every trial, device and dtype sees the very same prompts."""
+    cpu = torch.device("cpu")
+    out = []
+    for index, (test_dist, task) in enumerate(eval_tasks(member, cpu, torch.float64)):
+        gen = generator(cpu, derive_seed(member.eval.seed, "eval", index))
+        out.append((test_dist, task, task.sample(member.eval.n_prompts, gen)))
+    return out
+
+
 @torch.no_grad()
 def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: bool) -> list[dict]:
-    """Rows for the model at `step` on every evaluation point (plus baselines if asked)."""
+    """Rows for the model at `step` on every evaluation point (plus baselines if asked).
+
+    The model reads the prompts cast to its own dtype; errors are computed in float64.
+    """
     cfg = member.eval
     was_training = model.training
     model.eval()
     rows = []
-    # Test prompts are drawn in float64 whatever the model's dtype, so float64 baselines are
-    # exact to float64 precision; the model reads them cast to its own dtype.
-    for index, (test_dist, task) in enumerate(eval_tasks(member, device, torch.float64)):
-        gen = generator(device, derive_seed(cfg.seed, "eval", index))
+    for test_dist, task, batch in eval_prompts(member):
         tokens = torch.nonzero(task.mask).flatten().tolist()
-        errs, batches = [], []
-        for start in range(0, cfg.n_prompts, cfg.chunk):
-            batch = task.sample(min(cfg.chunk, cfg.n_prompts - start), gen)
-            pred = model(batch.inputs.to(dtype)).to(torch.float64)
-            errs.append((pred - batch.targets)[:, tokens].pow(2).mean(-1))  # (P, M)
-            batches.append(batch)
+        errs = []
+        for start in range(0, cfg.n_prompts, cfg.chunk):  # chunks bound memory only
+            inputs = batch.inputs[start:start + cfg.chunk].to(device=device, dtype=dtype)
+            pred = model(inputs).to(device="cpu", dtype=torch.float64)
+            target = batch.targets[start:start + cfg.chunk]
+            errs.append((pred - target)[:, tokens].pow(2).mean(-1))  # (P, M)
         rows += error_rows(torch.cat(errs), tokens, task, test_dist, step, "model")
         if baselines:
-            rows += baseline_rows(task, batches, cfg, test_dist, step)
+            rows += baseline_rows(task, batch, cfg, test_dist, step)
     model.train(was_training)
     return rows
 
 
-def baseline_rows(task, batches, cfg, test_dist, step) -> list[dict]:
-    """OLS / GD on the very prompts the model saw, in float32 and float64."""
+def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
+    """OLS / GD on the very prompts the model saw, computed in float32 and in float64.
+
+    "ols_float32" solves the problem in float32 arithmetic; its error against the float64
+    target is measured in float64, exactly like the model's.
+    """
     rows = []
+    problems = task.regression_problems(batch)
+    tokens = [p.token for p in problems]
     for name in cfg.baselines:
         for precision in (torch.float32, torch.float64):
-            per_iter: dict = {}
-            for batch in batches:
-                problems = task.regression_problems(batch)
-                for j, p in enumerate(problems):
-                    cast = dataclasses.replace(
-                        p, X=p.X.to(precision), y=p.y.to(precision), x_query=p.x_query.to(precision)
-                    )
-                    target = batch.targets[:, p.token].to(precision).mean(-1)
-                    for it, pred in BASELINES[name](cast, cfg).items():
-                        per_iter.setdefault(it, {}).setdefault(j, []).append((pred - target).pow(2))
-            tokens = [p.token for p in problems]
             label = f"{name}_{str(precision).removeprefix('torch.')}"
-            for it, by_token in per_iter.items():
-                err = torch.stack([torch.cat(by_token[j]) for j in range(len(tokens))], dim=1)
+            per_iter: dict = {}  # infer_iter -> [(P,) errors per problem]
+            for p in problems:
+                cast = dataclasses.replace(
+                    p, X=p.X.to(precision), y=p.y.to(precision), x_query=p.x_query.to(precision)
+                )
+                target = batch.targets[:, p.token].mean(-1)  # (P,) float64
+                for it, pred in BASELINES[name](cast, cfg).items():
+                    per_iter.setdefault(it, []).append((pred.double() - target).pow(2))
+            for it, errs in per_iter.items():
+                err = torch.stack(errs, dim=1)  # (P, M)
                 rows += error_rows(err, tokens, task, test_dist, step, label, infer_iter=it)
     return rows

@@ -98,6 +98,7 @@ class MemberRun:
         t0 = time.perf_counter()
         total = torch.zeros((), device=self.device, dtype=self.dtype)
         bad_step = torch.full((), -1, device=self.device, dtype=torch.long)
+        taken = 0  # steps whose loss is in `total` (skipped steps are not)
         for step in range(start, target_step):
             batch = self.task.sample(cfg.batch_size, self.data_gen)
             loss = masked_mse(self.model(batch.inputs), batch)
@@ -115,6 +116,7 @@ class MemberRun:
             finite = torch.isfinite(loss)
             bad_step = torch.where(~finite & (bad_step < 0), step + 1, bad_step)
             total = total + loss.detach()
+            taken += 1
             self.tokens += batch.inputs.shape[0] * batch.inputs.shape[1]
         self.step = target_step
         self.train_seconds += time.perf_counter() - t0
@@ -122,7 +124,7 @@ class MemberRun:
         if bad >= 0:
             self.diverged_at = bad
             self.step = bad
-        mean = float(total) / (target_step - start)
+        mean = float(total) / taken if taken else math.nan
         self.rows.append(train_row(self.step, mean))
         return mean
 

@@ -75,8 +75,8 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
     statuses, failures = {}, []
     for index, raw in enumerate(spec.members):
         member = resolve_member(raw)
-        if member.hash in done:
-            statuses[member.hash] = "ok"
+        if member.hash in done:  # finished by an earlier attempt of this trial
+            statuses[member.hash] = store.member_status(spec.sweep, spec.study, [member.hash])[member.hash][0]
             continue
         resume = state["run"] if state and state.get("member_hash") == member.hash else None
         status, reason = run_member(spec, index, member, store, report, resume)

@@ -120,3 +120,15 @@ def test_float_dtypes_end_to_end(tmp_path, dtype):
     run = MemberRun(member)
     run.train_until(5)
     assert next(run.model.parameters()).dtype == getattr(torch, dtype)
+
+
+def test_evaluation_does_not_depend_on_chunking():
+    """`eval.chunk` bounds memory only: same rows, same config hash."""
+    from icl_core.evaluate import evaluate
+
+    small, big = f64(eval__chunk=7), f64(eval__chunk=500)
+    assert small.hash == big.hash
+    run = MemberRun(small)
+    run.train_until(5)
+    assert evaluate(run.model, small, run.device, run.dtype, 5, True) == evaluate(
+        run.model, big, run.device, run.dtype, 5, True)

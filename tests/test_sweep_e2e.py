@@ -1,0 +1,67 @@
+"""End to end on a real Ray: sweep file -> Tune trials -> Parquet rows -> figure.
+
+Uses the session-scoped Ray (one for the whole suite).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from depth_scaling import SWEEP
+
+from icl_core.store import Store
+
+
+def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
+    storage, figures = tmp_path / "results", tmp_path / "figures"
+    argv = ["--preset", "smoke", "--storage", str(storage), "--figures", str(figures)]
+    assert SWEEP.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4 configs, 0 already finished, running 4" in out
+    assert "finished: 4 ok, 0 diverged, 0 failed, 0 missing" in out
+
+    members = SWEEP.study("least_squares").members("smoke")
+    store = Store(str(storage))
+    assert store.finished("depth_scaling", "least_squares") == {m.hash for m in members}
+    rows = pl.read_parquet(storage / "depth_scaling" / "least_squares" / "rows" / "*.parquet")
+    final = rows.filter((pl.col("metric") == "mse") & (pl.col("predictor") == "model"))
+    assert sorted(set(zip(final["model.depth"], final["seed"], strict=True))) == [
+        (1, 0), (1, 1), (2, 0), (2, 1)]
+    ols64 = rows.filter((pl.col("predictor") == "ols_float64") & (pl.col("statistic") == "median"))
+    assert ols64["value"].max() < 1e-20  # float64 least squares is exact on these prompts
+    assert (figures / "depth_scaling" / "least_squares" / "depth.png").exists()
+
+    # Re-running the same grid runs nothing: every config hash already has its rows.
+    assert SWEEP.main(argv + ["--no-figures"]) == 0
+    assert "4 configs, 4 already finished, running 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--set", "model.depth=0"], "error: model.depth: must be >= 1, got 0"),
+        (["--set", "model.name=gpt"], "error: model.name: unknown model 'gpt'; valid choices: transformer"),
+        (["--preset", "huge"], "error: --preset: unknown 'huge'; valid choices: smoke, cpu, paper"),
+        (["--study", "nope"], "error: --study: unknown 'nope'; valid choices: least_squares"),
+        (["--set", "model.layer_norm=maybe"], "expected a boolean (true/false)"),
+        (["--storage", "/proc/forbidden"], "error: --storage: cannot write to '/proc/forbidden'"),
+    ],
+)
+def test_bad_input_stops_before_any_trial(tmp_path, capsys, argv, message):
+    """No Ray is started and nothing is written: one line names the field and the choices."""
+    import ray
+
+    base = ["--preset", "smoke", "--storage", str(tmp_path / "r")]
+    was_running = ray.is_initialized()
+    assert SWEEP.main(base + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert ray.is_initialized() == was_running
+    assert not (tmp_path / "r" / "depth_scaling").exists()
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
+    assert SWEEP.main(["--preset", "paper", "--dry-run", "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "depth_scaling/least_squares [paper]: 30 trials" in out
+    assert not any(tmp_path.iterdir())
