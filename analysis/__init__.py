@@ -3,6 +3,8 @@
     python -m analysis.regenerate depth_scaling            # figures/depth_scaling/<study>/...
     python -m analysis.regenerate --all
 
-Modules: `store` (rows -> Polars), `fit` (the one scaling-law fitter), `plotting` (the shared
-look), `figures` (one function per figure name), `regenerate` (the command line).
+Modules: `store` (rows -> Polars, with schema checks and coverage; `load_artifact`), `fit` (the
+one scaling-law fitter: forms, Huber log-space fits, bootstrap CIs, AIC, held-out error),
+`sample_complexity` (n* per seed, γ of n* ∝ N^γ), `plotting` (the shared look), `figures` (one
+function per figure name), `regenerate` (the command line).
 """

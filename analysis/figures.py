@@ -17,7 +17,7 @@ import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.fit import Fit, fit_scaling
-from analysis.plotting import COLORS, band, log_axes, reference_line, save, style
+from analysis.plotting import COLORS, band, draw_fit, log_axes, reference_line, save, style
 
 # (predictor, legend label, line style): the classical references on the same test prompts.
 REFERENCES = (
@@ -139,9 +139,7 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
     band(ax, x, y, depths["q25"], depths["q75"], "transformer (median, IQR over prompts)",
          COLORS["model"])
     if fit is not None:
-        grid = np.geomspace(x.min(), x.max(), 200)
-        ax.plot(grid, fit.predict(grid), color=COLORS["fit"], linewidth=1.0,
-                label=f"fit c + a L$^{{-b}}$: {fit.label()}")
+        draw_fit(ax, fit, (x.min(), x.max()), label=f"fit c + a L$^{{-b}}$: {fit.label()}")
     for predictor, label, line_style in REFERENCES:
         if predictor in refs:
             value, iters = refs[predictor]

@@ -5,54 +5,48 @@
 
 Each study's figure name comes from its sweep file (`sweeps/<sweep>.py`, `Study.figure`).
 Output per study: <out>/<sweep>/<study>/<figure>.png|.pdf, fits.parquet and fits.md.
-Exit status 2 when there are no results (the message names the command producing them).
+A study with no registered figure gets "no figure registered for <sweep>/<study>" and still a
+fit report: the final query MSE against the study's one grid axis (besides seed), compared
+across forms by AIC, when there is such an axis. With --preset, the coverage line counts the
+trials the plan expects (and names those without a row file). Exit status 2 when there are no
+results (the message names the command producing them).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import polars as pl
 
-from analysis.figures import FIGURES
-from analysis.fit import Fit
-from analysis.store import MissingResults, load_rows, missing_message
-from icl_core.store import Store
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SWEEPS_DIR = REPO_ROOT / "sweeps"
-
-
-def sweep_names() -> list[str]:
-    """Sweep files in sweeps/ (the file stem is the sweep name)."""
-    return sorted(p.stem for p in SWEEPS_DIR.glob("*.py") if not p.name.startswith("_"))
+from analysis.figures import FIGURES, final_eval, member_counts
+from analysis.fit import Fit, compare_forms
+from analysis.store import MissingResults, locate, missing_message, read_rows
+from icl_core import catalog
+from icl_core.catalog import sweep_names
 
 
 def load_sweep(sweep: str):
-    """The module-level `SWEEP` of sweeps/<sweep>.py."""
-    path = SWEEPS_DIR / f"{sweep}.py"
-    if not path.is_file():
-        raise ValueError(f"sweep: no file {path}; valid choices: {', '.join(sweep_names())}")
-    spec = importlib.util.spec_from_file_location(f"_icl_sweep_{sweep}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses in the file resolve their module
-    spec.loader.exec_module(module)
-    return module.SWEEP
+    """The module-level SWEEP of sweeps/<sweep>.py (icl_core.catalog's one loader)."""
+    try:
+        return catalog.load_sweep(sweep)
+    except KeyError as exc:
+        raise ValueError(f"sweep: {exc.args[0]}") from None
 
 
 def _scalar(value) -> bool:
     return isinstance(value, (int, float, str)) and not isinstance(value, bool)
 
 
-def fit_rows(sweep: str, study: str, figure: str, summary: dict) -> list[dict]:
+def fit_rows(sweep: str, study: str, figure: str | None, summary: dict) -> list[dict]:
     """Tidy fit rows of one figure: its scalar summary values plus each fit's own row."""
     base = {"sweep": sweep, "study": study, "figure": figure}
     base.update({k: v for k, v in summary.items() if _scalar(v)})
+    base.update({f"trials_{k}": v for k, v in summary.get("coverage", {}).items()})
     fits: list[Fit] = summary.get("fits") or ([summary["fit"]] if summary.get("fit") else [])
     return [{**base, **fit.to_row()} for fit in fits] or [{**base, "form": None}]
 
@@ -69,13 +63,44 @@ def markdown_table(frame: pl.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+MD_COLUMNS = ("sweep", "study", "figure", "form", "estimates", "rms_log_residual", "n_points",
+              "excluded", "decades", "aic", "delta_aic", "holdout_x", "holdout_log_error",
+              "n_boot", "converged", "fit_notes")
+
+
+def _estimates(row: dict) -> str:
+    """'b = 1.3 [1.21, 1.39]; a = 2 [1.9, 2.1]' from a fit row's value/_lo/_hi columns."""
+    parts = []
+    for name in ("b", "b1", "b2", "a", "c", "d"):
+        if row.get(name) is None:
+            continue
+        lo, hi = row.get(f"{name}_lo"), row.get(f"{name}_hi")
+        ci = "" if lo is None or math.isnan(lo) else f" [{lo:.4g}, {hi:.4g}]"
+        parts.append(f"{name} = {row[name]:.4g}{ci}")
+    return "; ".join(parts)
+
+
 def write_fit_report(out_dir: Path, rows: list[dict]) -> list[Path]:
-    """fits.parquet and fits.md in out_dir."""
-    frame = pl.DataFrame(rows, strict=False)
+    """fits.parquet (every column) and fits.md (a readable subset) in out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame = pl.DataFrame(rows, strict=False, infer_schema_length=None)
     parquet, md = out_dir / "fits.parquet", out_dir / "fits.md"
     frame.write_parquet(parquet)
-    title = f"# Fits: {rows[0]['sweep']}/{rows[0]['study']}\n\n"
-    md.write_text(title + markdown_table(frame))
+    shown = pl.DataFrame(
+        [{"estimates": _estimates(r), **{k: r.get(k) for k in MD_COLUMNS if k in r}}
+         for r in rows], strict=False, infer_schema_length=None,
+    )
+    shown = shown.select([c for c in MD_COLUMNS if c in shown.columns])
+    first = rows[0]
+    title = f"# Fits: {first['sweep']}/{first['study']}\n\n"
+    method = ("Huber (delta = 1e-3) fits of log y, 95% bootstrap CIs over seeds (B = n_boot); "
+              "AIC = n log(RSS/n) + 2k on log residuals; held-out: the largest x predicted "
+              "from the rest (mean log(y_pred / y)). All columns: fits.parquet.\n\n")
+    trials = ", ".join(f"{k.removeprefix('trials_')} {first[k]}" for k in first
+                       if k.startswith("trials_"))
+    if trials:
+        method += f"Trials: {trials}.\n\n"
+    md.write_text(title + method + markdown_table(shown))
     return [parquet, md]
 
 
@@ -85,40 +110,84 @@ def describe(summary: dict) -> str:
     if fit is None:
         return summary.get("note") or "no fit"
     text = fit.label()
+    if len(summary.get("fits") or []) > 1:
+        text = f"{fit.form} (best of {len(summary['fits'])} forms by AIC): {text}"
     if "c" in fit.ci:
         lo, hi = fit.ci["c"]
         text += f" [{lo:.1e}, {hi:.1e}]"
     return text + f" (rms log residual {fit.rms_log_residual:.3f})"
 
 
+def grid_axis(study, rows: pl.DataFrame) -> str | None:
+    """The study's one numeric grid axis besides seed (None if there is not exactly one)."""
+    axes = [k for k in study.grid if k not in ("seed", "task_seed") and k in rows.columns
+            and rows.schema[k].is_numeric()]
+    return axes[0] if len(axes) == 1 else None
+
+
+def generic_fits(rows: pl.DataFrame, study, n_boot: int = 1000, seed: int = 0) -> dict:
+    """No figure: the final query MSE (per-prompt median) of ok members against the study's
+    grid axis, one point per (axis value, seed), compared across forms by AIC."""
+    ok, excluded = member_counts(rows)
+    summary: dict = {"fits": [], "ok": ok, "excluded": excluded, "paths": []}
+    axis = grid_axis(study, rows)
+    if axis is None:
+        summary["note"] = "no fit: the study has no single numeric grid axis besides seed"
+        return summary
+    final = final_eval(rows).filter((pl.col("predictor") == "model")
+                                    & (pl.col("statistic") == "median"))
+    points = final.group_by(axis, "seed").agg(pl.col("value").median()).drop_nulls()
+    summary["axis"] = axis
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            summary["fits"] = compare_forms(points[axis].to_numpy(), points["value"].to_numpy(),
+                                            points["seed"].to_numpy(), n_boot=n_boot, seed=seed)
+        summary["note"] = "; ".join(str(w.message) for w in caught)
+        summary["fit"] = summary["fits"][0]
+    except (ValueError, RuntimeError) as exc:
+        summary["note"] = f"no fit of mse vs {axis}: {exc}"
+    return summary
+
+
 def regenerate(sweep: str, study: str | None = None, storage: str = "results",
-               out: str = "figures", n_boot: int = 1000) -> list[dict]:
-    """Figures and fit reports of one sweep (one study, or every study with results)."""
+               out: str = "figures", n_boot: int = 1000, preset: str | None = None
+               ) -> list[dict]:
+    """Figures and fit reports of one sweep (one study, or every study with results).
+
+    preset: count the trials the plan of that preset expects (coverage); optional."""
     spec = load_sweep(sweep)
     studies = [spec.study(study)] if study else list(spec.studies)
     summaries, missing = [], []
     for s in studies:
-        if not s.figure:
-            continue
-        if s.figure not in FIGURES:
-            raise ValueError(f"{sweep}/{s.name}: figure {s.figure!r} unknown; valid choices: "
-                             f"{', '.join(FIGURES)}")
+        label = f"{sweep}/{s.name}"
+        expected = [m.hash for m in s.members(preset)] if preset else None
         try:
-            rows = load_rows(storage, sweep, s.name)
+            rows, coverage = read_rows(storage, sweep, s.name, expected)
         except MissingResults:
             if study:
                 raise
             missing.append(s.name)
             continue
+        print(coverage.line(label), flush=True)
+        if coverage.missing:
+            print(f"[{label}] no row file for {len(coverage.missing)} planned trial(s): "
+                  f"{', '.join(coverage.missing[:10])}", flush=True)
         out_dir = Path(out) / sweep / s.name
-        summary = FIGURES[s.figure](rows, out_dir, name=s.figure, n_boot=n_boot)
-        summary.update(sweep=sweep, study=s.name, figure=s.figure)
+        if s.figure in FIGURES:
+            summary = FIGURES[s.figure](rows, out_dir, name=s.figure, n_boot=n_boot)
+        else:
+            why = f" (figure {s.figure!r} is not one of: {', '.join(FIGURES)})" if s.figure else ""
+            print(f"no figure registered for {label}{why}", flush=True)
+            summary = generic_fits(rows, s, n_boot=n_boot)
+        summary.update(sweep=sweep, study=s.name, figure=s.figure, coverage=coverage.to_dict())
         summary["report"] = write_fit_report(out_dir, fit_rows(sweep, s.name, s.figure, summary))
-        print(f"{summary['paths'][0]}: {describe(summary)}; {summary.get('excluded', 0)} "
+        first = summary["paths"][0] if summary["paths"] else summary["report"][1]
+        print(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
               f"members excluded", flush=True)
         summaries.append(summary)
     if missing and not summaries:
-        raise MissingResults(missing_message(sweep, None, Store(storage).uri, storage=storage))
+        raise MissingResults(missing_message(sweep, None, locate(storage).uri, storage=storage))
     for name in missing:
         print(f"[{sweep}/{name}] skipped: no results", file=sys.stderr)
     return summaries
@@ -134,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="row store path or URI (default: $ICL_STORAGE, else results)")
     parser.add_argument("--out", default="figures", help="figure folder (default: figures)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (1000)")
+    parser.add_argument("--preset", help="count the trials this preset's plan expects")
     args = parser.parse_args(argv)
     if bool(args.sweep) == args.all:
         parser.error("name one sweep or pass --all")
@@ -141,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     done, missing = 0, []
     for name in names:
         try:
-            done += len(regenerate(name, args.study, args.storage, args.out, args.n_boot))
+            done += len(regenerate(name, args.study, args.storage, args.out, args.n_boot,
+                                   args.preset))
         except MissingResults as exc:
             missing.append((name, str(exc)))
         except ValueError as exc:  # unknown sweep, study or figure (ConfigError included)

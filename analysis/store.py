@@ -1,23 +1,47 @@
-"""Read a sweep's row files (see icl_core/store.py for the layout) into one Polars frame.
+"""Read a sweep's row files (see icl_core/store.py for the layout) as one Polars frame.
 
-Every finished (`rows/`) and failed (`failed/`) member file of a sweep is read, from a local
-path or any URI pyarrow understands. Files differ in their config columns, and a column may
-be all-null in one file and typed in another, so frames are concatenated diagonally with
-relaxed types. A truncated or corrupt file is skipped with a warning, never a crash.
+    frame = scan_rows("results", "depth_scaling")[0]       # a LazyFrame over every row file
+    rows, coverage = read_rows("results", "depth_scaling", expected=plan_size)
+    rows = load_rows("results", "depth_scaling")           # read_rows + a printed coverage line
+
+Every finished (`rows/`) and failed (`failed/`) member file of a sweep (one study, or all of
+them) is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
+or any fsspec URI (memory://, ...). Local files are scanned lazily in place; remote ones are
+fetched through that filesystem (the one the sweep wrote with) and scanned from memory.
+
+Checks, never a crash: each file's Parquet footer is read first, and a file that is truncated
+or corrupt, or whose fixed row columns (`ROW_SCHEMA`) are missing or of another type, is
+skipped with a warning naming it. A file whose pages turn out corrupt while the data are read
+is found by re-reading file by file, and skipped the same way. `Coverage` says how many trials
+were expected (the size of the sweep's plan when the caller passes it, else the files found),
+read and skipped. Failed and diverged members are kept, with their `status` and `reason`.
+
+Files differ in their config columns, and a column may be all-null in one file and typed in
+another, so files are concatenated diagonally with relaxed types; config columns whose types
+still clash become strings.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
+from icl_core.artifacts import load_artifact  # noqa: F401  (re-exported: arrays per member)
 from icl_core.store import ROW_SCHEMA, Store
 
 FOLDERS = ("rows", "failed")  # finished (ok / diverged) and failed members
 DEFAULT_STORAGE = "results"
+
+__all__ = ["FOLDERS", "Coverage", "Location", "MissingResults", "concat_rows", "load_artifact",
+           "load_rows", "locate", "missing_message", "produce_command", "read_rows", "row_files",
+           "scan_rows"]
 
 
 class MissingResults(FileNotFoundError):
@@ -26,17 +50,41 @@ class MissingResults(FileNotFoundError):
 
 @dataclass
 class Coverage:
-    """What `read_rows` found: files read per folder and files skipped (path, error)."""
+    """What the reader found: trials expected, files read per folder, files skipped (path,
+    reason), rows, members by status, expected config hashes without a file."""
 
+    expected: int | None = None  # the plan's size, when the caller passed it
+    found: int = 0  # row files found
     read: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FOLDERS, 0))
     skipped: list[tuple[str, str]] = field(default_factory=list)
     n_rows: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)  # members read, by status
+    missing: list[str] = field(default_factory=list)  # expected hashes with no row file
+
+    @property
+    def n_expected(self) -> int:
+        """Trials expected: the plan's size if known, else the row files found."""
+        return self.expected if self.expected is not None else self.found
+
+    @property
+    def n_read(self) -> int:
+        return sum(self.read.values())
 
     def line(self, label: str) -> str:
-        total = sum(self.read.values())
+        source = "in the plan" if self.expected is not None else "files found"
         parts = ", ".join(f"{n} {folder}/" for folder, n in self.read.items())
-        return (f"[{label}] rows: {total} files read ({parts}), {len(self.skipped)} skipped, "
-                f"{self.n_rows} rows")
+        text = (f"[{label}] trials: {self.n_expected} expected ({source}), {self.n_read} read "
+                f"({parts}), {len(self.skipped)} skipped; {self.n_rows} rows")
+        if self.statuses:
+            text += "; " + ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items()))
+        if self.expected is not None and self.n_read + len(self.skipped) < self.expected:
+            text += f"; {self.expected - self.n_read - len(self.skipped)} without a row file"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"expected": self.n_expected, "found": self.found, "read": self.n_read,
+                "skipped": len(self.skipped), "rows": self.n_rows, **{
+                    f"n_{s}": n for s, n in self.statuses.items()}}
 
 
 def produce_command(sweep: str, study: str | None = None, preset: str | None = None,
@@ -59,16 +107,56 @@ def missing_message(sweep: str, study: str | None, uri: str, preset: str | None 
             f"  {produce_command(sweep, study, preset, storage)}{hint}")
 
 
+# ------------------------------------------------------------------------------ locations
+
+
+@dataclass
+class Location:
+    """A storage root on a pyarrow filesystem (fsspec ones wrapped); local: scan in place."""
+
+    fs: pafs.FileSystem
+    root: str
+    uri: str
+    local: bool
+
+    def study_dir(self, sweep: str, study: str) -> str:
+        return f"{self.root}/{sweep}/{study}"
+
+
+def locate(storage: str) -> Location:
+    """The filesystem of a local path, a pyarrow URI or (failing that) an fsspec URI."""
+    try:
+        store = Store(storage)
+        fs, root, uri = store.fs, store.root, store.uri
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as arrow_error:
+        try:
+            import fsspec
+        except ImportError:
+            raise arrow_error from None
+        try:
+            fs_, root = fsspec.core.url_to_fs(storage)
+        except (ValueError, ImportError) as exc:
+            raise ValueError(f"storage: cannot open {storage!r}: {exc}") from arrow_error
+        fs, uri = pafs.PyFileSystem(pafs.FSSpecHandler(fs_)), storage
+        root = root.rstrip("/")
+    return Location(fs, root, uri, isinstance(fs, pafs.LocalFileSystem))
+
+
 def _list(fs: pafs.FileSystem, folder: str, kind: pafs.FileType) -> list[str]:
     """Paths of the direct children of `folder` of one kind (sorted; [] if it is missing)."""
     selector = pafs.FileSelector(folder, allow_not_found=True)
-    return sorted(info.path for info in fs.get_file_info(selector) if info.type == kind)
+    try:
+        infos = fs.get_file_info(selector)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(info.path for info in infos if info.type == kind)
 
 
-def row_files(store: Store, sweep: str, study: str | None = None) -> list[tuple[str, str]]:
+def row_files(store: Store | Location, sweep: str, study: str | None = None
+              ) -> list[tuple[str, str]]:
     """(folder, path) of every row file of the sweep (one study, or all of them)."""
     if study is None:
-        studies = [p.rsplit("/", 1)[-1]
+        studies = [p.rstrip("/").rsplit("/", 1)[-1]
                    for p in _list(store.fs, f"{store.root}/{sweep}", pafs.FileType.Directory)]
     else:
         studies = [study]
@@ -80,56 +168,193 @@ def row_files(store: Store, sweep: str, study: str | None = None) -> list[tuple[
     return out
 
 
-def _read_one(store: Store, path: str) -> pl.DataFrame:
-    with store.fs.open_input_file(path) as f:
-        frame = pl.read_parquet(f.read())
-    missing = [name for name in ROW_SCHEMA.names if name not in frame.columns]
+# -------------------------------------------------------------------------------- checks
+
+
+_SAME = {pa.string(): (pa.string(), pa.large_string(), pa.string_view())}
+
+
+def check_schema(schema: pa.Schema) -> str | None:
+    """Why a file's schema is not a row file's (missing or mistyped fixed columns), or None.
+    An all-null fixed column (null type) is accepted."""
+    names = set(schema.names)
+    missing = [f.name for f in ROW_SCHEMA if f.name not in names]
     if missing:
-        raise ValueError(f"not a row file: lacks columns {missing}")
-    return frame
+        return f"not a row file: lacks columns {missing}"
+    wrong = []
+    for expected in ROW_SCHEMA:
+        actual = schema.field(expected.name).type
+        if actual != expected.type and actual != pa.null() and actual not in _SAME.get(
+                expected.type, ()):
+            wrong.append(f"{expected.name} is {actual}, expected {expected.type}")
+    return f"not a row file: {'; '.join(wrong)}" if wrong else None
 
 
-def concat_rows(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Diagonal concat with relaxed types; columns whose types still clash become strings."""
+def _inspect(loc: Location, path: str) -> tuple[pa.Schema, int]:
+    """The file's Arrow schema and row count from its Parquet footer (raises if unreadable)."""
+    with loc.fs.open_input_file(path) as f:
+        meta = pq.read_metadata(f)
+    return meta.schema.to_arrow_schema(), meta.num_rows
+
+
+def _source(loc: Location, path: str):
+    if loc.local:
+        return path
+    with loc.fs.open_input_file(path) as f:
+        return f.read()
+
+
+def _scan(sources: list) -> pl.LazyFrame:
+    return pl.scan_parquet(sources, glob=False) if sources and isinstance(sources[0], str) \
+        else pl.scan_parquet(sources)
+
+
+def _clashes(schemas: list[pl.Schema]) -> list[str]:
+    """Columns whose types have no common supertype across files."""
+    empties = [pl.DataFrame(schema=s) for s in schemas]
     try:
-        return pl.concat(frames, how="diagonal_relaxed")
+        pl.concat(empties, how="diagonal_relaxed")
+        return []
     except pl.exceptions.PolarsError:
         types: dict[str, set] = {}
-        for frame in frames:
-            for name, dtype in frame.schema.items():
+        for schema in schemas:
+            for name, dtype in schema.items():
                 if dtype != pl.Null:
                     types.setdefault(name, set()).add(dtype)
-        clash = [name for name, kinds in types.items() if len(kinds) > 1]
-        frames = [f.with_columns([pl.col(c).cast(pl.String) for c in clash if c in f.columns])
-                  for f in frames]
-        return pl.concat(frames, how="diagonal_relaxed")
+        return [name for name, kinds in types.items() if len(kinds) > 1]
 
 
-def read_rows(storage: str, sweep: str, study: str | None = None) -> tuple[pl.DataFrame, Coverage]:
-    """All rows of the sweep (or one study) and what was read; raises MissingResults."""
-    store = Store(storage)
+def concat_rows(frames: list):
+    """Diagonal concat (eager or lazy) with relaxed types; clashing columns become strings."""
+    lazy = isinstance(frames[0], pl.LazyFrame)
+    schemas = [f.collect_schema() if lazy else f.schema for f in frames]
+    clash = _clashes(schemas)
+    if clash:
+        frames = [f.with_columns([pl.col(c).cast(pl.String) for c in clash if c in s])
+                  for f, s in zip(frames, schemas, strict=True)]
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+# -------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _Plan:
+    loc: Location
+    groups: dict[tuple, list[tuple[str, str]]]  # schema key -> [(folder, path)]
+    frames: dict[tuple, pl.LazyFrame]
+    coverage: Coverage
+
+
+def _skip(coverage: Coverage, path: str, reason: str) -> None:
+    coverage.skipped.append((path, reason))
+    warnings.warn(f"skipping unreadable row file {path}: {reason}", stacklevel=4)
+
+
+def _plan(storage: str, sweep: str, study: str | None, expected) -> _Plan:
+    loc = locate(storage)
     coverage = Coverage()
-    frames = []
-    for folder, path in row_files(store, sweep, study):
+    if expected is not None and not isinstance(expected, int):
+        expected = set(expected)
+    coverage.expected = len(expected) if isinstance(expected, set) else expected
+    files = row_files(loc, sweep, study)
+    coverage.found = len(files)
+    groups: dict[tuple, list[tuple[str, str]]] = {}
+    for folder, path in files:
         try:
-            frames.append(_read_one(store, path))
-        except Exception as exc:  # any unreadable file: skipped and named, never a crash
-            coverage.skipped.append((path, f"{type(exc).__name__}: {exc}"))
-            warnings.warn(f"skipping unreadable row file {path}: {type(exc).__name__}: {exc}",
-                          stacklevel=3)
+            schema, _ = _inspect(loc, path)
+        except Exception as exc:  # truncated, corrupt, unreadable: skipped, never a crash
+            _skip(coverage, path, f"{type(exc).__name__}: {exc}")
             continue
+        problem = check_schema(schema)
+        if problem:
+            _skip(coverage, path, problem)
+            continue
+        key = tuple((f.name, str(f.type)) for f in schema)
+        groups.setdefault(key, []).append((folder, path))
+    if isinstance(expected, set):
+        present = {p.rsplit("/", 1)[-1].removesuffix(".parquet") for _, p in files}
+        coverage.missing = sorted(expected - present)
+    frames = {}
+    for key, members in list(groups.items()):
+        sources = []
+        for folder, path in list(members):
+            try:
+                sources.append(_source(loc, path))
+            except Exception as exc:
+                _skip(coverage, path, f"{type(exc).__name__}: {exc}")
+                members.remove((folder, path))
+        if members:
+            frames[key] = _scan(sources)
+        else:
+            del groups[key]
+    return _Plan(loc, groups, frames, coverage)
+
+
+def _missing(plan: _Plan, storage: str, sweep: str, study: str | None) -> MissingResults:
+    skipped = plan.coverage.skipped
+    detail = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
+    return MissingResults(missing_message(sweep, study, plan.loc.uri, storage=storage,
+                                          detail=detail))
+
+
+def scan_rows(storage: str, sweep: str, study: str | None = None,
+              expected: int | Collection[str] | None = None) -> tuple[pl.LazyFrame, Coverage]:
+    """A lazy frame over every readable row file of the sweep (or one study) and what was
+    found; raises MissingResults when there is none. Footers are checked here; pages are only
+    read on collect (use `read_rows` for a collect that skips files with corrupt pages).
+
+    expected: the plan's size, or its config hashes (then `Coverage.missing` names those with
+    no row file)."""
+    plan = _plan(storage, sweep, study, expected)
+    if not plan.frames:
+        raise _missing(plan, storage, sweep, study)
+    for folder, _ in (m for members in plan.groups.values() for m in members):
+        plan.coverage.read[folder] += 1
+    return concat_rows(list(plan.frames.values())), plan.coverage
+
+
+def _collect_group(plan: _Plan, key: tuple) -> list[pl.DataFrame]:
+    """One schema group's rows; on a read error, file by file, skipping the bad ones."""
+    try:
+        return [plan.frames[key].collect()]
+    except Exception:  # some file's pages are corrupt: find it
+        out = []
+        for folder, path in list(plan.groups[key]):
+            try:
+                out.append(_scan([_source(plan.loc, path)]).collect())
+            except Exception as exc:
+                _skip(plan.coverage, path, f"{type(exc).__name__}: {exc}")
+                plan.groups[key].remove((folder, path))
+        return out
+
+
+def read_rows(storage: str, sweep: str, study: str | None = None,
+              expected: int | Collection[str] | None = None) -> tuple[pl.DataFrame, Coverage]:
+    """All rows of the sweep (or one study) and what was read; raises MissingResults.
+
+    expected: the plan's size, or its config hashes (see `Coverage`)."""
+    plan = _plan(storage, sweep, study, expected)
+    try:
+        rows = concat_rows(list(plan.frames.values())).collect() if plan.frames else None
+    except Exception:  # a corrupt page somewhere: collect group by group, file by file
+        frames = [f for key in list(plan.frames) for f in _collect_group(plan, key)]
+        rows = concat_rows(frames) if frames else None
+    if rows is None:
+        raise _missing(plan, storage, sweep, study)
+    coverage = plan.coverage
+    for folder, _ in (m for members in plan.groups.values() for m in members):
         coverage.read[folder] += 1
-    if not frames:
-        detail = f" ({len(coverage.skipped)} unreadable files skipped)" if coverage.skipped else ""
-        raise MissingResults(missing_message(sweep, study, store.uri, storage=storage,
-                                             detail=detail))
-    rows = concat_rows(frames)
     coverage.n_rows = rows.height
+    if rows.height:
+        status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
+        coverage.statuses = dict(Counter(status.fill_null("?").to_list()))
     return rows, coverage
 
 
-def load_rows(storage: str, sweep: str, study: str | None = None) -> pl.DataFrame:
+def load_rows(storage: str, sweep: str, study: str | None = None,
+              expected: int | Collection[str] | None = None) -> pl.DataFrame:
     """All rows (ok, diverged and failed members) of a sweep; prints a coverage line."""
-    rows, coverage = read_rows(storage, sweep, study)
+    rows, coverage = read_rows(storage, sweep, study, expected)
     print(coverage.line(f"{sweep}/{study}" if study else sweep), flush=True)
     return rows

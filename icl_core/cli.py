@@ -1,10 +1,15 @@
-"""The one command line every sweep file shares (`python sweeps/<axis>.py --help`)."""
+"""The one command line every sweep file shares (`python sweeps/<axis>.py --help`).
+
+Everything is validated (plans expanded, configs resolved, storage probed) before Ray starts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from dataclasses import dataclass
 
 from icl_core.config import ConfigError
 from icl_core.sweep import PRESETS, Sweep
@@ -29,22 +34,29 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
         description=f"Sweep {sweep.name!r}. Studies:\n{studies}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--preset", default="cpu", help=f"one of {', '.join(PRESETS)} (default: cpu)")
-    parser.add_argument("--study", help="run one study (default: all studies of this file)")
-    parser.add_argument(
-        "--storage",
-        help="where rows go: a path or URI (s3://, gs://); default $ICL_STORAGE, else ./results "
-        f"({JOB_STORAGE} under ray job submit)",
-    )
-    parser.add_argument("--address", help="Ray cluster address (default: embedded local Ray)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
-    parser.add_argument("--max-concurrent", type=int, default=None, help="max trials at once")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config field, e.g. --set model.width=128 (repeatable)",
-    )
-    parser.add_argument("--figures", default="figures", help="figure output folder (default: figures)")
-    parser.add_argument("--no-figures", action="store_true", help="skip figure regeneration")
+    add = parser.add_argument
+    add("--preset", default="cpu", help=f"one of {', '.join(PRESETS)} (default: cpu)")
+    add("--study", help="run one study (default: all studies of this file)")
+    add("--storage", help="where rows go: a path or URI (s3://, gs://); default $ICL_STORAGE, "
+        f"else ./results ({JOB_STORAGE} under ray job submit)")
+    add("--address", help="Ray cluster address (default: embedded local Ray)")
+    add("--dry-run", action="store_true", help="print the plan, run nothing")
+    add("--plan-gpus", type=float, default=None,
+        help="--dry-run: plan for a cluster with this many GPUs (default: this machine's)")
+    add("--resume", action="store_true",
+        help="searches: finish an interrupted search (Tuner.restore); grids always skip "
+        "finished configs, so a plain re-run resumes them")
+    add("--max-concurrent", type=int, default=None, help="max trials at once")
+    add("--num-samples", type=int, default=None,
+        help="grids: seeds 0..K-1 (replaces the seed axis); searches: trials per search")
+    add("--pack", type=int, default=1, help="members per trial (one process each; default 1)")
+    add("--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field, e.g. --set model.width=128 (repeatable)")
+    add("--optuna-journal", metavar="FILE",
+        help="searches without Ray: plain Optuna with a JournalStorage file")
+    add("--seed", type=int, default=0, help="searches: sampler seed (default 0)")
+    add("--figures", default="figures", help="figure output folder (default: figures)")
+    add("--no-figures", action="store_true", help="skip figure regeneration")
     return parser
 
 
@@ -58,36 +70,61 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+@dataclass
+class Plan:
+    study: object  # Study or Search
+    members: list  # grid: every member; search: the base member of each search
+    num_samples: int = 0  # searches only
+
+    @property
+    def is_search(self) -> bool:
+        return hasattr(self.study, "space")
+
+    @property
+    def trials(self) -> int:
+        return len(self.members) * self.num_samples if self.is_search else len(self.members)
+
+
+def make_plans(sweep: Sweep, args) -> list[Plan]:
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ConfigError("--max-concurrent: must be >= 1")
+    if args.pack < 1:
+        raise ConfigError("--pack: must be >= 1")
+    sets = parse_sets(args.set)
+    studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
+    if args.optuna_journal and not any(hasattr(s, "space") for s in studies):
+        raise ConfigError("--optuna-journal: only searches use it; this file has none")
+    plans = []
+    for study in studies:
+        if hasattr(study, "space"):
+            points = study.points(args.preset, sets)
+            plans.append(Plan(study, points, study.num_samples(args.preset, args.num_samples)))
+        else:
+            plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
+    return plans
+
+
 def main(sweep: Sweep, argv: list[str] | None = None) -> int:
     from icl_core.store import Store
 
     args = build_parser(sweep).parse_args(argv)
     try:
-        sets = parse_sets(args.set)
-        studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
-        plans = [(study, study.members(args.preset, sets)) for study in studies]
-        storage = args.storage or default_storage()
-        store = Store(storage)
+        plans = make_plans(sweep, args)
+        store = Store(args.storage or default_storage())
         if not args.dry_run:
             try:
                 store.check_writable()
             except OSError as exc:
                 raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
-        if args.max_concurrent is not None and args.max_concurrent < 1:
-            raise ConfigError("--max-concurrent: must be >= 1")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
     if args.dry_run:
-        total = 0
-        for study, members in plans:
-            cpus = study.cpus_per_trial
-            print(f"{sweep.name}/{study.name} [{args.preset}]: {len(members)} trials x 1 member, "
-                  f"{cpus} CPU per trial -- {study.doc}")
-            total += len(members)
-        print(f"total: {total} trials")
+        print_plan(sweep, plans, args)
         return 0
+    if args.optuna_journal:
+        return run_standalone(sweep, plans, store, args)
 
     from icl_core.launch import init_ray
     from icl_core.provenance import driver_provenance
@@ -97,8 +134,13 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
     provenance = driver_provenance()
     exit_code = 0
     try:
-        for study, members in plans:
-            exit_code |= run_study(sweep, study, members, store, provenance, args)
+        for plan in plans:
+            runner = run_search if plan.is_search else run_study
+            try:
+                exit_code |= runner(sweep, plan, store, provenance, args)
+            except ConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                exit_code |= 2
     finally:
         if started:
             import ray
@@ -107,10 +149,41 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
     return exit_code
 
 
-def run_study(sweep, study, members, store, provenance, args) -> int:
+def cluster_gpus() -> float:
+    import ray
+
+    return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
+
+
+def print_plan(sweep: Sweep, plans: list[Plan], args) -> None:
+    """Trials, members per trial and resources per study; nothing is started."""
+    import torch
+
+    from icl_core.resources import plan_trials
+
+    gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
+    total = 0
+    for plan in plans:
+        study = plan.study
+        trials = plan_trials(plan.members, gpus, study.cpus_per_trial, 1 if plan.is_search else args.pack)
+        kinds = sorted({str(r) for _, r in trials})
+        count = plan.trials if plan.is_search else len(trials)
+        what = (f"{len(plan.members)} searches x {plan.num_samples} Optuna trials"
+                if plan.is_search else f"{len(plan.members)} configs")
+        print(f"{sweep.name}/{study.name} [{args.preset}]: {count} trials ({what}), "
+              f"{args.pack if not plan.is_search else 1} member(s) per trial, "
+              f"{' | '.join(kinds)} per trial -- {study.doc}")
+        total += count
+    where = f"{gpus:g} GPU(s)" if gpus else "CPU only (no GPU)"
+    print(f"total: {total} trials in {len(plans)} studies, planned for {where}")
+
+
+def run_study(sweep, plan: Plan, store, provenance, args) -> int:
     from icl_core.launch import run_tune
+    from icl_core.resources import plan_trials
     from icl_core.trial import TrialSpec
 
+    study, members = plan.study, plan.members
     label = f"{sweep.name}/{study.name}"
     done = store.finished(sweep.name, study.name)
     todo = [m for m in members if m.hash not in done]
@@ -118,15 +191,21 @@ def run_study(sweep, study, members, store, provenance, args) -> int:
           f"running {len(todo)}", flush=True)
     if todo:
         specs = [
-            TrialSpec(sweep.name, study.name, store.uri, [m.to_dict()],
-                      threads=study.cpus_per_trial, provenance=provenance)
-            for m in todo
+            TrialSpec(sweep.name, study.name, store.uri, [m.to_dict() for m in group],
+                      threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance)
+            for group, res in plan_trials(todo, cluster_gpus(), study.cpus_per_trial, args.pack)
         ]
         tune_dir = f"{store.uri}/{sweep.name}/{study.name}/tune"
-        run_tune(specs, label, tune_dir, {"cpu": study.cpus_per_trial}, args.max_concurrent)
+        run_tune(specs, label, tune_dir, args.max_concurrent)
     statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])
-    counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in ("ok", "diverged", "failed", "missing")}
-    print(f"[{label}] finished: " + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
+    return report_statuses(label, statuses, sweep, study, store, args)
+
+
+def report_statuses(label, statuses, sweep, study, store, args) -> int:
+    kinds = ("ok", "diverged", "pruned", "failed", "missing")
+    counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
+    print(f"[{label}] finished: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "pruned"),
+          flush=True)
     for h, (status, reason) in statuses.items():
         if status in ("failed", "diverged", "missing"):
             print(f"[{label}]   {status} {h}: {reason}", flush=True)
@@ -135,3 +214,94 @@ def run_study(sweep, study, members, store, provenance, args) -> int:
 
         regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
     return 1 if counts["failed"] or counts["missing"] else 0
+
+
+def search_template(sweep, plan, point, store, provenance, res):
+    from icl_core.trial import TrialSpec
+
+    return TrialSpec(sweep.name, plan.study.name, store.uri, [point.to_dict()],
+                     threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance)
+
+
+def run_search(sweep, plan: Plan, store, provenance, args) -> int:
+    from icl_core.resources import member_resources
+    from icl_core.search import run_search_tune
+
+    search = plan.study
+    tune_dir = f"{store.uri}/{sweep.name}/{search.name}/tune"
+    for point in plan.members:
+        label = f"{sweep.name}/{search.name}@{point.hash[:8]}"
+        print(f"[{label}] Optuna search: {plan.num_samples} trials", flush=True)
+        res = member_resources(point, cluster_gpus(), search.cpus_per_trial)
+        template = search_template(sweep, plan, point, store, provenance, res)
+        run_search_tune(search, point, template, tune_dir, plan.num_samples, args.seed,
+                        args.resume, args.max_concurrent, res, label)
+    return summarize_search(sweep, search, store)
+
+
+def summarize_search(sweep, search, store) -> int:
+    hashes = sorted(store.finished(sweep.name, search.name))
+    statuses = store.member_status(sweep.name, search.name, hashes)
+    counts = {}
+    for status, _ in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    print(f"[{sweep.name}/{search.name}] stored trials: "
+          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), flush=True)
+    return 0
+
+
+def run_standalone(sweep, plans, store, args) -> int:
+    """--optuna-journal: plain Optuna in this process, no Ray."""
+    from icl_core.provenance import driver_provenance
+    from icl_core.search import run_search_optuna
+
+    provenance = driver_provenance()
+    searches = [plan for plan in plans if plan.is_search]
+    for plan in searches:
+        runner = standalone_runner(sweep, plan, store, provenance)
+        for point in plan.members:
+            study = run_search_optuna(plan.study, point, args.optuna_journal, plan.num_samples,
+                                      args.seed, runner)
+            print(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
+                  f" with {study.best_params} (journal: {args.optuna_journal})", flush=True)
+        summarize_search(sweep, plan.study, store)
+    return 0
+
+
+def standalone_runner(sweep, plan: Plan, store, provenance):
+    """objective(member, optuna_trial) -> final training loss; prunes through trial.report."""
+    import optuna
+
+    from icl_core.resources import TrialResources
+    from icl_core.trial import StopMember, run_trial
+
+    name = plan.study.name
+    res = TrialResources(cpu=plan.study.cpus_per_trial, gpu=0.0)
+
+    def runner(member, trial) -> float:
+        spec = search_template(sweep, plan, member, store, provenance, res)
+
+        def report(metrics, _state):
+            if not metrics.get("member_done") and math.isfinite(metrics.get("loss", math.nan)):
+                trial.report(metrics["loss"], metrics["step"])
+                if trial.should_prune():
+                    raise StopMember(f"pruned by Optuna at step {metrics['step']}")
+
+        run_trial(spec, report)
+        status, reason = store.member_status(sweep.name, name, [member.hash])[member.hash]
+        if status == "pruned":
+            raise optuna.TrialPruned(reason)
+        if status != "ok":
+            raise RuntimeError(f"{member.hash}: {status}: {reason}")
+        return final_loss(store, sweep.name, name, member.hash)
+
+    return runner
+
+
+def final_loss(store, sweep: str, study: str, config_hash: str) -> float:
+    import pyarrow.parquet as pq
+
+    with store.fs.open_input_file(store.rows_path(sweep, study, config_hash)) as f:
+        table = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
+    losses = sorted((r["step"], r["value"]) for r in table if r["metric"] == "train_loss")
+    return losses[-1][1]

@@ -16,6 +16,7 @@ where there is a closed set, the valid choices. Values are never evaluated as co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import types
@@ -118,12 +119,18 @@ def coerce(value: Any, annotation: Any, path: str, from_cli: bool = False) -> An
     raise TypeError(f"{path}: unsupported annotation {annotation!r}")
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """Resolved field annotations of a dataclass (cached: planning resolves thousands)."""
+    return typing.get_type_hints(cls)
+
+
 def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
     """Construct `cls` from a mapping: unknown keys rejected, values coerced, `check()` run."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    hints = type_hints(cls)
+    names = list(hints)
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise ConfigError(
@@ -141,10 +148,6 @@ def require(condition: bool, path: str, message: str) -> None:
     """Raise a ConfigError for `path` unless `condition` holds."""
     if not condition:
         raise ConfigError(f"{path}: {message}")
-
-
-def field_type(cls: type, name: str) -> Any:
-    return typing.get_type_hints(cls)[name]
 
 
 # ----------------------------------------------------------------------------- sections
@@ -269,7 +272,7 @@ def to_plain(obj: Any) -> Any:
 
 # Fields that do not change what is computed; excluded from the config hash so a sweep
 # started on one machine can be extended on another.
-NON_SEMANTIC = ("device", "train.report_every", "train.checkpoint_every", "eval.chunk")
+NON_SEMANTIC = ("device", "train.checkpoint_every", "eval.chunk")
 
 
 def config_hash(plain: dict) -> str:
@@ -319,7 +322,7 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
     model = MODELS.resolve(raw["model"], "model", from_cli)
     train = build_dataclass(TrainConfig, raw.get("train", {}), "train", from_cli)
     evaluation = build_dataclass(EvalConfig, raw.get("eval", {}), "eval", from_cli)
-    hints = typing.get_type_hints(MemberConfig)
+    hints = type_hints(MemberConfig)
     scalars = {
         k: coerce(raw[k], hints[k], k, from_cli)
         for k in ("seed", "task_seed", "dtype", "device")
@@ -335,6 +338,12 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
         "device",
         f"{dev!r} is not valid; valid choices: auto, cpu, cuda, cuda:N, mps",
     )
+    for name, every in (("eval.every", evaluation.every), ("train.artifact_every", train.artifact_every)):
+        require(
+            every % train.report_every == 0,
+            name,
+            f"must be a multiple of train.report_every={train.report_every} (0: off), got {every}",
+        )
     # Every evaluation point must describe a valid task.
     for i, point in enumerate(evaluation.grid):
         overrides = {k: v for k, v in point.items() if k != "test_dist"}

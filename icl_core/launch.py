@@ -14,7 +14,7 @@ import time
 from ray import tune
 from ray.tune import Callback
 
-from icl_core.trial import TrialSpec, tune_trainable
+from icl_core.trial import TrialSpec, spec_from_config, tune_trainable
 
 
 def in_ray_job() -> bool:
@@ -47,23 +47,28 @@ class Progress(Callback):
         self.last = 0.0
         self.done = self.failed = self.diverged = 0
         self.running: set = set()
+        self.progress: dict = {}  # trial id -> share of its work done
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running.add(trial.trial_id)
         self._print()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if result.get("done") and result.get("status") == "diverged":
+        if result.get("member_done") and result.get("status") == "diverged":
             self.diverged += 1
+        if "progress" in result:
+            self.progress[trial.trial_id] = result["progress"]
         self._print()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.running.discard(trial.trial_id)
+        self.progress[trial.trial_id] = 1.0
         self.done += 1
         self._print(force=self.done == self.total)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.running.discard(trial.trial_id)
+        self.progress[trial.trial_id] = 1.0
         self.failed += 1
         self._print(force=True)
 
@@ -73,8 +78,8 @@ class Progress(Callback):
             return
         self.last = now
         elapsed = now - self.start
-        finished = self.done + self.failed
-        eta = f"{elapsed / finished * (self.total - finished):.0f}s" if finished else "?"
+        work = sum(self.progress.values())  # in trials
+        eta = f"{elapsed / work * (self.total - work):.0f}s" if work > 0.01 else "?"
         print(
             f"[{self.label}] {self.done}/{self.total} trials done, {len(self.running)} running, "
             f"{self.failed} failed, {self.diverged} members diverged, "
@@ -92,16 +97,17 @@ def quiet() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def run_tune(
-    specs: list[TrialSpec],
-    label: str,
-    tune_dir: str,
-    resources: dict,
-    max_concurrent: int | None,
-) -> None:
+def trial_resources(config: dict) -> tune.PlacementGroupFactory:
+    """Resources of one trial, read from its own spec (set by icl_core.resources)."""
+    spec = spec_from_config(config)
+    bundle = {"CPU": spec.threads, "GPU": spec.gpu} if spec.gpu else {"CPU": spec.threads}
+    return tune.PlacementGroupFactory([bundle])
+
+
+def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None) -> None:
     """Run the trials with Ray Tune; failures are recorded in rows, not raised here."""
     quiet()
-    trainable = tune.with_resources(tune_trainable, resources)
+    trainable = tune.with_resources(tune_trainable, trial_resources)
     name = time.strftime("run-%Y%m%d-%H%M%S")
     tuner = tune.Tuner(
         trainable,

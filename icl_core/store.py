@@ -2,7 +2,8 @@
 
 Layout under any storage URI pyarrow understands (a local path, s3://, gs://, a shared FS):
 
-    <storage>/<sweep>/<study>/rows/<config_hash>.parquet      finished members (ok / diverged)
+    <storage>/<sweep>/<study>/rows/<config_hash>.parquet      finished members (ok / diverged /
+                                                              pruned by a search)
     <storage>/<sweep>/<study>/failed/<config_hash>.parquet    members whose trial raised
     <storage>/<sweep>/<study>/artifacts/<config_hash>/<name>.npz   arrays (see artifacts.py)
     <storage>/<sweep>/<study>/tune/                           Ray Tune's own experiment state
@@ -33,7 +34,7 @@ ROW_SCHEMA = pa.schema([
     ("test_dist", pa.string()), ("loop_iter", pa.int64()), ("infer_iter", pa.int64()),
     ("predictor", pa.string()),
 ])
-STATUSES = ("ok", "diverged", "failed")
+STATUSES = ("ok", "diverged", "pruned", "failed")
 
 
 def storage_uri(storage: str) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ from icl_core.config import (
     coerce,
     resolve_member,
     set_path,
+    type_hints,
 )
 
 PRESETS = ("smoke", "cpu", "paper")
@@ -39,6 +39,7 @@ PRESETS = ("smoke", "cpu", "paper")
 class Preset:
     overrides: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
     grid: dict[str, list] = field(default_factory=dict)  # dotted key -> values (replaces axes)
+    num_samples: int | None = None  # searches: trials per search (grids use the seed axis)
 
 
 @dataclass
@@ -56,36 +57,69 @@ class Study:
         if missing:
             raise ValueError(f"study {self.name!r} lacks presets {missing}")
 
-    def members(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
+    def members(
+        self, preset: str, sets: dict[str, str] | None = None, num_samples: int | None = None
+    ) -> list[MemberConfig]:
         """Every member config of this study under a preset, validated."""
+        base, grid = self.base_and_grid(preset, sets, num_samples)
+        return expand(base, grid)
+
+    def base_and_grid(self, preset, sets=None, num_samples=None) -> tuple[dict, dict]:
+        """The preset's base config and grid, with CLI overrides applied (not yet expanded)."""
         if preset not in self.presets:
-            raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {', '.join(self.presets)}")
+            valid = ", ".join(self.presets)
+            raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {valid}")
         chosen = self.presets[preset]
         base = copy.deepcopy(self.base)
         for key, value in chosen.overrides.items():
             set_path(base, key, value)
         grid = {**self.grid, **chosen.grid}
-        sets = dict(sets or {})
-        for key, text in sets.items():
+        if num_samples is not None:
+            if num_samples < 1:
+                raise ConfigError(f"--num-samples: must be >= 1, got {num_samples}")
+            grid["seed"] = list(range(num_samples))
+        for key, text in (sets or {}).items():
             value = parse_override(base, key, text)
+            zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
             if key in grid:
                 grid[key] = [value]
+            elif zipped is not None:
+                i = zipped.index(key)
+                grid[zipped] = list(dict.fromkeys(t[:i] + (value,) + t[i + 1:] for t in grid[zipped]))
             else:
                 set_path(base, key, value)
-        for key, values in grid.items():
-            if not isinstance(values, (list, tuple)) or len(values) == 0:
-                raise ConfigError(f"grid.{key}: must be a non-empty list, got {values!r}")
-        keys = list(grid)
-        out, seen = [], set()
-        for combo in itertools.product(*(grid[k] for k in keys)):
-            raw = copy.deepcopy(base)
-            for key, value in zip(keys, combo, strict=True):
+        return base, grid
+
+
+def expand(base: dict, grid: dict) -> list[MemberConfig]:
+    """The cartesian product of the grid's axes over `base`, validated and deduplicated.
+
+    An axis is a dotted key with a list of values, or a tuple of keys with a list of tuples
+    (zipped axes, e.g. ("train.steps", "train.step_size"): [(1000, 10), (10000, 100)]).
+    """
+    for key, values in grid.items():
+        name = ",".join(key) if isinstance(key, tuple) else key
+        if not isinstance(values, (list, tuple)) or len(values) == 0:
+            raise ConfigError(f"grid.{name}: must be a non-empty list, got {values!r}")
+        if isinstance(key, tuple) and any(
+            not isinstance(v, (list, tuple)) or len(v) != len(key) for v in values
+        ):
+            raise ConfigError(f"grid.{name}: each value must be a tuple of {len(key)} values")
+    keys = list(grid)
+    out, seen = [], set()
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        raw = copy.deepcopy(base)
+        for key, value in zip(keys, combo, strict=True):
+            if isinstance(key, tuple):
+                for sub, v in zip(key, value, strict=True):
+                    set_path(raw, sub, v)
+            else:
                 set_path(raw, key, value)
-            member = resolve_member(raw)
-            if member.hash not in seen:
-                seen.add(member.hash)
-                out.append(member)
-        return out
+        member = resolve_member(raw)
+        if member.hash not in seen:
+            seen.add(member.hash)
+            out.append(member)
+    return out
 
 
 def parse_override(base: dict, key: str, text: str) -> Any:
@@ -94,7 +128,7 @@ def parse_override(base: dict, key: str, text: str) -> Any:
     from icl_core.tasks import TASKS
 
     parts = key.split(".")
-    hints = typing.get_type_hints(MemberConfig)
+    hints = type_hints(MemberConfig)
     if parts[0] not in hints:
         raise ConfigError(f"--set {key}: unknown field; valid fields: {', '.join(sorted(hints))}")
     if len(parts) == 1:
@@ -111,7 +145,7 @@ def parse_override(base: dict, key: str, text: str) -> Any:
         cls = hints[section] if section in ("train", "eval") else None
     if cls is None or len(parts) != 2:
         raise ConfigError(f"--set {key}: unknown field")
-    field_hints = typing.get_type_hints(cls)
+    field_hints = type_hints(cls)
     if parts[1] not in field_hints:
         raise ConfigError(
             f"--set {key}: unknown field; valid fields: {', '.join(field_hints)}"
@@ -122,7 +156,7 @@ def parse_override(base: dict, key: str, text: str) -> Any:
 @dataclass
 class Sweep:
     name: str
-    studies: list[Study]
+    studies: list  # Study or icl_core.search.Search
 
     def study(self, name: str) -> Study:
         for study in self.studies:

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -39,6 +40,7 @@ class TrialSpec:
     storage: str
     members: list[dict]  # resolved member configs (plain dicts)
     threads: int = 1  # torch CPU threads (the trial's CPU share)
+    gpu: float = 0.0  # the trial's GPU share (icl_core.resources)
     provenance: dict = field(default_factory=dict)  # from the driver: code and package versions
 
     @property
@@ -58,6 +60,10 @@ class TrialSpec:
     @classmethod
     def from_json(cls, text: str) -> TrialSpec:
         return cls(**json.loads(text))
+
+
+class StopMember(Exception):
+    """Raised by a reporter to stop a member early (a search pruning it); recorded as pruned."""
 
 
 class TrialFailed(RuntimeError):
@@ -91,7 +97,11 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
 def run_member(spec, index, member, store, report, resume) -> tuple[str, str | None]:
     t0 = time.time()
     cfg, h = member.train, member.hash
-    run = None
+    run, loss = None, math.nan
+
+    def progress(step: int) -> float:  # share of the trial's work done, for the ETA
+        return (index + step / max(cfg.steps, 1)) / len(spec.members)
+
     try:
         run = MemberRun(member)
         if resume is not None:
@@ -108,7 +118,9 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
             checkpoint = run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps
             if report is not None:
                 report(
-                    {"member": index, "step": run.step, "loss": loss, "done": False},
+                    # ("done" is reserved by Tune: it would end the whole trial)
+                    {"member": index, "step": run.step, "loss": loss, "member_done": False,
+                     "progress": progress(run.step)},
                     {"member_hash": h, "run": run.state_dict()} if checkpoint else None,
                 )
         if run.diverged_at is not None:
@@ -116,6 +128,8 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
         else:
             status, reason = "ok", None
             run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True)
+    except StopMember as stop:
+        status, reason = "pruned", str(stop)
     except Exception as exc:  # recorded with its reason; the trial goes on with other members
         status = "failed"
         reason = f"{type(exc).__name__}: {exc}"
@@ -129,10 +143,21 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
         store.delete(store.rows_path(spec.sweep, spec.study, h, "failed"))
         if run.artifacts:
             save_artifacts(store, spec.sweep, spec.study, h, run.artifacts)
-    if report is not None:
-        report({"member": index, "step": run.step if run else 0, "done": True,
-                "status": status}, None)
+    if report is not None and status != "pruned":
+        report({"member": index, "step": run.step if run else 0, "member_done": True,
+                "status": status, "loss": loss, "mse": final_mse(rows),
+                "progress": progress(cfg.steps)}, None)
     return status, reason
+
+
+def final_mse(rows: list[dict]) -> float:
+    """The model's median query MSE at the last evaluation (first test_dist), or NaN."""
+    model = [r for r in rows if r.get("metric") == "mse" and r.get("predictor") == "model"
+             and r.get("statistic") == "median"]
+    if not model:
+        return math.nan
+    last = max(r["step"] for r in model)
+    return [r["value"] for r in model if r["step"] == last][-1]
 
 
 def member_constants(spec, index, member, run, status, reason, wall) -> dict:
@@ -171,13 +196,35 @@ def load_state(directory: str) -> dict:
     return torch.load(os.path.join(directory, CHECKPOINT_FILE), weights_only=True)
 
 
+def spec_from_config(config: dict) -> TrialSpec:
+    """A grid trial's config is {"spec": TrialSpec JSON}; a search trial's is {"base": TrialSpec
+    JSON with one member, "<dotted.key>": sampled value, ...}."""
+    if "spec" in config:
+        return TrialSpec.from_json(config["spec"])
+    from icl_core.config import set_path
+
+    spec = TrialSpec.from_json(config["base"])
+    raw = spec.members[0]
+    for key, value in config.items():
+        if key != "base":
+            set_path(raw, key, value)
+    spec.members = [resolve_member(raw).to_dict()]
+    return spec
+
+
 def tune_trainable(config: dict) -> None:
-    """The function Ray Tune runs: config = {"spec": TrialSpec JSON}."""
+    """The function Ray Tune runs, for grid and search trials alike."""
     from ray import tune
 
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
-    spec = TrialSpec.from_json(config["spec"])
+    import ray
+
+    spec = spec_from_config(config)
+    assigned = ray.get_runtime_context().get_assigned_resources()
+    spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
+                       "assigned_gpu": float(assigned.get("GPU", 0.0)),
+                       "assigned_cpu": float(assigned.get("CPU", 0.0))}
     checkpoint = tune.get_checkpoint()
     state = None
     if checkpoint is not None:

@@ -9,11 +9,10 @@ depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/G
     python sweeps/depth_scaling.py --preset cpu        # <= 20 min on 2 cores
     ray job submit --working-dir . -- python sweeps/depth_scaling.py --preset paper
 
-Choices where the paper is silent: 3 seeds [gap]; Adam eps 1e-8 and no clipping [gap; the
-precision-ls code uses eps 1e-16 and clip 100 - set with --set train.eps=1e-16]; GPT-2 init
-std 0.02 [code]; pre-LN blocks with learned positions [code]; GD step 0.2 under our
-convention (the code's 0.1 with a 2/N gradient) from w0 = 0.
+Settings and the choices where the paper is silent: see sweeps/bases.py (LIU_LS).
 """
+
+from bases import CPU_LS, LIU_LS, SMOKE_LS
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -21,35 +20,38 @@ LEAST_SQUARES = Study(
     name="least_squares",
     doc="Liu et al. Fig 2: query MSE vs depth, fixed-N least squares, vs OLS and GD",
     figure="depth",
-    base={
-        "task": {"name": "linear_regression", "dim": 5, "n_points": 20, "layout": "fixed_n"},
-        "model": {"name": "transformer", "width": 64, "heads": 1, "mlp_ratio": 4,
-                  "layer_norm": True},
-        "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": 256, "steps": 1_000_000,
-                  "schedule": "step", "step_size": 10_000, "gamma": 0.9,
-                  "report_every": 1000, "checkpoint_every": 10_000},
-        "eval": {"n_prompts": 1000, "baselines": ["ols", "gd"]},
-    },
+    base=LIU_LS,
     grid={"model.depth": [1, 2, 4, 8, 12, 16, 24, 32, 48, 64], "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(
-            overrides={"model.width": 16, "train.steps": 40, "train.batch_size": 32,
-                       "train.report_every": 20, "train.checkpoint_every": 20,
-                       "eval.n_prompts": 200, "eval.gd_steps": [1, 10, 100, 1000]},
-            grid={"model.depth": [1, 2], "seed": [0, 1]},
-        ),
-        "cpu": Preset(
-            # D = 3 (not 5) so that 5k steps on a laptop core learn the task; N stays 20.
-            overrides={"task.dim": 3, "model.width": 32, "train.steps": 5000,
-                       "train.batch_size": 64, "train.step_size": 1000, "train.gamma": 0.8,
-                       "train.report_every": 250, "train.checkpoint_every": 1000},
-            grid={"model.depth": [1, 2, 3, 4, 6], "seed": [0, 1, 2]},
-        ),
+        "smoke": Preset(overrides={**SMOKE_LS, "eval.gd_steps": [1, 10, 100, 1000]},
+                        grid={"model.depth": [1, 2], "seed": [0, 1]}),
+        "cpu": Preset(overrides={**CPU_LS, "train.steps": 5000},
+                      grid={"model.depth": [1, 2, 3, 4, 6], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
 
-SWEEP = Sweep("depth_scaling", [LEAST_SQUARES])
+# The scale-up the paper lacks: depth x width x dimension, dense enough to fit MSE(depth)
+# laws per width and D, with 5 seeds for bootstrap CIs.
+DEPTH_WIDTH = Study(
+    name="least_squares_depth_width",
+    doc="scale-up: query MSE vs depth x width x D (fixed-N LS), 5 seeds, for law fits",
+    figure="depth",
+    base=LIU_LS,
+    grid={"model.depth": [1, 2, 4, 8, 16, 32, 64], "model.width": [32, 64, 128, 256, 512],
+          ("task.dim", "task.n_points"): [(5, 20), (10, 40), (20, 80)], "seed": [0, 1, 2, 3, 4]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"model.depth": [1], "model.width": [8],
+                                                  ("task.dim", "task.n_points"): [(3, 6)],
+                                                  "seed": [0]}),
+        "cpu": Preset(overrides=CPU_LS, grid={"model.depth": [1, 2, 4], "model.width": [16, 32],
+                                             ("task.dim", "task.n_points"): [(3, 20)],
+                                             "seed": [0, 1, 2]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("depth_scaling", [LEAST_SQUARES, DEPTH_WIDTH])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

@@ -13,10 +13,14 @@ sys.path.insert(0, str(ROOT / "sweeps"))
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A real local Ray (2 CPUs), started once and shared by every test that needs it."""
+    """A real local Ray (2 CPUs, 4 logical GPUs), started once for every test that needs it.
+
+    The logical GPUs exercise the resource planner's GPU shares on a CPU-only machine; with
+    a CPU build of torch, device "auto" still resolves to the CPU inside each trial.
+    """
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -16,8 +16,9 @@ import pytest
 
 from analysis.figures import depth_figure
 from analysis.fit import FORMS, fit_scaling
-from analysis.regenerate import load_sweep, main, regenerate
+from analysis.regenerate import load_sweep, main, regenerate, sweep_names
 from analysis.store import MissingResults, load_rows
+from icl_core.catalog import SWEEPS_DIR
 from icl_core.store import Store, rows_table
 
 SWEEP, STUDY = "depth_scaling", "least_squares"
@@ -90,11 +91,11 @@ def test_power_form_recovers_exponent():
     assert "power" in FORMS and "saturating" in FORMS
 
 
-def test_fit_rejects_bad_input():
+def test_fit_excludes_bad_points_and_rejects_unknown_forms():
     x, y, groups = saturating_data()
     y[3] = 0.0
-    with pytest.raises(ValueError, match="non-positive"):
-        fit_scaling(x, y, groups, n_boot=0)
+    fit = fit_scaling(x, y, groups, n_boot=0)
+    assert fit.excluded == [(x[3], 0.0, "non-positive y")] and fit.n_points == x.size - 1
     with pytest.raises(ValueError, match="unknown"):
         fit_scaling(x, np.abs(y) + 1, groups, form="cubic", n_boot=0)
 
@@ -238,6 +239,21 @@ def test_regenerate_writes_figures_and_fit_report(depth_store, tmp_path, capsys)
     assert "| sweep | study |" in (folder / "fits.md").read_text()
     printed = capsys.readouterr().out
     assert str(folder / "depth.png") in printed and "b = " in printed
+
+
+def test_regenerate_loads_every_sweep_file_as_the_command_line_does(monkeypatch, tmp_path,
+                                                                    capsys):
+    """Without the test suite's sys.path (conftest puts sweeps/ on it), sweep files that
+    import shared helpers (sweeps/bases.py) still load; helpers are not listed as sweeps."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(SWEEPS_DIR)])
+    for name in [m for m in sys.modules if m == "bases" or m.startswith("icl_sweeps_")]:
+        monkeypatch.delitem(sys.modules, name)
+    names = sweep_names()
+    assert SWEEP in names and "bases" not in names
+    for name in names:
+        assert load_sweep(name).name == name  # rows are stored under SWEEP.name
+    assert main(["--all", "--storage", str(tmp_path / "none")]) == 2
+    assert "python sweeps/depth_scaling.py" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -49,3 +49,9 @@ def test_switches_change_the_architecture():
 def test_too_long_sequence_is_refused():
     with pytest.raises(ValueError, match="exceeds max_len=12"):
         model_for()(torch.zeros(1, 13, 5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("over", [{}, {"layer_norm": False}, {"mlp": False}, {"mlp_ratio": 2}])
+def test_param_count_without_building_matches_the_model(over):
+    model = model_for(**over)
+    assert model.cfg.param_count(d_in=5, d_out=2) == num_params(model)

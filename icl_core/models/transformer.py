@@ -45,6 +45,14 @@ class TransformerConfig:
         require(self.mlp_ratio >= 1, f"{path}.mlp_ratio", "must be >= 1")
         require(self.init_std > 0, f"{path}.init_std", "must be > 0")
 
+    def param_count(self, d_in: int, d_out: int) -> int:
+        """Non-embedding parameters without building the model (planning thousands of
+        configs); tests check it equals Transformer.num_params()."""
+        w, ln = self.width, 2 * self.width if self.layer_norm else 0
+        mlp = (2 * self.mlp_ratio * w * w + self.mlp_ratio * w + w + ln) if self.mlp else 0
+        block = 3 * w * w + 3 * w + w * w + w + ln + mlp
+        return self.depth * block + (d_in + 1) * w + (w + 1) * d_out + ln
+
 
 class MLP(nn.Module):
     def __init__(self, width: int, ratio: int):

@@ -1,0 +1,228 @@
+"""Hyperparameter searches: Optuna through Ray Tune (OptunaSearch + ASHA), or Optuna alone.
+
+    SEARCH = Search(
+        name="width_lr",
+        base={...},                                   # a member config, as in a Study
+        space={"train.lr": ("loguniform", 1e-4, 1e-2),
+               "train.batch_size": ("choice", [32, 64, 128]),
+               "train.warmup_steps": ("int", 0, 500)},
+        grid={"model.width": [32, 64, 128]},          # one search per grid point
+        presets={"smoke": Preset(num_samples=3), ...},
+    )
+
+Every search trial is an ordinary member: it writes its rows to the same store as grid
+trials (`rows/<config_hash>.parquet`). Trials that ASHA stops early end inside Tune and leave
+only Tune's records (standalone Optuna records them as status "pruned"). The objective is the member's training loss on fresh
+prompts (online data, so it is a test loss), reported every `train.report_every` steps.
+`best_settings` reads the store back, e.g. a learning rate per width for a scaling sweep.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path
+from icl_core.sweep import PRESETS, Preset, expand, parse_override
+
+KINDS = ("loguniform", "uniform", "int", "choice")
+
+
+@dataclass
+class Search:
+    name: str
+    base: dict
+    space: dict[str, tuple]
+    presets: dict[str, Preset]
+    grid: dict[str, list] = field(default_factory=dict)  # one search per point
+    metric: str = "loss"  # reported by every trial: mean training loss since the last report
+    mode: str = "min"
+    reduction_factor: int = 3  # ASHA
+    doc: str = ""
+    figure: str | None = None
+    cpus_per_trial: int = 1
+
+    def __post_init__(self):
+        missing = [p for p in PRESETS if p not in self.presets]
+        if missing:
+            raise ValueError(f"search {self.name!r} lacks presets {missing}")
+
+    def points(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
+        """The base member of each search (one per grid point), validated with the space."""
+        if preset not in self.presets:
+            valid = ", ".join(self.presets)
+            raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {valid}")
+        chosen = self.presets[preset]
+        base = copy.deepcopy(self.base)
+        for key, value in chosen.overrides.items():
+            set_path(base, key, value)
+        grid = {**self.grid, **chosen.grid}
+        for key, text in (sets or {}).items():
+            if key in self.space:
+                raise ConfigError(f"--set {key}: is searched over; remove it from the space")
+            value = parse_override(base, key, text)
+            if key in grid:
+                grid[key] = [value]
+            else:
+                set_path(base, key, value)
+        points = expand(base, grid) if grid else [resolve_member(base)]
+        for point in points:
+            self.check_space(point)
+        return points
+
+    def num_samples(self, preset: str, override: int | None = None) -> int:
+        n = override if override is not None else self.presets[preset].num_samples
+        if n is None or n < 1:
+            raise ConfigError(f"--num-samples: must be >= 1 for a search, got {n}")
+        return n
+
+    def check_space(self, point: MemberConfig) -> None:
+        """Every searched key exists, is well-typed, and its extremes give valid configs."""
+        raw = point.to_dict()
+        for key, spec in self.space.items():
+            if not isinstance(spec, tuple) or not spec or spec[0] not in KINDS:
+                raise ConfigError(f"space.{key}: expected (kind, ...) with kind in {', '.join(KINDS)}")
+            kind = spec[0]
+            values = list(spec[1]) if kind == "choice" else [spec[1], spec[2]]
+            if kind != "choice" and not spec[1] < spec[2]:
+                raise ConfigError(f"space.{key}: low must be < high, got {spec[1:]}")
+            if kind == "loguniform" and spec[1] <= 0:
+                raise ConfigError(f"space.{key}: loguniform needs low > 0")
+            for value in values:
+                trial = copy.deepcopy(raw)
+                parse_override(trial, key, str(value))  # the key exists and the type fits
+                set_path(trial, key, value)
+                resolve_member(trial)
+
+    def tune_space(self) -> dict[str, Any]:
+        from ray import tune
+
+        out = {}
+        for key, spec in self.space.items():
+            kind = spec[0]
+            out[key] = {
+                "loguniform": lambda s: tune.loguniform(s[1], s[2]),
+                "uniform": lambda s: tune.uniform(s[1], s[2]),
+                "int": lambda s: tune.randint(s[1], s[2] + 1),
+                "choice": lambda s: tune.choice(list(s[1])),
+            }[kind](spec)
+        return out
+
+    def suggest(self, trial) -> dict[str, Any]:
+        """Sample the space with a plain Optuna trial (standalone mode)."""
+        out = {}
+        for key, spec in self.space.items():
+            kind = spec[0]
+            if kind == "loguniform":
+                out[key] = trial.suggest_float(key, spec[1], spec[2], log=True)
+            elif kind == "uniform":
+                out[key] = trial.suggest_float(key, spec[1], spec[2])
+            elif kind == "int":
+                out[key] = trial.suggest_int(key, spec[1], spec[2])
+            else:
+                out[key] = trial.suggest_categorical(key, list(spec[1]))
+        return out
+
+
+def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
+                    max_concurrent, resources, label) -> None:
+    """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    from icl_core.launch import Progress, quiet
+    from icl_core.trial import tune_trainable
+
+    quiet()
+    trainable = tune.with_resources(tune_trainable, tune.PlacementGroupFactory([resources.bundle()]))
+    path = f"{tune_dir}/search-{point.hash}"
+    if resume:
+        if not tune.Tuner.can_restore(path):
+            raise ConfigError(f"--resume: no search to resume at {path}")
+        tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        if tune.Tuner.can_restore(path):
+            raise ConfigError(
+                f"{label}: a search already exists at {path}; pass --resume to finish it"
+            )
+        # reports per trial: one per report_every steps, then the final one after the rows are
+        # written; ASHA stops a trial at max_t, so max_t must count that final report too.
+        max_t = math.ceil(point.train.steps / point.train.report_every) + 1
+        searcher = OptunaSearch(metric=search.metric, mode=search.mode, seed=seed)
+        if max_concurrent:
+            searcher = ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"base": spec_template.to_json(), **search.tune_space()},
+            tune_config=tune.TuneConfig(
+                metric=search.metric,
+                mode=search.mode,
+                num_samples=num_samples,
+                search_alg=searcher,
+                scheduler=ASHAScheduler(max_t=max_t, grace_period=1,
+                                        reduction_factor=search.reduction_factor),
+                reuse_actors=False,
+                trial_dirname_creator=lambda trial: f"{trial.trial_id}",
+            ),
+            run_config=tune.RunConfig(
+                name=f"search-{point.hash}",
+                storage_path=tune_dir,
+                failure_config=tune.FailureConfig(max_failures=1),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                callbacks=[Progress(label, num_samples)],
+                verbose=0,
+            ),
+        )
+    tuner.fit()
+
+
+def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -> Any:
+    """Standalone Optuna (no Ray): trials run one after another in this process and the
+    study persists in a JournalStorage file (open it with `optuna-dashboard <file>`)."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = JournalStorage(JournalFileBackend(journal))
+    study = optuna.create_study(
+        study_name=f"{search.name}-{point.hash}",
+        storage=storage,
+        direction="minimize" if search.mode == "min" else "maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(),
+        load_if_exists=True,
+    )
+
+    def objective(trial):
+        raw = point.to_dict()
+        for key, value in search.suggest(trial).items():
+            set_path(raw, key, value)
+        return trial_runner(resolve_member(raw), trial)
+
+    study.optimize(objective, n_trials=num_samples)
+    return study
+
+
+def best_settings(storage: str, sweep: str, study: str, by: str, params: list[str]) -> dict:
+    """{value of `by`: {param: value}} of the finished search trial with the lowest final
+    training loss at each value of `by` (e.g. a learning rate per model.width)."""
+    import polars as pl
+
+    from analysis.store import load_rows
+
+    rows = load_rows(storage, sweep, study)
+    final = (
+        rows.filter((pl.col("metric") == "train_loss") & (pl.col("status") == "ok"))
+        .sort("step")
+        .group_by("config_hash")
+        .agg(pl.col("value").last().alias("loss"), *[pl.col(c).first() for c in [by, *params]])
+        .filter(pl.col("loss").is_finite())
+        .sort("loss")
+        .group_by(by, maintain_order=True)
+        .first()
+    )
+    return {row[by]: {p: row[p] for p in params} for row in final.iter_rows(named=True)}

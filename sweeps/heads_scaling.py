@@ -1,0 +1,43 @@
+"""Heads scaling: query MSE vs attention heads at fixed width (Liu et al. 2024, Fig. 4 middle).
+
+The paper's panel uses the MULTIPLY primitive (2 layers, dim 256, heads {1, 2, 4, 8}); this
+study asks the same question of fixed-N least squares. The primitives study joins this file
+with the least-squares paper's issue.
+"""
+
+from bases import CPU_LS, LIU_LS, SMOKE_LS
+
+from icl_core.sweep import Preset, Study, Sweep
+
+LEAST_SQUARES_HEADS = Study(
+    name="least_squares_heads",
+    doc="Liu et al. Fig 4 (middle), on least squares: query MSE vs heads, 2 layers, dim 256",
+    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 2, "width": 256}},
+    grid={"model.heads": [1, 2, 4, 8], "seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"model.heads": [1, 2], "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
+                      grid={"model.heads": [1, 2, 4, 8], "seed": [0, 1, 2]}),
+        "paper": Preset(),
+    },
+)
+
+HEADS_WIDTH = Study(
+    name="least_squares_heads_width",
+    doc="scale-up: query MSE vs heads x width (fixed-N LS, 2 layers), 5 seeds",
+    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 2}},
+    grid={"model.heads": [1, 2, 4, 8, 16], "model.width": [64, 128, 256, 512],
+          "seed": [0, 1, 2, 3, 4]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"model.heads": [2], "model.width": [8],
+                                                  "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
+                      grid={"model.heads": [1, 2, 4], "model.width": [16, 32], "seed": [0, 1]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("heads_scaling", [LEAST_SQUARES_HEADS, HEADS_WIDTH])
+
+if __name__ == "__main__":
+    raise SystemExit(SWEEP.main())

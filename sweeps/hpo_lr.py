@@ -1,0 +1,41 @@
+"""Learning-rate / batch / warmup search per model width, with Optuna (TPE) + ASHA on Ray Tune.
+
+One search per width; every search trial is an ordinary member whose rows land in the same
+store as grid trials. Feed the winners into a scaling sweep:
+
+    from icl_core.search import best_settings
+    best = best_settings("results", "hpo_lr", "width_lr", by="model.width", params=["train.lr"])
+    # e.g. grid={("model.width", "train.lr"): [(w, best[w]["train.lr"]) for w in best]}
+
+Without a cluster, run plain Optuna with a persistent journal (open it in optuna-dashboard):
+
+    python sweeps/hpo_lr.py --preset cpu --optuna-journal results/hpo_lr.journal
+"""
+
+from bases import CPU_LS, LIU_LS, SMOKE_LS
+
+from icl_core.search import Search
+from icl_core.sweep import Preset, Sweep
+
+WIDTH_LR = Search(
+    name="width_lr",
+    doc="Optuna (TPE) + ASHA over lr, batch, warmup; one search per width; 2-layer LS model",
+    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 2}},
+    space={
+        "train.lr": ("loguniform", 1e-4, 1e-2),
+        "train.batch_size": ("choice", [64, 128, 256]),
+        "train.warmup_steps": ("int", 0, 10_000),
+    },
+    grid={"model.width": [32, 64, 128, 256]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"model.width": [8]}, num_samples=3),
+        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2, "train.steps": 2000},
+                      grid={"model.width": [16, 32]}, num_samples=12),
+        "paper": Preset(num_samples=64),
+    },
+)
+
+SWEEP = Sweep("hpo_lr", [WIDTH_LR])
+
+if __name__ == "__main__":
+    raise SystemExit(SWEEP.main())

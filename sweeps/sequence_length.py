@@ -1,0 +1,58 @@
+"""Sequence length: error vs the number of in-context examples.
+
+* icl_prefix -- Liu et al. 2024, Fig. 1: one 12-layer transformer trained on the all-prefix
+  layout (N = 20) predicts after every prefix; MSE per position vs OLS (under-determined
+  N < D: the two match; N >= D: the transformer plateaus ~1e-5, OLS ~1e-14).
+* fixed_n_points -- fixed-N least squares at N in {5, 10, 20, 40}: query MSE vs N.
+"""
+
+from bases import CPU_LS, LIU_LS, SMOKE_LS
+
+from icl_core.sweep import Preset, Study, Sweep
+
+PREFIX = {**LIU_LS, "task": {**LIU_LS["task"], "layout": "all_prefix"}}
+
+ICL_PREFIX = Study(
+    name="icl_prefix",
+    doc="Liu et al. Fig 1: MSE vs number of in-context examples (all-prefix), vs OLS",
+    base=PREFIX,
+    grid={"seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides={**SMOKE_LS, "task.n_points": 6}, grid={"seed": [0]}),
+        "cpu": Preset(overrides={**CPU_LS, "model.depth": 4, "task.n_points": 10}),
+        "paper": Preset(),
+    },
+)
+
+FIXED_N_POINTS = Study(
+    name="fixed_n_points",
+    doc="query MSE vs prompt length N (fixed-N least squares), 4 layers",
+    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 4}},
+    grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"task.n_points": [4, 8], "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
+                      grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]}),
+        "paper": Preset(),
+    },
+)
+
+N_DEPTH = Study(
+    name="fixed_n_points_depth",
+    doc="scale-up: query MSE vs prompt length N x depth (fixed-N LS, D = 5), 5 seeds",
+    base=LIU_LS,
+    grid={"task.n_points": [5, 10, 20, 40, 80, 160], "model.depth": [2, 4, 8, 16],
+          "seed": [0, 1, 2, 3, 4]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"task.n_points": [5], "model.depth": [1],
+                                                  "seed": [0]}),
+        "cpu": Preset(overrides=CPU_LS, grid={"task.n_points": [5, 10, 20, 40],
+                                             "model.depth": [1, 2], "seed": [0, 1]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("sequence_length", [ICL_PREFIX, FIXED_N_POINTS, N_DEPTH])
+
+if __name__ == "__main__":
+    raise SystemExit(SWEEP.main())

@@ -1,0 +1,49 @@
+"""Training length: query MSE vs training steps (Liu et al. 2024, Fig. 9 / App. C.2).
+
+The paper trains steps in {1e5, 1e6, 1e7, 1e8} with the StepLR period scaled to steps/100
+(so every run decays the same number of times): a zipped axis (steps, step_size). Its panel
+uses MULTIPLY with a 1-layer model; this study asks it of fixed-N least squares.
+"""
+
+from bases import CPU_LS, LIU_LS, SMOKE_LS
+
+from icl_core.sweep import Preset, Study, Sweep
+
+
+def steps_axis(*steps: int) -> dict:
+    """(train.steps, train.step_size = steps / 100) pairs, as in the paper."""
+    return {("train.steps", "train.step_size"): [(s, max(1, s // 100)) for s in steps]}
+
+
+LEAST_SQUARES_STEPS = Study(
+    name="least_squares_steps",
+    doc="Liu et al. Fig 9, on least squares: query MSE vs training steps (StepLR at steps/100)",
+    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 1}},
+    grid={**steps_axis(100_000, 1_000_000, 10_000_000, 100_000_000), "seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={**steps_axis(10, 20), "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_LS, "model.depth": 1},
+                      grid={**steps_axis(300, 1000, 3000, 10_000), "seed": [0, 1, 2]}),
+        "paper": Preset(),
+    },
+)
+
+STEPS_DEPTH = Study(
+    name="least_squares_steps_depth",
+    doc="scale-up: query MSE vs training steps x depth (fixed-N LS), 5 seeds",
+    base=LIU_LS,
+    grid={**steps_axis(10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000),
+          "model.depth": [2, 4, 8, 16], "seed": [0, 1, 2, 3, 4]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={**steps_axis(10), "model.depth": [1],
+                                                  "seed": [0]}),
+        "cpu": Preset(overrides=CPU_LS, grid={**steps_axis(300, 1000, 3000),
+                                             "model.depth": [1, 2], "seed": [0, 1]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("training_length", [LEAST_SQUARES_STEPS, STEPS_DEPTH])
+
+if __name__ == "__main__":
+    raise SystemExit(SWEEP.main())

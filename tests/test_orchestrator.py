@@ -1,0 +1,162 @@
+"""The orchestrator end to end on the session Ray: every sweep file, extend, driver-kill
+resume, packing, Optuna searches (Tune and standalone), the resource planner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import polars as pl
+import pytest
+from conftest import tiny_member
+
+from icl_core import catalog
+from icl_core.config import resolve_member
+from icl_core.resources import gpu_fraction, member_resources, plan_trials, step_flops
+from icl_core.search import best_settings
+from icl_core.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rows_of(storage, sweep, study) -> pl.DataFrame:
+    return pl.read_parquet(Path(storage) / sweep / study / "rows" / "*.parquet")
+
+
+def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
+    storage = tmp_path / "r"
+    names = catalog.sweep_names()
+    assert {"depth_scaling", "heads_scaling", "width_scaling", "training_length",
+            "sequence_length", "sample_complexity", "hpo_lr"} <= set(names)
+    for name in names:
+        sweep = catalog.load_sweep(name)
+        assert sweep.main(["--preset", "smoke", "--storage", str(storage), "--no-figures"]) == 0, name
+        for study in sweep.studies:
+            finished = Store(str(storage)).finished(name, study.name)
+            assert finished, f"{name}/{study.name} left no rows"
+            if not hasattr(study, "space"):
+                assert finished == {m.hash for m in study.members("smoke")}
+    rows = rows_of(storage, "depth_scaling", "least_squares")
+    # the planner gave each small trial an eighth of a (logical) GPU, and Ray assigned it
+    assert set(rows["gpu_share"]) == {0.125} and set(rows["assigned_gpu"]) == {0.125}
+    steps = rows_of(storage, "training_length", "least_squares_steps")
+    assert sorted(set(zip(steps["train.steps"], steps["train.step_size"], strict=True))) == [
+        (10, 1), (20, 1)]
+    curve = rows_of(storage, "sample_complexity", "least_squares_dim").filter(
+        (pl.col("metric") == "mse") & (pl.col("predictor") == "model"))
+    assert sorted(set(curve["step"])) == [10, 20]  # the test curve, recorded during training
+
+
+def test_dry_run_of_every_paper_preset_lists_thousands(capsys):
+    assert catalog.main(["--preset", "paper", "--plan-gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    total = int(out.strip().splitlines()[-1].rsplit(":", 1)[1].split()[0])
+    assert total >= 1000
+    assert "depth_scaling/least_squares [paper]: 30 trials" in out
+    assert "0.125 GPU" in out and "1 GPU" in out  # small and large models get different shares
+
+
+def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
+    sweep = catalog.load_sweep("width_scaling")
+    base = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
+    assert sweep.main(base + ["--num-samples", "1"]) == 0
+    assert "2 configs, 0 already finished, running 2" in capsys.readouterr().out
+    assert sweep.main(base + ["--num-samples", "2"]) == 0
+    assert "4 configs, 2 already finished, running 2" in capsys.readouterr().out
+
+
+def test_packed_trial_writes_the_same_rows_as_unpacked(ray_session, tmp_path):
+    sweep = catalog.load_sweep("width_scaling")
+    for sub, pack in (("one", "1"), ("packed", "2")):
+        argv = ["--preset", "smoke", "--storage", str(tmp_path / sub), "--no-figures",
+                "--pack", pack]
+        assert sweep.main(argv) == 0
+    key = ["config_hash", "metric", "statistic", "predictor", "step", "position", "infer_iter"]
+    one = rows_of(tmp_path / "one", "width_scaling", "least_squares_width").sort(key)
+    packed = rows_of(tmp_path / "packed", "width_scaling", "least_squares_width").sort(key)
+    assert one.height == packed.height > 0
+    assert one["value"].to_list() == packed["value"].to_list()
+    assert set(packed["member"]) == {0, 1} and packed["trial_id"].n_unique() == 1
+
+
+def test_driver_killed_mid_sweep_then_rerun_completes_each_trial_once(ray_session, tmp_path):
+    storage = tmp_path / "r"
+    args = ["--preset", "smoke", "--storage", str(storage), "--no-figures",
+            "--set", "train.steps=300", "--max-concurrent", "1"]
+    address = ray_session.get_runtime_context().gcs_address
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "sweeps" / "depth_scaling.py"), "--address", address,
+         "--study", "least_squares", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    rows_dir = storage / "depth_scaling" / "least_squares" / "rows"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (rows_dir.exists() and any(rows_dir.glob("*.parquet"))):
+        assert driver.poll() is None, "driver ended before it could be killed"
+        time.sleep(0.5)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    done_before = len(list(rows_dir.glob("*.parquet")))
+    assert 1 <= done_before < 4
+
+    sweep = catalog.load_sweep("depth_scaling")
+    assert sweep.main(["--study", "least_squares", *args]) == 0
+    members = sweep.study("least_squares").members("smoke", {"train.steps": "300"})
+    assert {p.stem for p in rows_dir.glob("*.parquet")} == {m.hash for m in members}
+    rows = rows_of(storage, "depth_scaling", "least_squares")
+    curve = rows.filter(pl.col("metric") == "train_loss")
+    assert curve.group_by("config_hash", "step").len()["len"].max() == 1  # nothing twice
+    assert curve.group_by("config_hash").len()["len"].to_list() == [30] * 4  # nothing missing
+
+
+def test_optuna_search_through_tune_lands_in_the_store(ray_session, tmp_path, capsys):
+    sweep = catalog.load_sweep("hpo_lr")
+    argv = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
+    assert sweep.main(argv) == 0
+    rows = rows_of(tmp_path, "hpo_lr", "width_lr")
+    assert rows["config_hash"].n_unique() >= 1 and set(rows["model.width"]) == {8}
+    assert rows["train.lr"].min() >= 1e-4 and rows["train.lr"].max() <= 1e-2
+    best = best_settings(str(tmp_path), "hpo_lr", "width_lr", by="model.width",
+                         params=["train.lr", "train.batch_size"])
+    assert set(best) == {8} and 1e-4 <= best[8]["train.lr"] <= 1e-2
+    # a second start refuses to overwrite the search; --resume restores it (Tuner.restore)
+    assert sweep.main(argv) == 2
+    assert "pass --resume" in capsys.readouterr().err
+    assert sweep.main(argv + ["--resume"]) == 0
+
+
+def test_standalone_optuna_journal_opens_with_load_study(tmp_path):
+    sweep = catalog.load_sweep("hpo_lr")
+    journal = tmp_path / "hpo.journal"
+    argv = ["--preset", "smoke", "--storage", str(tmp_path), "--optuna-journal", str(journal)]
+    assert sweep.main(argv) == 0
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal)))
+    (summary,) = optuna.get_all_study_summaries(storage)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    assert len(study.trials) == 3
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert finished and study.best_value == min(t.value for t in finished)
+    stored = Store(str(tmp_path)).finished("hpo_lr", "width_lr")
+    assert len(stored) == 3  # complete and pruned trials both left their rows
+
+
+def test_planner_shares_gpus_by_model_size_and_packs():
+    small = resolve_member(tiny_member())
+    big = resolve_member(tiny_member(model__width=1024, model__depth=48, train__batch_size=512))
+    assert step_flops(big) > 1e11 > 1e9 > step_flops(small)
+    assert gpu_fraction(small) == 0.125 and gpu_fraction(big) == 1.0
+    assert member_resources(small, cluster_gpus=0, cpus=1).gpu == 0  # no GPU in the cluster
+    on_cpu = resolve_member({**tiny_member(), "device": "cpu"})
+    assert member_resources(on_cpu, cluster_gpus=4, cpus=1).gpu == 0  # pinned to CPU
+    seeds = [resolve_member({**tiny_member(), "seed": s}) for s in range(5)]
+    trials = plan_trials([*seeds, big], cluster_gpus=4, cpus=1, pack=2)
+    assert [len(group) for group, _ in trials] == [2, 2, 1, 1]
+    assert [res.gpu for _, res in trials] == [0.125, 0.125, 0.125, 1.0]
+    with pytest.raises(ValueError):
+        plan_trials(seeds, 4, 1, pack=0)
