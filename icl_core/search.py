@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path
-from icl_core.sweep import PRESETS, Preset, expand, parse_override
+from icl_core.sweep import PRESETS, Preset, apply_preset, expand, parse_override
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 
@@ -51,22 +51,10 @@ class Search:
 
     def points(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
         """The base member of each search (one per grid point), validated with the space."""
-        if preset not in self.presets:
-            valid = ", ".join(self.presets)
-            raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {valid}")
-        chosen = self.presets[preset]
-        base = copy.deepcopy(self.base)
-        for key, value in chosen.overrides.items():
-            set_path(base, key, value)
-        grid = {**self.grid, **chosen.grid}
-        for key, text in (sets or {}).items():
+        for key in sets or {}:
             if key in self.space:
                 raise ConfigError(f"--set {key}: is searched over; remove it from the space")
-            value = parse_override(base, key, text)
-            if key in grid:
-                grid[key] = [value]
-            else:
-                set_path(base, key, value)
+        base, grid = apply_preset(self.base, self.grid, self.presets, preset, sets)
         points = expand(base, grid) if grid else [resolve_member(base)]
         for point in points:
             self.check_space(point)

@@ -66,29 +66,35 @@ class Study:
 
     def base_and_grid(self, preset, sets=None, num_samples=None) -> tuple[dict, dict]:
         """The preset's base config and grid, with CLI overrides applied (not yet expanded)."""
-        if preset not in self.presets:
-            valid = ", ".join(self.presets)
-            raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {valid}")
-        chosen = self.presets[preset]
-        base = copy.deepcopy(self.base)
-        for key, value in chosen.overrides.items():
-            set_path(base, key, value)
-        grid = {**self.grid, **chosen.grid}
+        base, grid = apply_preset(self.base, self.grid, self.presets, preset, sets)
         if num_samples is not None:
             if num_samples < 1:
                 raise ConfigError(f"--num-samples: must be >= 1, got {num_samples}")
             grid["seed"] = list(range(num_samples))
-        for key, text in (sets or {}).items():
-            value = parse_override(base, key, text)
-            zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
-            if key in grid:
-                grid[key] = [value]
-            elif zipped is not None:
-                i = zipped.index(key)
-                grid[zipped] = list(dict.fromkeys(t[:i] + (value,) + t[i + 1:] for t in grid[zipped]))
-            else:
-                set_path(base, key, value)
         return base, grid
+
+
+def apply_preset(base, grid, presets, preset, sets=None) -> tuple[dict, dict]:
+    """Base config and grid of a preset, then the CLI's `--set` overrides: an override of a
+    grid axis collapses it (within a zipped axis, it replaces that component)."""
+    if preset not in presets:
+        raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {', '.join(presets)}")
+    chosen = presets[preset]
+    base = copy.deepcopy(base)
+    for key, value in chosen.overrides.items():
+        set_path(base, key, value)
+    grid = {**grid, **chosen.grid}
+    for key, text in (sets or {}).items():
+        value = parse_override(base, key, text)
+        zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
+        if key in grid:
+            grid[key] = [value]
+        elif zipped is not None:
+            i = zipped.index(key)
+            grid[zipped] = list(dict.fromkeys(t[:i] + (value,) + t[i + 1:] for t in grid[zipped]))
+        else:
+            set_path(base, key, value)
+    return base, grid
 
 
 def expand(base: dict, grid: dict) -> list[MemberConfig]:

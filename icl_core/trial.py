@@ -42,10 +42,15 @@ class TrialSpec:
     threads: int = 1  # torch CPU threads (the trial's CPU share)
     gpu: float = 0.0  # the trial's GPU share (icl_core.resources)
     provenance: dict = field(default_factory=dict)  # from the driver: code and package versions
+    hashes: list[str] = field(default_factory=list)  # the driver's config hashes (file names)
+
+    def __post_init__(self):
+        if not self.hashes:
+            self.hashes = [resolve_member(m).hash for m in self.members]
 
     @property
     def member_hashes(self) -> list[str]:
-        return [resolve_member(m).hash for m in self.members]
+        return list(self.hashes)
 
     @property
     def trial_id(self) -> str:
@@ -79,8 +84,14 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
     store = Store(spec.storage)
     done = store.finished(spec.sweep, spec.study)
     statuses, failures = {}, []
-    for index, raw in enumerate(spec.members):
+    for index, (raw, expected) in enumerate(zip(spec.members, spec.hashes, strict=True)):
         member = resolve_member(raw)
+        if member.hash != expected:
+            # Rows are named by the driver's hash; a worker on other code would rename them.
+            raise TrialFailed(
+                f"config hash {member.hash} on this worker != {expected} on the driver: "
+                "driver and workers run different versions of icl_core"
+            )
         if member.hash in done:  # finished by an earlier attempt of this trial
             statuses[member.hash] = store.member_status(spec.sweep, spec.study, [member.hash])[member.hash][0]
             continue
@@ -208,7 +219,8 @@ def spec_from_config(config: dict) -> TrialSpec:
     for key, value in config.items():
         if key != "base":
             set_path(raw, key, value)
-    spec.members = [resolve_member(raw).to_dict()]
+    member = resolve_member(raw)
+    spec.members, spec.hashes = [member.to_dict()], [member.hash]
     return spec
 
 

@@ -25,7 +25,7 @@ LEAST_SQUARES = Study(
     presets={
         "smoke": Preset(overrides={**SMOKE_LS, "eval.gd_steps": [1, 10, 100, 1000]},
                         grid={"model.depth": [1, 2], "seed": [0, 1]}),
-        "cpu": Preset(overrides={**CPU_LS, "train.steps": 5000},
+        "cpu": Preset(overrides={**CPU_LS, "train.steps": 4000},
                       grid={"model.depth": [1, 2, 3, 4, 6], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },

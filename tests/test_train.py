@@ -132,3 +132,11 @@ def test_evaluation_does_not_depend_on_chunking():
     run.train_until(5)
     assert evaluate(run.model, small, run.device, run.dtype, 5, True) == evaluate(
         run.model, big, run.device, run.dtype, 5, True)
+
+
+def test_worker_refuses_a_config_whose_hash_differs_from_the_drivers(tmp_path):
+    member = resolve_member(tiny_member())
+    spec = TrialSpec("sw", "st", str(tmp_path), [member.to_dict()], hashes=["0" * 16])
+    with pytest.raises(TrialFailed, match="different versions of icl_core"):
+        run_trial(spec)
+    assert not (tmp_path / "sw").exists()  # nothing written under a wrong name
