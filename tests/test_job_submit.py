@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,9 +29,13 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def ray_head(tmp_path_factory):
-    """A Ray head node in its own session group; yields the dashboard (job server) address."""
-    temp = Path(tempfile_dir := tmp_path_factory.mktemp("rayhead"))
+def ray_head():
+    """A Ray head node in its own session group; yields the dashboard (job server) address.
+
+    Its temp dir is short on purpose: Ray's AF_UNIX socket paths must stay under 108 bytes,
+    which pytest's own tmp paths can exceed.
+    """
+    temp = Path(tempfile.mkdtemp(prefix="icl-ray-", dir="/tmp"))
     ray_bin = str(Path(sys.executable).parent / "ray")
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
     subprocess.run([ray_bin, "get-auth-token", "--generate"], env=env, check=True,
@@ -40,7 +45,7 @@ def ray_head(tmp_path_factory):
     head = subprocess.Popen(
         [ray_bin, "start", "--head", "--block", "--num-cpus=2", f"--port={free_port()}",
          "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--include-dashboard=true",
-         f"--temp-dir={tempfile_dir}/ray"],
+         f"--temp-dir={temp}/ray"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     address = f"http://127.0.0.1:{dash}"
@@ -68,6 +73,7 @@ def ray_head(tmp_path_factory):
             os.killpg(head.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_job_submit_runs_the_depth_sweep_on_a_cluster(ray_head, tmp_path):
