@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.fit import Fit, fit_scaling
 from analysis.plotting import COLORS, band, draw_fit, log_axes, reference_line, save, style
 
@@ -119,7 +120,7 @@ def _fit_depth(seeds: pl.DataFrame, n_boot: int, seed: int) -> tuple[Fit | None,
 
 
 def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
-                 n_boot: int = 1000, seed: int = 0) -> dict:
+                 n_boot: int = 1000, seed: int = 0, **_context) -> dict:
     """Query MSE vs depth (log-log): median over seeds of the per-prompt median, IQR band,
     OLS/GD references, and a saturating fit c + a L^-b over seed-level points."""
     if "model.depth" not in rows.columns:
@@ -169,5 +170,9 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
     }
 
 
-# name -> fn(rows, out_dir, name=..., n_boot=..., seed=...) -> summary (see depth_figure)
-FIGURES: dict[str, Callable[..., dict]] = {"depth": depth_figure}
+# name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
+FIGURES: dict[str, Callable[..., dict]] = {
+    "depth": depth_figure,
+    "lsa_convergence": lsa_convergence_figure,
+    "lsa_scaling": lsa_scaling_figure,
+}

@@ -175,7 +175,8 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
                   f"{', '.join(coverage.missing[:10])}", flush=True)
         out_dir = Path(out) / sweep / s.name
         if s.figure in FIGURES:
-            summary = FIGURES[s.figure](rows, out_dir, name=s.figure, n_boot=n_boot)
+            summary = FIGURES[s.figure](rows, out_dir, name=s.figure, n_boot=n_boot,
+                                        storage=locate(storage).uri)
         else:
             why = f" (figure {s.figure!r} is not one of: {', '.join(FIGURES)})" if s.figure else ""
             print(f"no figure registered for {label}{why}", flush=True)

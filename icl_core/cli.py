@@ -209,11 +209,18 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
     for h, (status, reason) in statuses.items():
         if status in ("failed", "diverged", "missing"):
             print(f"[{label}]   {status} {h}: {reason}", flush=True)
+    failed_figure = False
     if study.figure and not args.no_figures and counts["ok"]:
         from analysis.regenerate import regenerate
 
-        regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
-    return 1 if counts["failed"] or counts["missing"] else 0
+        try:
+            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
+        except Exception as exc:  # the rows are stored; say what failed and how to retry
+            failed_figure = True
+            print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
+                  f"python -m analysis.regenerate {sweep.name} --study {study.name} "
+                  f"--storage {store.uri}", file=sys.stderr, flush=True)
+    return 1 if counts["failed"] or counts["missing"] or failed_figure else 0
 
 
 def search_template(sweep, plan, point, store, provenance, res):

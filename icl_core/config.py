@@ -157,13 +157,13 @@ def require(condition: bool, path: str, message: str) -> None:
 class TrainConfig:
     """Training settings. Defaults follow Liu et al. (App. B.1) unless noted."""
 
-    optimizer: str = "adam"  # name in icl_core.train.OPTIMIZERS (adam, adamw)
+    optimizer: str = "adam"  # name in icl_core.train.OPTIMIZERS (adam, adamw, lbfgs)
     lr: float = 1e-3  # peak learning rate
     betas: tuple[float, ...] = (0.9, 0.999)  # Adam betas (torch default)
     eps: float = 1e-8  # Adam eps; the precision-ls code uses 1e-16 (1e-8 can set a floor)
     weight_decay: float = 0.0  # decoupled for adamw, L2 for adam
-    steps: int = 1000  # optimizer steps; each sees a fresh batch (online data)
-    batch_size: int = 64  # prompts per step
+    steps: int = 1000  # optimizer steps; each sees a fresh batch (lbfgs: one fixed batch)
+    batch_size: int = 64  # prompts per step (lbfgs: the size of the fixed batch)
     warmup_steps: int = 0  # linear warmup from 0 to lr
     schedule: Literal["constant", "step"] = "constant"  # "step" = StepLR
     step_size: int = 10_000  # StepLR: decay every step_size steps (paper: 1e4)
@@ -173,6 +173,8 @@ class TrainConfig:
     report_every: int = 100  # steps between tune.report calls (train-loss rows)
     checkpoint_every: int = 1000  # steps between checkpoints (a multiple of report_every)
     artifact_every: int = 0  # record model.artifacts() every k steps (0: never)
+    lbfgs_history: int = 600  # L-BFGS history size (Ahn et al. repo: 600)
+    lbfgs_max_iter: int = 4  # L-BFGS inner iterations per step (repo: 4)
 
     def check(self, path: str) -> None:
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
@@ -256,7 +258,15 @@ class MemberConfig:
 
     @property
     def hash(self) -> str:
-        return config_hash(self.to_dict())
+        return config_hash(self.to_dict(), self.defaults())
+
+    def defaults(self) -> dict:
+        """Flattened default values of every field of this config's sections."""
+        sections = {"task": type(self.task)(), "model": type(self.model)(),
+                    "train": TrainConfig(), "eval": EvalConfig()}
+        top = {f.name: f.default for f in dataclasses.fields(MemberConfig)
+               if f.default is not dataclasses.MISSING}
+        return flatten({**to_plain(sections), **top})
 
 
 def to_plain(obj: Any) -> Any:
@@ -275,9 +285,18 @@ def to_plain(obj: Any) -> Any:
 NON_SEMANTIC = ("device", "train.checkpoint_every", "eval.chunk")
 
 
-def config_hash(plain: dict) -> str:
-    """A stable 16-hex-digit hash of a resolved member config (non-semantic fields dropped)."""
-    flat = {k: v for k, v in flatten(plain).items() if k not in NON_SEMANTIC}
+def config_hash(plain: dict, defaults: dict | None = None) -> str:
+    """A stable 16-hex-digit hash of a resolved member config.
+
+    Non-semantic fields are dropped, and so are fields at their default value (names always
+    stay), so adding a field with a default keeps every existing hash: extend-by-hash works
+    across versions. The rule that follows: never change a default; add a field instead.
+    """
+    defaults = defaults or {}
+    flat = {
+        k: v for k, v in flatten(plain).items()
+        if k not in NON_SEMANTIC and (k.endswith(".name") or k not in defaults or defaults[k] != v)
+    }
     text = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -31,7 +31,16 @@ def _adamw(params, cfg: TrainConfig):
     )
 
 
-OPTIMIZERS = {"adam": _adam, "adamw": _adamw}
+def _lbfgs(params, cfg: TrainConfig):
+    return torch.optim.LBFGS(
+        params, lr=cfg.lr, history_size=cfg.lbfgs_history, max_iter=cfg.lbfgs_max_iter
+    )
+
+
+# Online optimizers see a fresh batch every step; FIXED_BATCH ones train on one batch drawn
+# once (from its own seed, so a resumed run redraws the same batch).
+OPTIMIZERS = {"adam": _adam, "adamw": _adamw, "lbfgs": _lbfgs}
+FIXED_BATCH = {"lbfgs"}
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -100,6 +109,12 @@ class MemberRun:
         bad_step = torch.full((), -1, device=self.device, dtype=torch.long)
         taken = 0  # steps whose loss is in `total` (skipped steps are not)
         for step in range(start, target_step):
+            if cfg.optimizer in FIXED_BATCH:
+                loss = self._fixed_batch_step()
+                bad_step = torch.where(~torch.isfinite(loss) & (bad_step < 0), step + 1, bad_step)
+                total, taken = total + loss.detach(), taken + 1
+                self.scheduler.step()
+                continue
             batch = self.task.sample(cfg.batch_size, self.data_gen)
             loss = masked_mse(self.model(batch.inputs), batch)
             self.optimizer.zero_grad(set_to_none=True)
@@ -127,6 +142,23 @@ class MemberRun:
         mean = float(total) / taken if taken else math.nan
         self.rows.append(train_row(self.step, mean))
         return mean
+
+    def _fixed_batch_step(self) -> torch.Tensor:
+        """One step of a closure optimizer (L-BFGS) on the fixed batch; returns its loss."""
+        if not hasattr(self, "_fixed"):
+            gen = generator(self.device, derive_seed(self.member.seed, "fixed_batch"))
+            self._fixed = self.task.sample(self.member.train.batch_size, gen)
+            self.tokens_per_step = self._fixed.inputs.shape[0] * self._fixed.inputs.shape[1]
+
+        def closure():
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = masked_mse(self.model(self._fixed.inputs), self._fixed)
+            loss.backward()
+            return loss
+
+        loss = self.optimizer.step(closure)
+        self.tokens += self.tokens_per_step
+        return loss.detach()
 
     # -- checkpointing ----------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -54,7 +54,11 @@ def test_defaults_filled_and_hash_stable():
     # device and reporting cadence do not change what is computed
     moved = resolve_member({**tiny_member(), "device": "cpu"})
     assert moved.hash == a.hash
-    assert config_hash(a.to_dict()) == a.hash
+    # a field added later, at its default, leaves every existing hash unchanged
+    plain = a.to_dict()
+    plain["model"]["future_field"] = 7
+    assert config_hash(plain, {**a.defaults(), "model.future_field": 7}) == a.hash
+    assert config_hash(plain, a.defaults()) != a.hash
 
 
 def test_cli_overrides_are_typed():

@@ -1,4 +1,9 @@
-"""In-context linear regression: x_i, w ~ N(0, I_D), y_i = w.x_i + sigma*eps.
+"""In-context linear regression: x_i ~ N(0, Σ), w ~ N(0, I) or N(0, Σ⁻¹), y_i = w.x_i + σ·eps.
+
+Σ = I by default. With a `spectrum` D (Ahn et al. 2023, §5.3), Σ = Uᵀ D² U with a Haar U
+drawn from the task seed; `w_law = "inverse"` draws w ~ N(0, Σ⁻¹) (their Thms 4-5 and all
+their experiments). The fixed-N layout is also the linear-attention column layout: token i
+is the column z_i = [x_i; y_i] of Z, the query [x_q; 0] (the LSA model transposes).
 
 Two layouts (Liu et al. 2024, Table in App. B.2):
 
@@ -30,8 +35,15 @@ class LinearRegressionConfig:
     n_points: int = 20  # N: in-context examples before the query (paper: sequence length 20)
     layout: Literal["fixed_n", "all_prefix"] = "fixed_n"
     noise_std: float = 0.0  # sigma of label noise (paper: noiseless)
+    spectrum: tuple[float, ...] = ()  # D with Σ = Uᵀ D² U (empty: Σ = I); Ahn: (1,1,.5,.25,1)
+    w_law: Literal["identity", "inverse"] = "identity"  # w ~ N(0, I) or N(0, Σ⁻¹)
 
     def check(self, path: str) -> None:
+        require(
+            not self.spectrum or len(self.spectrum) == self.dim,
+            f"{path}.spectrum", f"needs {self.dim} entries (one per dim), got {len(self.spectrum)}",
+        )
+        require(all(s > 0 for s in self.spectrum), f"{path}.spectrum", "entries must be > 0")
         require(self.dim >= 1, f"{path}.dim", f"must be >= 1, got {self.dim}")
         require(self.n_points >= 1, f"{path}.n_points", f"must be >= 1, got {self.n_points}")
         require(self.noise_std >= 0, f"{path}.noise_std", "must be >= 0")
@@ -41,8 +53,19 @@ class LinearRegression:
     causal = True
 
     def __init__(self, cfg: LinearRegressionConfig, task_seed: int, device, dtype):
-        del task_seed  # no fixed parameters: w is drawn fresh for every prompt
         self.cfg, self.device, self.dtype = cfg, device, dtype
+        # Fixed task parameters (from the task seed): the covariance's rotation U.
+        self.sigma = torch.eye(cfg.dim, dtype=torch.float64)
+        self.x_map = self.w_map = None  # x = x̄ D U, w = w̄ D⁻¹ U (row vectors)
+        if cfg.spectrum:
+            from icl_core.closed_forms import sigma_from_spectrum
+
+            sigma, U = sigma_from_spectrum(cfg.spectrum, task_seed)
+            D = torch.tensor(cfg.spectrum, dtype=torch.float64)
+            U = torch.as_tensor(U, dtype=torch.float64)
+            self.sigma = torch.as_tensor(sigma, dtype=torch.float64)
+            self.x_map = (torch.diag(D) @ U).to(device=device, dtype=dtype)
+            self.w_map = (torch.diag(1 / D) @ U).to(device=device, dtype=dtype)
         D, N = cfg.dim, cfg.n_points
         self.prompt_len = N
         if cfg.layout == "fixed_n":
@@ -60,6 +83,10 @@ class LinearRegression:
         opts = dict(generator=generator, device=self.device, dtype=self.dtype)
         xs = torch.randn(B, N + 1, D, **opts)  # (B, N+1, D), the last row is the query
         w = torch.randn(B, D, **opts)  # (B, D)
+        if self.x_map is not None:
+            xs = xs @ self.x_map  # rows ~ N(0, Σ)
+            if self.cfg.w_law == "inverse":
+                w = w @ self.w_map  # ~ N(0, Σ⁻¹)
         ys = torch.einsum("bnd,bd->bn", xs, w)  # (B, N+1)
         if self.cfg.noise_std > 0:
             ys = ys + self.cfg.noise_std * torch.randn(B, N + 1, **opts)
