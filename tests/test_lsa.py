@@ -75,7 +75,7 @@ def test_forms_nest():
         torch.testing.assert_close(full(batch.inputs), ref, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("form", ["sparse", "full"])
+@pytest.mark.parametrize("form", ["sparse", pytest.param("full", marks=pytest.mark.slow)])
 def test_lbfgs_reaches_the_one_layer_optimum(form):
     """Isotropic, 1 layer: the trained test loss is within 5% of f* = d(d+1)/(n+d+1)."""
     from icl_core.evaluate import evaluate

@@ -35,7 +35,8 @@ def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
             "sequence_length", "sample_complexity", "hpo_lr"} <= set(names)
     for name in names:
         sweep = catalog.load_sweep(name)
-        assert sweep.main(["--preset", "smoke", "--storage", str(storage), "--no-figures"]) == 0, name
+        argv = ["--preset", "smoke", "--storage", str(storage), "--no-figures", "--pack", "4"]
+        assert sweep.main(argv) == 0, name  # packed: start-up paid once per 4 members
         for study in sweep.studies:
             finished = Store(str(storage)).finished(name, study.name)
             assert finished, f"{name}/{study.name} left no rows"
@@ -44,6 +45,7 @@ def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
     rows = rows_of(storage, "depth_scaling", "least_squares")
     # the planner gave each small trial an eighth of a (logical) GPU, and Ray assigned it
     assert set(rows["gpu_share"]) == {0.125} and set(rows["assigned_gpu"]) == {0.125}
+    assert rows["trial_id"].n_unique() == 1 and set(rows["member"]) == {0, 1, 2, 3}
     steps = rows_of(storage, "training_length", "least_squares_steps")
     assert sorted(set(zip(steps["train.steps"], steps["train.step_size"], strict=True))) == [
         (10, 1), (20, 1)]
