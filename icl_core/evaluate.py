@@ -72,16 +72,18 @@ def eval_prompts(member: MemberConfig) -> list[tuple[str, object, object]]:
 
 
 @torch.no_grad()
-def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: bool) -> list[dict]:
+def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: bool,
+             prompts: list | None = None) -> list[dict]:
     """Rows for the model at `step` on every evaluation point (plus baselines if asked).
 
     The model reads the prompts cast to its own dtype; errors are computed in float64.
+    `prompts` (from `eval_prompts(member)`) lets repeated evaluations skip redrawing them.
     """
     cfg = member.eval
     was_training = model.training
     model.eval()
     rows = []
-    for test_dist, task, batch in eval_prompts(member):
+    for test_dist, task, batch in prompts if prompts is not None else eval_prompts(member):
         tokens = torch.nonzero(task.mask).flatten().tolist()
         errs = []
         for start in range(0, cfg.n_prompts, cfg.chunk):  # chunks bound memory only

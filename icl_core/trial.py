@@ -24,7 +24,7 @@ import torch
 
 from icl_core.artifacts import save_artifacts
 from icl_core.config import flatten, resolve_member
-from icl_core.evaluate import evaluate
+from icl_core.evaluate import eval_prompts, evaluate
 from icl_core.models import num_params
 from icl_core.provenance import worker_provenance
 from icl_core.store import Store, rows_table
@@ -49,12 +49,8 @@ class TrialSpec:
             self.hashes = [resolve_member(m).hash for m in self.members]
 
     @property
-    def member_hashes(self) -> list[str]:
-        return list(self.hashes)
-
-    @property
     def trial_id(self) -> str:
-        hashes = self.member_hashes
+        hashes = self.hashes
         if len(hashes) == 1:
             return hashes[0]
         return hashlib.sha256(",".join(hashes).encode()).hexdigest()[:16]
@@ -115,6 +111,7 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
 
     try:
         run = MemberRun(member)
+        prompts = eval_prompts(member)  # drawn once; every evaluation of this member reuses them
         if resume is not None:
             run.load_state_dict(resume)
         while run.step < cfg.steps and run.diverged_at is None:
@@ -123,7 +120,8 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
             if run.diverged_at is not None:
                 break
             if member.eval.every and run.step % member.eval.every == 0 and run.step < cfg.steps:
-                run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, False)
+                run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, False,
+                                     prompts)
             if cfg.artifact_every and run.step % cfg.artifact_every == 0:
                 run.record_artifacts()
             checkpoint = run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps
@@ -138,7 +136,8 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
             status, reason = "diverged", f"non-finite training loss at step {run.diverged_at}"
         else:
             status, reason = "ok", None
-            run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True)
+            run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True,
+                                 prompts)
     except StopMember as stop:
         status, reason = "pruned", str(stop)
     except Exception as exc:  # recorded with its reason; the trial goes on with other members

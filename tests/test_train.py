@@ -132,6 +132,11 @@ def test_evaluation_does_not_depend_on_chunking():
     run.train_until(5)
     assert evaluate(run.model, small, run.device, run.dtype, 5, True) == evaluate(
         run.model, big, run.device, run.dtype, 5, True)
+    # prompts drawn once and reused give the very same rows as drawing them again
+    from icl_core.evaluate import eval_prompts
+
+    assert evaluate(run.model, small, run.device, run.dtype, 5, True, eval_prompts(small)) == \
+        evaluate(run.model, small, run.device, run.dtype, 5, True)
 
 
 def test_worker_refuses_a_config_whose_hash_differs_from_the_drivers(tmp_path):
