@@ -170,9 +170,15 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
     }
 
 
+# Imported here, not on top: analysis.figures_precision uses the helpers above.
+from analysis.figures_precision import PRECISION_FIGURES  # noqa: E402
+
 # name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
 FIGURES: dict[str, Callable[..., dict]] = {
     "depth": depth_figure,
     "lsa_convergence": lsa_convergence_figure,
     "lsa_scaling": lsa_scaling_figure,
+    # icl_prefix, precision_depth, primitives_depth, multiply_width, multiply_heads,
+    # multiply_mlp, multiply_steps, features_depth, construction, explicit_gradient
+    **PRECISION_FIGURES,
 }

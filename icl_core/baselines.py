@@ -12,10 +12,12 @@ normal equations lose half the digits (see notes §11: float64 lstsq ~1e-26 vs ~
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from icl_core.tasks.base import RegressionProblem
+if TYPE_CHECKING:  # tasks use these functions: a runtime import would be circular
+    from icl_core.tasks.base import RegressionProblem
 
 
 def ls_loss(w_BxD: torch.Tensor, X_BxNxD: torch.Tensor, y_BxN: torch.Tensor) -> torch.Tensor:

@@ -218,6 +218,8 @@ class EvalConfig:
     gd_steps: tuple[int, ...] = (1, 10, 100, 1000, 3000)  # GD iterations reported
     gd_lr: float = 0.2  # GD step size; precision-ls: 0.1 with gradient x2/N = 0.2 here
     chunk: int = 500  # prompts per forward pass (memory bound only)
+    infer_steps: tuple[int, ...] = ()  # iterative-inference iterations reported ("w_mse")
+    infer_lr: float = 0.2  # η of iterative inference w <- w - η model(prompt with w)
 
     def check(self, path: str) -> None:
         require(self.n_prompts >= 1, f"{path}.n_prompts", "must be >= 1")
@@ -225,6 +227,8 @@ class EvalConfig:
         require(len(self.grid) >= 1, f"{path}.grid", "must hold at least one evaluation point")
         require(self.chunk >= 1, f"{path}.chunk", "must be >= 1")
         require(all(s >= 0 for s in self.gd_steps), f"{path}.gd_steps", "must be >= 0")
+        require(all(s >= 0 for s in self.infer_steps), f"{path}.infer_steps", "must be >= 0")
+        require(self.infer_lr > 0, f"{path}.infer_lr", "must be > 0")
         from icl_core.baselines import BASELINES
 
         for name in self.baselines:
@@ -363,6 +367,14 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
             name,
             f"must be a multiple of train.report_every={train.report_every} (0: off), got {every}",
         )
+    task_cls = TASKS.builder(task.name)
+    if evaluation.baselines and not (hasattr(task_cls, "regression_problems")
+                                     or hasattr(task_cls, "baseline_errors")):
+        raise ConfigError(f"eval.baselines: task {task.name!r} has no classical baselines; "
+                          "set eval.baselines=[]")
+    if not getattr(model, "trainable", True):
+        require(train.steps == 0, "train.steps",
+                f"model {model.name!r} has no trainable weights; set train.steps=0")
     # Every evaluation point must describe a valid task.
     for i, point in enumerate(evaluation.grid):
         overrides = {k: v for k, v in point.items() if k != "test_dist"}

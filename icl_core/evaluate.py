@@ -47,17 +47,23 @@ def summarize(err_PxM: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"mean": err.mean(0), "median": q[1], "q25": q[0], "q75": q[2]}
 
 
-def error_rows(err_PxM, tokens, task, test_dist, step, predictor, infer_iter=None):
+def error_rows(err_PxM, positions, task, test_dist, step, predictor, infer_iter=None,
+               metric="mse"):
+    """Rows of per-prompt errors (P, M) at M positions (None: pooled over all tokens)."""
     rows = []
     for stat, values in summarize(err_PxM).items():
-        for j, token in enumerate(tokens):
+        for j, position in enumerate(positions):
             rows.append({
-                "metric": "mse", "statistic": stat, "value": float(values[j]),
-                "position": int(task.positions[token]), "prompt_len": int(task.prompt_len),
+                "metric": metric, "statistic": stat, "value": float(values[j]),
+                "position": position, "prompt_len": int(task.prompt_len),
                 "test_dist": test_dist, "infer_iter": infer_iter, "predictor": predictor,
                 "step": step,
             })
     return rows
+
+
+def token_positions(task, tokens) -> list[int]:
+    return [int(task.positions[token]) for token in tokens]
 
 
 def eval_prompts(member: MemberConfig) -> list[tuple[str, object, object]]:
@@ -71,6 +77,18 @@ def eval_prompts(member: MemberConfig) -> list[tuple[str, object, object]]:
     return out
 
 
+def predictor(model, device, dtype, chunk: int):
+    """(P, T, I) float64 CPU prompts -> (P, T, O) float64 CPU outputs, `chunk` prompts a pass
+    (chunks bound memory only), the model reading them in its own dtype on its device."""
+
+    def predict(inputs):
+        outs = [model(inputs[i:i + chunk].to(device=device, dtype=dtype))
+                for i in range(0, inputs.shape[0], chunk)]
+        return torch.cat(outs).to(device="cpu", dtype=torch.float64)
+
+    return predict
+
+
 @torch.no_grad()
 def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: bool,
              prompts: list | None = None) -> list[dict]:
@@ -78,20 +96,28 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
 
     The model reads the prompts cast to its own dtype; errors are computed in float64.
     `prompts` (from `eval_prompts(member)`) lets repeated evaluations skip redrawing them.
+    A task with `pool_tokens` gets one error per prompt over all its supervised tokens and
+    outputs (position null); a task with `iterate` (iterative inference) also gets "w_mse"
+    rows per inference iteration in `eval.infer_steps`.
     """
     cfg = member.eval
     was_training = model.training
     model.eval()
+    predict = predictor(model, device, dtype, cfg.chunk)
     rows = []
     for test_dist, task, batch in prompts if prompts is not None else eval_prompts(member):
         tokens = torch.nonzero(task.mask).flatten().tolist()
-        errs = []
-        for start in range(0, cfg.n_prompts, cfg.chunk):  # chunks bound memory only
-            inputs = batch.inputs[start:start + cfg.chunk].to(device=device, dtype=dtype)
-            pred = model(inputs).to(device="cpu", dtype=torch.float64)
-            target = batch.targets[start:start + cfg.chunk]
-            errs.append((pred - target)[:, tokens].pow(2).mean(-1))  # (P, M)
-        rows += error_rows(torch.cat(errs), tokens, task, test_dist, step, "model")
+        sq = (predict(batch.inputs) - batch.targets)[:, tokens].pow(2)  # (P, M, O)
+        if getattr(task, "pool_tokens", False):
+            rows += error_rows(sq.mean((1, 2)).unsqueeze(1), [None], task, test_dist, step,
+                               "model")
+        else:
+            rows += error_rows(sq.mean(-1), token_positions(task, tokens), task, test_dist,
+                               step, "model")
+        if getattr(task, "iterate", None) is not None and cfg.infer_steps:
+            for it, err in task.iterate(predict, batch, cfg.infer_steps, cfg.infer_lr).items():
+                rows += error_rows(err.unsqueeze(1), token_positions(task, tokens), task,
+                                   test_dist, step, "model", infer_iter=it, metric="w_mse")
         if baselines:
             rows += baseline_rows(task, batch, cfg, test_dist, step)
     model.train(was_training)
@@ -102,14 +128,21 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
     """OLS / GD on the very prompts the model saw, computed in float32 and in float64.
 
     "ols_float32" solves the problem in float32 arithmetic; its error against the float64
-    target is measured in float64, exactly like the model's.
+    target is measured in float64, exactly like the model's. A task with `baseline_errors`
+    says itself what its baselines measure (e.g. the error of w rather than of a prediction).
     """
     rows = []
-    problems = task.regression_problems(batch)
-    tokens = [p.token for p in problems]
+    own = getattr(task, "baseline_errors", None)
+    positions = token_positions(task, torch.nonzero(task.mask).flatten().tolist())
+    problems = task.regression_problems(batch) if own is None and cfg.baselines else []
     for name in cfg.baselines:
         for precision in (torch.float32, torch.float64):
             label = f"{name}_{str(precision).removeprefix('torch.')}"
+            if own is not None:
+                for metric, it, err in own(batch, name, precision, cfg):
+                    rows += error_rows(err.unsqueeze(1), positions[-1:], task, test_dist, step,
+                                       label, infer_iter=it, metric=metric)
+                continue
             per_iter: dict = {}  # infer_iter -> [(P,) errors per problem]
             for p in problems:
                 cast = dataclasses.replace(
@@ -120,5 +153,6 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
                     per_iter.setdefault(it, []).append((pred.double() - target).pow(2))
             for it, errs in per_iter.items():
                 err = torch.stack(errs, dim=1)  # (P, M)
-                rows += error_rows(err, tokens, task, test_dist, step, label, infer_iter=it)
+                pos = [int(task.positions[p.token]) for p in problems]
+                rows += error_rows(err, pos, task, test_dist, step, label, infer_iter=it)
     return rows

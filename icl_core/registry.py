@@ -52,6 +52,10 @@ class Registry:
         cls = self.config_cls(raw["name"], f"{path}.name")
         return build_dataclass(cls, raw, path, from_cli)
 
+    def builder(self, name: str) -> Callable:
+        """The class (or function) registered under `name`."""
+        return self._entries[name][1]
+
     def build(self, config, **context):
         """Instantiate the component for a resolved config."""
         return self._entries[config.name][1](config, **context)

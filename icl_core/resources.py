@@ -47,7 +47,7 @@ def _params_and_seq(model_json: str, task_json: str, task_seed: int) -> tuple[in
     task = build_task(task_cfg, task_seed, torch.device("cpu"), torch.float32)
     model_cfg = MODELS.resolve(json.loads(model_json), "model")
     if hasattr(model_cfg, "param_count"):
-        return model_cfg.param_count(task.d_in, task.d_out), task.seq_len
+        return model_cfg.param_count(task.d_in, task.d_out, task.seq_len), task.seq_len
     with torch.device("meta"):  # shapes only: no memory, no initialisation cost
         model = MODELS.build(model_cfg, d_in=task.d_in, d_out=task.d_out, max_len=task.seq_len,
                              causal=task.causal)

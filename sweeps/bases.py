@@ -27,3 +27,33 @@ CPU_LS = {"task.dim": 3, "model.width": 32, "train.batch_size": 64, "train.steps
 SMOKE_LS = {"model.width": 8, "model.depth": 1, "train.steps": 20, "train.batch_size": 16,
             "train.report_every": 10, "train.checkpoint_every": 10, "eval.n_prompts": 100,
             "eval.gd_steps": [1, 10, 100]}
+
+# The precision studies (primitives, features, explicit gradient) train as the authors' code
+# does [code]: Adam eps 1e-16 (eps 1e-8 can itself set a precision floor), gradient clipping
+# at 100, and a step skipped when the gradient norm exceeds 1e3. Same batch, LR and StepLR
+# as LIU_LS. (LIU_LS keeps eps 1e-8, no clipping: the paper states neither.)
+CODE_TRAIN = {**LIU_LS["train"], "eps": 1e-16, "grad_clip": 100.0, "skip_grad_norm": 1000.0}
+
+# Primitives READ / AFFINE / MULTIPLY (Figs 3, 4, 8, 9): D = 20, N = 40, every token
+# supervised, MSE over all N x d_out outputs; i, j and h fixed per run by the task seed.
+LIU_PRIMITIVES = {
+    "task": {"name": "primitives", "op": "multiply", "dim": 20, "n_points": 40},
+    "model": {**LIU_LS["model"], "depth": 2},
+    "train": CODE_TRAIN,
+    "eval": {"n_prompts": 1000},
+}
+CPU_PRIMITIVES = {**CPU_LS, "task.dim": 8, "task.n_points": 10, "train.steps": 2000,
+                  "train.step_size": 500}
+SMOKE_PRIMITIVES = {**SMOKE_LS, "task.dim": 4, "task.n_points": 6}
+
+# Least squares with the construction's features / explicit gradient (Figs 6, 7): embedding
+# 256, D = 5, N = 20; w0 ~ N(0, I). Inference step size η = 0.2 and 100 iterations [gap:
+# the paper gives neither; 0.2 is the GD step of the project's convention].
+LIU_FEATURES = {
+    "task": {"name": "ls_features", "dim": 5, "n_points": 20, "target": "w"},
+    "model": {**LIU_LS["model"], "width": 256, "depth": 3},
+    "train": CODE_TRAIN,
+    "eval": {"n_prompts": 1000, "baselines": ["ols", "gd"]},
+}
+CPU_FEATURES = {**CPU_LS, "task.n_points": 10}
+SMOKE_FEATURES = {**SMOKE_LS, "task.dim": 2, "task.n_points": 4}

@@ -1,6 +1,11 @@
-"""Depth scaling of in-context least squares (Liu et al. 2024, Fig. 2; Fig. 10's Transformer).
+"""Depth scaling (Liu et al. 2024, "Can Transformers Solve Least Squares to High Precision?").
 
-A GPT-2-style transformer reads N = 20 noiseless examples (x_i, y_i), x_i, w ~ N(0, I_5), and
+Studies: least_squares (Fig 2's Transformer, the quick-start job) and its depth x width
+scale-up; ls_mixer_depth (Figs 2 and 10: Transformer vs BaseConv); primitives_depth (Figs 3
+and 8); construction (Fig 5: the hand-built BaseConv GD, no training); features_depth (Fig 6);
+explicit_gradient (Fig 7). See docs/REPRODUCTION.md for each figure's claim and our numbers.
+
+least_squares: a GPT-2-style transformer reads N = 20 noiseless examples (x_i, y_i), x_i, w ~ N(0, I_5), and
 predicts y_q for the query; only the query is supervised (fixed-N layout). MSE at the query vs
 depth, against OLS and GD on the same test prompts in float32 and float64. The paper's claim:
 depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/GD (~1e-14).
@@ -12,7 +17,17 @@ depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/G
 Settings and the choices where the paper is silent: see sweeps/bases.py (LIU_LS).
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import (
+    CPU_FEATURES,
+    CPU_LS,
+    CPU_PRIMITIVES,
+    LIU_FEATURES,
+    LIU_LS,
+    LIU_PRIMITIVES,
+    SMOKE_FEATURES,
+    SMOKE_LS,
+    SMOKE_PRIMITIVES,
+)
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -52,7 +67,109 @@ DEPTH_WIDTH = Study(
     },
 )
 
-SWEEP = Sweep("depth_scaling", [LEAST_SQUARES, DEPTH_WIDTH])
+# Liu et al. Figs 2 and 10: the same fixed-N least squares, softmax attention vs BaseConv.
+LS_MIXER = Study(
+    name="ls_mixer_depth",
+    doc="Liu et al. Figs 2, 10: query MSE vs depth, Transformer vs BaseConv, vs OLS and GD",
+    figure="precision_depth",
+    base=LIU_LS,
+    grid={"model.depth": [1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
+          "model.mixer": ["attention", "baseconv"], "seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_LS, grid={"model.depth": [1], "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_LS, "task.n_points": 10},
+                      grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1]}),
+        "paper": Preset(),
+    },
+)
+
+# Figs 3 and 8: READ / AFFINE / MULTIPLY vs depth, Transformer and BaseConv, with/without LN.
+PRIMITIVES_DEPTH = Study(
+    name="primitives_depth",
+    doc="Liu et al. Figs 3, 8: primitives MSE vs depth, Transformer/BaseConv x LN on/off",
+    figure="primitives_depth",
+    base=LIU_PRIMITIVES,
+    grid={"task.op": ["read", "affine", "multiply"], "model.depth": [1, 2, 4, 8],
+          "model.mixer": ["attention", "baseconv"], "model.layer_norm": [True, False],
+          "seed": [0]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.depth": [1],
+                                                          "model.layer_norm": [False]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.depth": [1, 2, 4]}),
+        "paper": Preset(),
+    },
+)
+
+# Fig 5: the hand-built BaseConv GD (no training) against GD, iteration by iteration, in
+# float32 and float64. The error is ‖w_T − w*‖²/D at the final token, from w0 = 0.
+GD_ITERS = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
+CONSTRUCTION = Study(
+    name="construction",
+    doc="Liu et al. Fig 5: hand-built BaseConv GD vs GD iterations, float32 and float64",
+    figure="construction",
+    base={"task": {"name": "ls_features", "dim": 5, "n_points": 20, "target": "w",
+                   "w0_std": 0.0},
+          "model": {"name": "baseconv_gd", "lr": 0.2},
+          "train": {"steps": 0},
+          "eval": {"n_prompts": 1000, "baselines": ["gd", "ols"], "gd_steps": GD_ITERS}},
+    grid={"model.steps": GD_ITERS, "dtype": ["float32", "float64"]},
+    presets={
+        "smoke": Preset(overrides={"eval.n_prompts": 100, "eval.gd_steps": [0, 1, 10]},
+                        grid={"model.steps": [0, 1, 10]}),
+        "cpu": Preset(),  # seconds: the paper's own setting
+        "paper": Preset(),
+    },
+)
+
+# Fig 6: predicting w* from prompts carrying the construction's first-k-layer features.
+FEATURES_DEPTH = Study(
+    name="features_depth",
+    doc="Liu et al. Fig 6: error of w* vs depth with construction features k = 0, 1, 2",
+    figure="features_depth",
+    base=LIU_FEATURES,
+    grid={"task.features": [0, 1, 2], "model.depth": [1, 2, 4, 8],
+          "model.mixer": ["attention", "baseconv"], "seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_FEATURES, grid={"task.features": [0, 2],
+                                                        "model.depth": [1], "seed": [0]}),
+        "cpu": Preset(overrides=CPU_FEATURES, grid={"model.depth": [1, 2, 4], "seed": [0]}),
+        "paper": Preset(),
+    },
+)
+
+
+def gradient_models(depths, frozen_depth: int = 3) -> dict:
+    """(depth, mixer, layer_norm, construction_layers) rows of Fig 7: Transformer, BaseConv
+    with and without LN at every depth, and BaseConv with its first 1 or 2 of `frozen_depth`
+    layers frozen to the construction."""
+    variants = [("attention", True), ("baseconv", True), ("baseconv", False)]
+    rows = [(d, mixer, ln, 0) for d in depths for mixer, ln in variants]
+    rows += [(frozen_depth, "baseconv", False, k) for k in (1, 2)]
+    return {("model.depth", "model.mixer", "model.layer_norm", "model.construction_layers"):
+            rows}
+
+
+# Fig 7: train to output ∇L(w0); then iterate w <- w − η model(prompt with w) at test time.
+EXPLICIT_GRADIENT = Study(
+    name="explicit_gradient",
+    doc="Liu et al. Fig 7: gradient MSE vs depth; iterated 3-layer models vs inference steps",
+    figure="explicit_gradient",
+    base={**LIU_FEATURES,
+          "task": {**LIU_FEATURES["task"], "target": "grad"},
+          "eval": {**LIU_FEATURES["eval"], "baselines": ["gd"],
+                   "infer_steps": [0, 1, 2, 5, 10, 20, 50, 100], "infer_lr": 0.2}},
+    grid={**gradient_models([1, 2, 3, 4, 6, 8]), "seed": [0, 1, 2]},
+    presets={
+        "smoke": Preset(overrides={**SMOKE_FEATURES, "eval.infer_steps": [0, 5]},
+                        grid={**gradient_models([2], frozen_depth=3), "seed": [0]}),
+        "cpu": Preset(overrides=CPU_FEATURES, grid={**gradient_models([1, 2, 3]),
+                                                    "seed": [0]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("depth_scaling", [LEAST_SQUARES, DEPTH_WIDTH, LS_MIXER, PRIMITIVES_DEPTH,
+                                CONSTRUCTION, FEATURES_DEPTH, EXPLICIT_GRADIENT])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

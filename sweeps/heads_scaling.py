@@ -1,11 +1,10 @@
 """Heads scaling: query MSE vs attention heads at fixed width (Liu et al. 2024, Fig. 4 middle).
 
-The paper's panel uses the MULTIPLY primitive (2 layers, dim 256, heads {1, 2, 4, 8}); this
-study asks the same question of fixed-N least squares. The primitives study joins this file
-with the least-squares paper's issue.
+multiply_heads is the paper's panel: the MULTIPLY primitive, 2 layers, dim 256, heads
+{1, 2, 4, 8}. least_squares_heads asks the same question of fixed-N least squares.
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import CPU_LS, CPU_PRIMITIVES, LIU_LS, LIU_PRIMITIVES, SMOKE_LS, SMOKE_PRIMITIVES
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -37,7 +36,20 @@ HEADS_WIDTH = Study(
     },
 )
 
-SWEEP = Sweep("heads_scaling", [LEAST_SQUARES_HEADS, HEADS_WIDTH])
+MULTIPLY_HEADS = Study(
+    name="multiply_heads",
+    doc="Liu et al. Fig 4 (middle): MULTIPLY MSE vs heads, 2-layer Transformer, dim 256",
+    figure="multiply_heads",
+    base={**LIU_PRIMITIVES, "model": {**LIU_PRIMITIVES["model"], "width": 256}},
+    grid={"model.heads": [1, 2, 4, 8], "seed": [0]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.heads": [1, 2]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.heads": [1, 2, 4, 8]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("heads_scaling", [LEAST_SQUARES_HEADS, HEADS_WIDTH, MULTIPLY_HEADS])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

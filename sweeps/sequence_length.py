@@ -15,6 +15,7 @@ PREFIX = {**LIU_LS, "task": {**LIU_LS["task"], "layout": "all_prefix"}}
 ICL_PREFIX = Study(
     name="icl_prefix",
     doc="Liu et al. Fig 1: MSE vs number of in-context examples (all-prefix), vs OLS",
+    figure="icl_prefix",
     base=PREFIX,
     grid={"seed": [0, 1, 2]},
     presets={

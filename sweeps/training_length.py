@@ -1,11 +1,12 @@
 """Training length: query MSE vs training steps (Liu et al. 2024, Fig. 9 / App. C.2).
 
 The paper trains steps in {1e5, 1e6, 1e7, 1e8} with the StepLR period scaled to steps/100
-(so every run decays the same number of times): a zipped axis (steps, step_size). Its panel
-uses MULTIPLY with a 1-layer model; this study asks it of fixed-N least squares.
+(so every run decays the same number of times): a zipped axis (steps, step_size).
+multiply_steps is the paper's panel (MULTIPLY, 1-layer Transformer and BaseConv with LN);
+least_squares_steps asks it of fixed-N least squares.
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import CPU_LS, CPU_PRIMITIVES, LIU_LS, LIU_PRIMITIVES, SMOKE_LS, SMOKE_PRIMITIVES
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -43,7 +44,22 @@ STEPS_DEPTH = Study(
     },
 )
 
-SWEEP = Sweep("training_length", [LEAST_SQUARES_STEPS, STEPS_DEPTH])
+MULTIPLY_STEPS = Study(
+    name="multiply_steps",
+    doc="Liu et al. Fig 9: MULTIPLY MSE vs training steps, 1-layer Transformer vs BaseConv",
+    figure="multiply_steps",
+    base={**LIU_PRIMITIVES, "model": {**LIU_PRIMITIVES["model"], "depth": 1}},
+    grid={**steps_axis(100_000, 1_000_000, 10_000_000, 100_000_000),
+          "model.mixer": ["attention", "baseconv"], "seed": [0]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={**steps_axis(10, 20)}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES,
+                      grid={**steps_axis(300, 1000, 3000, 10_000)}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("training_length", [LEAST_SQUARES_STEPS, STEPS_DEPTH, MULTIPLY_STEPS])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

@@ -1,10 +1,11 @@
 """Width scaling: query MSE vs embedding (attention) dimension (Liu et al. 2024, Fig. 4 left).
 
-The paper's panel uses MULTIPLY with a 2-layer transformer, dim {32, 64, 128, 256}; this
-study asks it of fixed-N least squares (the primitives join with the least-squares issue).
+multiply_width and multiply_mlp are the paper's panels (MULTIPLY, 2-layer transformer: dim
+{32, 64, 128, 256}; MLP hidden = ratio x dim, ratio {1, 2, 4, 8} at dim 256);
+least_squares_width asks the width question of fixed-N least squares.
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import CPU_LS, CPU_PRIMITIVES, LIU_LS, LIU_PRIMITIVES, SMOKE_LS, SMOKE_PRIMITIVES
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -21,7 +22,33 @@ LEAST_SQUARES_WIDTH = Study(
     },
 )
 
-SWEEP = Sweep("width_scaling", [LEAST_SQUARES_WIDTH])
+MULTIPLY_WIDTH = Study(
+    name="multiply_width",
+    doc="Liu et al. Fig 4 (left): MULTIPLY MSE vs attention dim, 2-layer Transformer",
+    figure="multiply_width",
+    base=LIU_PRIMITIVES,
+    grid={"model.width": [32, 64, 128, 256], "seed": [0]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.width": [4, 8]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.width": [16, 32, 64]}),
+        "paper": Preset(),
+    },
+)
+
+MULTIPLY_MLP = Study(
+    name="multiply_mlp",
+    doc="Liu et al. Fig 4 (right): MULTIPLY MSE vs MLP width factor, 2 layers, dim 256",
+    figure="multiply_mlp",
+    base={**LIU_PRIMITIVES, "model": {**LIU_PRIMITIVES["model"], "width": 256}},
+    grid={"model.mlp_ratio": [1, 2, 4, 8], "seed": [0]},
+    presets={
+        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.mlp_ratio": [1, 2]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.mlp_ratio": [1, 2, 4, 8]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("width_scaling", [LEAST_SQUARES_WIDTH, MULTIPLY_WIDTH, MULTIPLY_MLP])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

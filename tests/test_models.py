@@ -18,11 +18,12 @@ def model_for(dtype=torch.float64, **model):
                        device=torch.device("cpu"), dtype=dtype)
 
 
+@pytest.mark.parametrize("mixer", ["attention", "baseconv"])
 @pytest.mark.parametrize("layer_norm", [True, False])
-def test_causal_transformer_ignores_the_future(layer_norm):
+def test_causal_transformer_ignores_the_future(layer_norm, mixer):
     """d out_i / d x_j == 0 for every j > i, and != 0 for j <= i."""
     torch.manual_seed(0)
-    model = model_for(layer_norm=layer_norm)
+    model = model_for(layer_norm=layer_norm, mixer=mixer)
     x = torch.randn(1, 10, 5, dtype=torch.float64, requires_grad=True)
     y = model(x)
     assert y.shape == (1, 10, 2) and y.dtype == torch.float64
@@ -51,7 +52,27 @@ def test_too_long_sequence_is_refused():
         model_for()(torch.zeros(1, 13, 5, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("over", [{}, {"layer_norm": False}, {"mlp": False}, {"mlp_ratio": 2}])
+@pytest.mark.parametrize("over", [{}, {"layer_norm": False}, {"mlp": False}, {"mlp_ratio": 2},
+                                  {"mixer": "baseconv"}])
 def test_param_count_without_building_matches_the_model(over):
     model = model_for(**over)
-    assert model.cfg.param_count(d_in=5, d_out=2) == num_params(model)
+    assert model.cfg.param_count(d_in=5, d_out=2, max_len=12) == num_params(model)
+
+
+def test_baseconv_is_the_papers_gated_convolution():
+    """Eq. 2 written out by hand with an explicit double loop over (t, s <= t)."""
+    from icl_core.models.mixers import BaseConv
+
+    torch.manual_seed(1)
+    mixer = BaseConv(width=3, heads=1, causal=True, max_len=6).double()
+    with torch.no_grad():
+        for p in mixer.parameters():
+            p.normal_()
+    u = torch.randn(2, 5, 3, dtype=torch.float64)
+    v = mixer.in_proj(u)
+    conv = torch.zeros_like(v)
+    for t in range(5):
+        for s in range(t + 1):
+            conv[:, t] += mixer.filter[t - s] * v[:, s]
+    expected = mixer.out(mixer.gate(u) * (conv + mixer.conv_bias))
+    torch.testing.assert_close(mixer(u), expected, rtol=1e-12, atol=1e-12)

@@ -1,5 +1,6 @@
 """Model registry: every architecture by short name, built with (d_in, d_out, max_len, causal)."""
 
+from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
 from icl_core.models.lsa import LSA, LSAConfig
 from icl_core.models.mixers import MIXERS
 from icl_core.models.transformer import Transformer, TransformerConfig
@@ -8,6 +9,7 @@ from icl_core.registry import Registry
 MODELS = Registry("model")
 MODELS.register("transformer", TransformerConfig)(Transformer)
 MODELS.register("lsa", LSAConfig)(LSA)
+MODELS.register("baseconv_gd", BaseConvGDConfig)(BaseConvGD)
 
 
 def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, device, dtype):

@@ -1,6 +1,7 @@
 """Sequence mixers: every one maps (B, T, W) -> (B, T, W), so `mixer=` is just a sweep axis.
 
-Registered by short name in MIXERS; each takes (width, heads, causal) as keywords.
+Registered by short name in MIXERS; each takes (width, heads, causal, max_len) as keywords and
+says its own parameter count (`param_count(width, max_len)`) for the resource planner.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ def register_mixer(name: str):
 class SoftmaxAttention(nn.Module):
     """Multi-head softmax attention (Liu et al. Eq. 1), causal when the task needs it."""
 
-    def __init__(self, width: int, heads: int, causal: bool):
+    def __init__(self, width: int, heads: int, causal: bool, max_len: int):
         super().__init__()
         self.heads, self.causal = heads, causal
         self.qkv = nn.Linear(width, 3 * width)
         self.out = nn.Linear(width, width)
+
+    @staticmethod
+    def param_count(width: int, max_len: int) -> int:
+        return 4 * width * width + 4 * width
 
     def forward(self, x_BxTxW: torch.Tensor) -> torch.Tensor:
         B, T, W = x_BxTxW.shape
@@ -37,3 +42,43 @@ class SoftmaxAttention(nn.Module):
         q, k, v = (t.view(B, T, self.heads, W // self.heads).transpose(1, 2) for t in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (B, H, T, W/H)
         return self.out(y.transpose(1, 2).reshape(B, T, W))
+
+
+def causal_conv(v_BxTxW: torch.Tensor, h_LxW: torch.Tensor) -> torch.Tensor:
+    """y[t, c] = sum_{s <= t} h[t - s, c] v[s, c]: a direct (not FFT) causal depthwise
+    convolution, so float64 stays exact to rounding; O(T^2 W), fine at ICL lengths."""
+    B, T, W = v_BxTxW.shape
+    weight = h_LxW[:T].flip(0).t().unsqueeze(1)  # (W, 1, T): conv1d correlates, so flip
+    x = F.pad(v_BxTxW.transpose(1, 2), (T - 1, 0))  # (B, W, 2T-1), zeros before t = 0
+    return F.conv1d(x, weight, groups=W).transpose(1, 2)  # (B, T, W)
+
+
+@register_mixer("baseconv")
+class BaseConv(nn.Module):
+    """BaseConv (Liu et al. Eq. 2): a gated long causal depthwise convolution,
+
+        y = ((u W_gate + b_gate) * (h ∗ (u W_in + b_in) + b_conv)) W_out + b_out
+
+    with a learnable filter h (max_len x W) as long as the sequence. Biases are per channel
+    ([code]: nn.Linear biases; the paper's are position-dependent). The filter starts as a
+    delta at lag 0 (the [code]'s long-conv init) plus N(0, 0.02^2) at other lags. Always
+    causal (a polynomial product mod X^N); `heads` is ignored.
+    """
+
+    def __init__(self, width: int, heads: int, causal: bool, max_len: int):
+        super().__init__()
+        del heads, causal
+        self.in_proj, self.gate = nn.Linear(width, width), nn.Linear(width, width)
+        self.out = nn.Linear(width, width)
+        h = 0.02 * torch.randn(max_len, width)
+        h[0] = 1.0
+        self.filter = nn.Parameter(h)  # (max_len, W): h[lag, channel]
+        self.conv_bias = nn.Parameter(torch.zeros(width))
+
+    @staticmethod
+    def param_count(width: int, max_len: int) -> int:
+        return 3 * width * width + 3 * width + max_len * width + width
+
+    def forward(self, u_BxTxW: torch.Tensor) -> torch.Tensor:
+        conv = causal_conv(self.in_proj(u_BxTxW), self.filter) + self.conv_bias
+        return self.out(self.gate(u_BxTxW) * conv)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from icl_core.config import require
+from icl_core.models.construction import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
 
 
@@ -27,6 +28,10 @@ class TransformerConfig:
     mlp_ratio: int = 4  # MLP hidden size = mlp_ratio * width (paper: 4)
     layer_norm: bool = True  # pre-LN blocks and final LN on/off
     init_std: float = 0.02  # GPT-2 init std for linear and embedding weights
+    # the first k of `depth` layers are the hand-built GD construction's (models/construction),
+    # frozen (Liu et al. Fig 7: BaseConv with k in {1, 2} frozen layers); needs the
+    # ls_features token layout with features = 0
+    construction_layers: int = 0
 
     def check(self, path: str) -> None:
         require(self.width >= 1, f"{path}.width", f"must be >= 1, got {self.width}")
@@ -44,14 +49,23 @@ class TransformerConfig:
         )
         require(self.mlp_ratio >= 1, f"{path}.mlp_ratio", "must be >= 1")
         require(self.init_std > 0, f"{path}.init_std", "must be > 0")
+        require(
+            self.construction_layers in (0, 1, 2) and self.construction_layers < self.depth,
+            f"{path}.construction_layers",
+            f"must be 0, 1 or 2 and below depth={self.depth}, got {self.construction_layers}",
+        )
 
-    def param_count(self, d_in: int, d_out: int) -> int:
-        """Non-embedding parameters without building the model (planning thousands of
-        configs); tests check it equals Transformer.num_params()."""
+    @property
+    def trained_blocks(self) -> int:
+        return self.depth - self.construction_layers
+
+    def param_count(self, d_in: int, d_out: int, max_len: int) -> int:
+        """Trainable non-embedding parameters without building the model (planning thousands
+        of configs); tests check it equals Transformer.num_params()."""
         w, ln = self.width, 2 * self.width if self.layer_norm else 0
         mlp = (2 * self.mlp_ratio * w * w + self.mlp_ratio * w + w + ln) if self.mlp else 0
-        block = 3 * w * w + 3 * w + w * w + w + ln + mlp
-        return self.depth * block + (d_in + 1) * w + (w + 1) * d_out + ln
+        block = MIXERS[self.mixer].param_count(w, max_len) + ln + mlp
+        return self.trained_blocks * block + (d_in + 1) * w + (w + 1) * d_out + ln
 
 
 class MLP(nn.Module):
@@ -68,10 +82,11 @@ def norm(width: int, enabled: bool) -> nn.Module:
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: TransformerConfig, causal: bool):
+    def __init__(self, cfg: TransformerConfig, causal: bool, max_len: int):
         super().__init__()
         self.ln1 = norm(cfg.width, cfg.layer_norm)
-        self.mixer = MIXERS[cfg.mixer](width=cfg.width, heads=cfg.heads, causal=causal)
+        self.mixer = MIXERS[cfg.mixer](width=cfg.width, heads=cfg.heads, causal=causal,
+                                       max_len=max_len)
         self.ln2 = norm(cfg.width, cfg.layer_norm) if cfg.mlp else None
         self.mlp = MLP(cfg.width, cfg.mlp_ratio) if cfg.mlp else None
 
@@ -88,7 +103,7 @@ class Transformer(nn.Module):
         self.cfg, self.max_len = cfg, max_len
         self.read_in = nn.Linear(d_in, cfg.width)
         self.wpe = nn.Embedding(max_len, cfg.width)  # learned absolute positions
-        self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(Block(cfg, causal, max_len) for _ in range(cfg.trained_blocks))
         self.ln_f = norm(cfg.width, cfg.layer_norm)
         self.read_out = nn.Linear(cfg.width, d_out)
         for module in self.modules():
@@ -96,12 +111,18 @@ class Transformer(nn.Module):
                 nn.init.normal_(module.weight, std=cfg.init_std)
             if isinstance(module, nn.Linear):
                 nn.init.zeros_(module.bias)
+        self.frozen = None
+        if cfg.construction_layers:  # built after the init loop: its weights are set by hand
+            D = dim_from_width(d_in)
+            self.frozen = ConstructionFeatures(D, cfg.construction_layers, max_len)
 
     def forward(self, x_BxTxI: torch.Tensor) -> torch.Tensor:
         T = x_BxTxI.shape[1]
         if T > self.max_len:
             raise ValueError(f"sequence of {T} tokens exceeds max_len={self.max_len}")
         pos = torch.arange(T, device=x_BxTxI.device)
+        if self.frozen is not None:
+            x_BxTxI = self.frozen(x_BxTxI)  # the construction's features, then trained layers
         h = self.read_in(x_BxTxI) + self.wpe(pos)  # (B, T, W)
         for block in self.blocks:
             h = block(h)
@@ -109,5 +130,5 @@ class Transformer(nn.Module):
 
     def num_params(self, non_embedding: bool = True) -> int:
         """Parameter count, the x-axis of size-scaling plots (positions excluded by default)."""
-        n = sum(p.numel() for p in self.parameters())
+        n = sum(p.numel() for p in self.parameters() if p.requires_grad)  # frozen: not counted
         return n - self.wpe.weight.numel() if non_embedding else n

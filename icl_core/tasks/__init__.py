@@ -3,9 +3,13 @@
 from icl_core.registry import Registry
 from icl_core.tasks.base import Batch, RegressionProblem, Task, masked_mse
 from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
+from icl_core.tasks.ls_features import LSFeatures, LSFeaturesConfig
+from icl_core.tasks.primitives import Primitives, PrimitivesConfig
 
 TASKS = Registry("task")
 TASKS.register("linear_regression", LinearRegressionConfig)(LinearRegression)
+TASKS.register("ls_features", LSFeaturesConfig)(LSFeatures)
+TASKS.register("primitives", PrimitivesConfig)(Primitives)
 
 
 def build_task(cfg, task_seed: int, device, dtype) -> Task:

@@ -1,0 +1,600 @@
+"""Figures of the least-squares precision study (transformers and BaseConv on least squares
+and its primitives, against OLS / GD in float32 and float64; digest:
+shared/notes/paper_least_squares_precision.md §5).
+
+* icl_prefix (Fig 1): query MSE at every prefix length k = 0..N, model vs OLS float32/float64,
+  a dotted line at k = D (left of it the problem is under-determined).
+* mse_vs_axis: final query MSE against one config axis, one line per hue (median over seeds
+  of the per-prompt median, band = median over seeds of the per-prompt q25/q75), optional
+  panels (facet) and a scaling fit per hue. Registered as precision_depth (Figs 2, 10),
+  primitives_depth (Figs 3, 8), multiply_width / multiply_heads / multiply_mlp (Fig 4),
+  multiply_steps (Fig 9) and features_depth (Fig 6).
+* construction (Fig 5): the hand-built BaseConv GD construction (no training) against GD
+  iterations, per dtype.
+* explicit_gradient (Fig 7): gradient MSE vs depth (left); the error of the iterate w_i
+  against w* under iterative inference (right), with GD.
+
+Every figure: fn(rows, out_dir, name=..., n_boot=1000, seed=0, **_context) -> summary dict
+(see analysis.figures.depth_figure); members not "ok" are excluded and counted.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import partial
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+import seaborn as sns
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+from analysis.fit import Fit, fit_scaling
+from analysis.plotting import (
+    COLORS,
+    band,
+    draw_fit,
+    fit_label,
+    log_axes,
+    reference_line,
+    save,
+    style,
+)
+
+BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
+                "position", "test_dist", "predictor")
+STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
+MIN_FIT_X = 3  # distinct x values a hue needs before it is fitted
+GD = ("gd_float32", "gd_float64")
+OLS = ("ols_float32", "ols_float64")
+# Panels in the paper's order; other facets are sorted.
+FACET_ORDER = {"task.op": ("read", "affine", "multiply")}
+PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
+CONSTRUCTION_COLORS = {"construction float32": COLORS["model"], "construction float64": "#9467bd"}
+
+
+# ---------------------------------------------------------------------------------- shared
+
+
+def _require(rows: pl.DataFrame, figure: str, columns) -> None:
+    """ValueError naming the figure and every column the rows lack."""
+    missing = [c for c in (*BASE_COLUMNS, *columns) if c not in rows.columns]
+    if missing:
+        raise ValueError(f"{figure} figure: rows lack the column(s) "
+                         f"{', '.join(repr(c) for c in missing)}")
+
+
+def _members(rows: pl.DataFrame, figure: str) -> tuple[int, int]:
+    """(ok, excluded) member counts; ValueError when no member is ok."""
+    ok, excluded = member_counts(rows)
+    if ok == 0:
+        raise ValueError(f"{figure} figure: no ok members ({excluded} excluded: "
+                         f"diverged/failed/pruned)")
+    return ok, excluded
+
+
+def _excluded_note(excluded: int) -> list[str]:
+    return [f"{excluded} member(s) excluded (not ok: diverged/failed)"] if excluded else []
+
+
+def _study(rows: pl.DataFrame) -> str:
+    return f"{_labels(rows, 'sweep')}/{_labels(rows, 'study')}"
+
+
+def _short(column: str) -> str:
+    return column.rsplit(".", 1)[-1]
+
+
+def _hue_part(column: str) -> pl.Expr:
+    """One column's share of a hue label (null: left out of the label)."""
+    c = pl.col(column)
+    if column == "model.layer_norm":
+        return (pl.when(c.is_null()).then(pl.lit(None, pl.String))
+                .when(c.cast(pl.Boolean)).then(pl.lit("LN on")).otherwise(pl.lit("LN off")))
+    if column == "task.features":
+        return pl.lit("k=") + c.cast(pl.String)
+    if column == "model.construction_layers":  # trained from scratch: nothing to add
+        return pl.when(c > 0).then(pl.lit("frozen k=") + c.cast(pl.String))
+    if column in PLAIN_HUES:
+        return c.cast(pl.String)
+    return pl.lit(f"{_short(column)}=") + c.cast(pl.String)
+
+
+def _with_hue(frame: pl.DataFrame, hue: tuple[str, ...]) -> tuple[pl.DataFrame, list[str]]:
+    """frame with a readable "hue" label column ("baseconv, LN off", "attention, k=1"), and
+    the labels in the order of the hue columns' values."""
+    if not hue:
+        return frame.with_columns(pl.lit("model").alias("hue")), ["model"]
+    label = pl.concat_str([_hue_part(c) for c in hue], separator=", ", ignore_nulls=True)
+    frame = frame.with_columns(
+        pl.when(label == "").then(pl.lit("model")).otherwise(label).alias("hue"))
+    order = frame.select(*hue, "hue").unique().sort(list(hue), nulls_last=True)
+    return frame, order["hue"].unique(maintain_order=True).to_list()
+
+
+def _levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
+            ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(unit-level: keys, unit, median, q25, q75 (medians over configs sharing them);
+    key-level: medians over units of each statistic, n = units). unit "seed" for trained
+    members, "config_hash" for baselines (a median over members)."""
+    stats = frame.filter(pl.col("statistic").is_in(STATS))
+    empty = pl.DataFrame(schema={**{k: frame.schema[k] for k in keys},
+                                 **{s: pl.Float64 for s in STATS}, "n": pl.UInt32})
+    if stats.height == 0:
+        return empty.drop("n"), empty
+    per_unit = (stats.group_by(*keys, unit, "statistic").agg(pl.col("value").median())
+                .pivot(on="statistic", index=[*keys, unit], values="value"))
+    per_unit = per_unit.with_columns(
+        [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in per_unit.columns]
+    ).sort(*keys, unit)
+    table = per_unit.group_by(*keys).agg(
+        *[pl.col(s).median() for s in STATS], pl.col(unit).n_unique().alias("n")
+    ).sort(keys)
+    return per_unit, table
+
+
+def _grid_ticks(ax, values) -> None:
+    """Ticks at a small grid's own values (depths, widths) on a log x axis."""
+    values = sorted({float(v) for v in values if v is not None and v > 0})
+    if values and ax.get_xscale() == "log" and len(values) <= 12 and max(values) <= 4096:
+        ax.set_xticks(values)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _palette(labels: list[str]) -> dict[str, object]:
+    if len(labels) == 1:
+        return {labels[0]: COLORS["model"]}
+    return dict(zip(labels, sns.color_palette("colorblind", len(labels)), strict=True))
+
+
+def _legend(axes, ax) -> None:
+    """One legend right of `ax` with every labelled artist of `axes` (duplicates once)."""
+    seen: dict[str, object] = {}
+    for a in axes:
+        for handle, label in zip(*a.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    if seen:
+        ax.legend(list(seen.values()), list(seen), loc="center left", bbox_to_anchor=(1.01, 0.5))
+
+
+def _references(ax, final: pl.DataFrame) -> dict[str, float]:
+    """OLS / GD levels of these final rows as horizontal lines; {predictor: level}."""
+    refs = reference_levels(final)
+    for predictor, label, line_style in REFERENCES:
+        if predictor in refs:
+            value, iters = refs[predictor]
+            text = f"{label} ({iters} it.)" if iters is not None else label
+            reference_line(ax, value, text, line_style, COLORS[predictor])
+    return {k: v for k, (v, _) in refs.items()}
+
+
+def _number(value: float) -> float | int:
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+def _finish(fig, out_dir, name: str) -> list[Path]:
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    return paths
+
+
+def _last_step(rows: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Rows of ok members at each member's last evaluated step, every position."""
+    out = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == metric)
+                      & (pl.col("test_dist") == "train"))
+    return out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+
+
+# ------------------------------------------------------------------------------ icl_prefix
+
+
+def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_prefix",
+                      n_boot: int = 1000, seed: int = 0, **_context) -> dict:
+    """Query MSE vs the number of in-context examples k (Fig 1): the model (median over seeds
+    of the per-prompt median, IQR band) and OLS float32/float64 at the same positions; a
+    dotted line at k = D. plateau / ols_float32_floor: medians over k > D; gap_orders =
+    log10(plateau / ols_float32_floor)."""
+    _require(rows, name, ["task.dim"])
+    ok, excluded = _members(rows, name)
+    last = _last_step(rows, "mse").filter(pl.col("position").is_not_null())
+    model = last.filter(pl.col("predictor") == "model")
+    _, table = _levels(model, ["position"])
+    if table.height == 0:
+        raise ValueError(f"{name} figure: no per-position 'mse' rows of the model "
+                         f"({excluded} members excluded)")
+    notes = _excluded_note(excluded)
+    dims = sorted(rows.filter(pl.col("status") == "ok")["task.dim"].drop_nulls().unique().to_list())
+    if not dims:
+        raise ValueError(f"{name} figure: no ok member has a 'task.dim'")
+    if len(dims) > 1:
+        notes.append(f"members differ in task.dim {dims}: the line is at the largest")
+    dim = int(dims[-1])
+
+    ols = last.filter(pl.col("predictor").is_in(OLS) & (pl.col("statistic") == "median"))
+    ols = ols.group_by("predictor", "position").agg(pl.col("value").median())
+    table = table.rename({"n": "n_seeds"})
+    for predictor in OLS:
+        part = ols.filter(pl.col("predictor") == predictor).select(
+            "position", pl.col("value").alias(predictor))
+        table = table.join(part, on="position", how="left")
+    table = table.sort("position")
+
+    determined = table.filter(pl.col("position") > dim)
+    plateau = determined["median"].drop_nulls().median() if determined.height else None
+    floor = determined["ols_float32"].drop_nulls().median() if determined.height else None
+    floor64 = determined["ols_float64"].drop_nulls().median() if determined.height else None
+    plateau = math.nan if plateau is None else float(plateau)
+    floor = math.nan if floor is None else float(floor)
+    floor64 = math.nan if floor64 is None else float(floor64)
+    if plateau > 0 and floor > 0:
+        gap = math.log10(plateau / floor)
+    else:
+        gap = math.nan
+        notes.append(f"no gap: plateau {plateau:.3g}, OLS float32 floor {floor:.3g} "
+                     f"(positions k > D = {dim})")
+
+    style()
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    k = table["position"].to_numpy()
+    band(ax, k, table["median"], table["q25"], table["q75"],
+         "model (median, IQR over prompts)", COLORS["model"])
+    for predictor, label, _ in REFERENCES:
+        if predictor in OLS and table[predictor].drop_nulls().len():
+            part = table.filter(pl.col(predictor).is_not_null())
+            ax.plot(part["position"], part[predictor], marker="s", markersize=3,
+                    linestyle=":", color=COLORS[predictor], label=label)
+    ax.axvline(dim, linestyle=":", color="0.4", linewidth=1.0, label=f"k = D = {dim}")
+    ax.text(dim, 0.98, "under-determined ", transform=ax.get_xaxis_transform(), ha="right",
+            va="top", fontsize=7, color="0.3")
+    ax.text(dim, 0.98, " determined", transform=ax.get_xaxis_transform(), ha="left",
+            va="top", fontsize=7, color="0.3")
+    if math.isfinite(gap):
+        ax.text(0.98, 0.02, f"gap {gap:.1f} orders (k > D)", transform=ax.transAxes,
+                ha="right", fontsize=7, color="0.3")
+    ax.set_xlabel("in-context examples k")
+    ax.set_ylabel("query MSE (per-prompt median)")
+    ax.set_title(f"{_study(rows)}: MSE vs prefix length ({_labels(rows, 'dtype')})")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    paths = _finish(fig, out_dir, name)
+    return {
+        "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
+        "table": table, "dim": dim, "plateau": plateau, "ols_float32_floor": floor,
+        "ols_float64_floor": floor64, "gap_orders": gap, "ax": ax,
+    }
+
+
+# ----------------------------------------------------------------------------- mse_vs_axis
+
+
+def _fit_hue(points: pl.DataFrame, label: str, form: str, n_boot: int, seed: int
+             ) -> tuple[Fit | None, list[str]]:
+    """A `form` fit of one hue's seed-level points (positive medians), or None and why."""
+    points = points.filter(pl.col("median") > 0)
+    n_x = points["x"].n_unique()
+    if n_x < MIN_FIT_X:
+        return None, [f"{label}: no fit ({n_x} x value(s), a fit needs >= {MIN_FIT_X})"]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit = fit_scaling(points["x"].to_numpy(), points["median"].to_numpy(),
+                              points["seed"].to_numpy(), form=form, n_boot=n_boot, seed=seed)
+    except (ValueError, RuntimeError) as exc:
+        return None, [f"{label}: no fit: {exc}"]
+    return fit, [f"{label}: {w.message}" for w in caught]
+
+
+def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None, *, x: str,
+                hue=(), facet: str | None = None, metric: str = "mse", form: str | None = None,
+                xlabel: str | None = None, log_x: bool = True, n_boot: int = 1000,
+                seed: int = 0, **_context) -> dict:
+    """Final `metric` (per-prompt median at each member's last step) against config axis `x`:
+    one line per hue (median over seeds, band = median over seeds of the per-prompt q25/q75),
+    one panel per `facet` value (shared log y), OLS/GD reference levels where those rows
+    exist, and a `form` fit per hue with >= 3 distinct x (seed-level points).
+
+    Summary: table (facet, hue, x, median, q25, q75, n_seeds), fits (list of Fit),
+    fits_by_label {label: Fit}, fit (the first or None), best {hue: (x, median)} (per facet
+    when faceted: {facet: {hue: (x, median)}}), references, paths, note, ok, excluded."""
+    hue = tuple(hue)
+    name = name or f"mse_vs_{_short(x)}"
+    _require(rows, name, [x, *hue, *([facet] if facet else [])])
+    ok, excluded = _members(rows, name)
+    notes = _excluded_note(excluded)
+    final = final_eval(rows, metric=metric)
+    final = final.with_columns(
+        (pl.col(facet).cast(pl.String) if facet else pl.lit("")).alias("facet"))
+    model = final.filter(pl.col("predictor") == "model")
+    n_null = model[x].null_count()
+    if n_null:
+        notes.append(f"{n_null} model row(s) without {x} left out")
+        model = model.filter(pl.col(x).is_not_null())
+    if model.height == 0:
+        raise ValueError(f"{name} figure: no final {metric!r} rows of the model from ok members "
+                         f"({excluded} excluded)")
+    model = model.with_columns(pl.col(x).cast(pl.Float64).alias("x"))
+    model, hues = _with_hue(model, hue)
+    seeds, table = _levels(model, ["facet", "hue", "x"])
+    table = table.rename({"n": "n_seeds"})
+
+    facets = table["facet"].unique().to_list()
+    order = FACET_ORDER.get(facet or "", ())
+    facets.sort(key=lambda v: (order.index(v) if v in order else len(order), v))
+    colors = _palette(hues)
+    fits: dict[str, Fit] = {}
+    best: dict = {}
+    references: dict = {}
+
+    style()
+    n = len(facets)
+    fig, axes = plt.subplots(1, n, figsize=(5.0 if n == 1 else 3.8 * n, 3.6), sharey=True,
+                             squeeze=False)
+    axes = list(axes[0])
+    xlabel = xlabel or x
+    for ax, fv in zip(axes, facets, strict=True):
+        log_axes(ax, x=log_x, y=True)
+        panel = table.filter(pl.col("facet") == fv)
+        panel_best = {}
+        for h in hues:
+            line = panel.filter(pl.col("hue") == h).sort("x")
+            if line.height == 0:
+                continue
+            band(ax, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+            i = int(np.nanargmin(line["median"].fill_null(np.inf).to_numpy()))
+            panel_best[h] = (_number(line["x"][i]), float(line["median"][i]))
+            if form is None:
+                continue
+            key = f"{_short(facet)}={fv}: {h}" if facet else h
+            points = seeds.filter((pl.col("facet") == fv) & (pl.col("hue") == h))
+            fit, why = _fit_hue(points, key, form, n_boot, seed)
+            notes += why
+            if fit is not None:
+                fits[key] = fit
+                span = (float(line["x"].min()), float(line["x"].max()))
+                draw_fit(ax, fit, span, label=fit_label(fit, prefix=f"fit {h}"),
+                         color=colors[h])
+        refs = _references(ax, final.filter(pl.col("facet") == fv))
+        _grid_ticks(ax, panel["x"].to_list())
+        ax.set_xlabel(xlabel)
+        if facet:
+            ax.set_title(f"{_short(facet)}: {fv}")
+            best[fv] = panel_best
+            references[fv] = refs
+        else:
+            best, references = panel_best, refs
+    what = "query MSE" if metric == "mse" else metric
+    axes[0].set_ylabel(f"{what} (per-prompt median)")
+    title = f"{_study(rows)}: {what} vs {xlabel} ({_labels(rows, 'dtype')})"
+    if facet:
+        fig.suptitle(title)
+    else:
+        axes[0].set_title(title)
+    if notes and form is not None:
+        axes[0].text(0.02, 0.02, "\n".join(t for t in notes if "no fit" in t)[:300],
+                     transform=axes[0].transAxes, fontsize=6, color="0.3")
+    _legend(axes, axes[-1])
+    paths = _finish(fig, out_dir, name)
+
+    if not facet:
+        table = table.with_columns(pl.lit(None, pl.String).alias("facet"))
+    fit_list = list(fits.values())
+    return {
+        "fit": fit_list[0] if fit_list else None, "fits": fit_list, "fits_by_label": fits,
+        "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
+        "table": table.select("facet", "hue", "x", *STATS, "n_seeds"), "best": best,
+        "references": references, "axis": x, "facets": facets if facet else [],
+        "axes": axes,
+    }
+
+
+# ---------------------------------------------------------------------------- construction
+
+
+def construction_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "construction",
+                        n_boot: int = 1000, seed: int = 0, **_context) -> dict:
+    """The hand-built BaseConv GD construction (model.name "baseconv_gd", no training) vs GD
+    (Fig 5): per-prompt median MSE against GD iterations (model.steps for the construction,
+    infer_iter for GD), one construction line per dtype, GD float32/float64 (medians over
+    members). max_rel_diff {dtype: max over common iterations of |construction - GD| / GD}."""
+    _require(rows, name, ["model.steps", "dtype", "infer_iter"])
+    ok, excluded = _members(rows, name)
+    notes = _excluded_note(excluded)
+    final = final_eval(rows)
+    model = final.filter((pl.col("predictor") == "model") & pl.col("model.steps").is_not_null())
+    if "model.name" in final.columns:
+        model = model.filter(pl.col("model.name") == "baseconv_gd")
+    if model.height == 0:
+        raise ValueError(f"{name} figure: no final 'mse' rows of a 'baseconv_gd' construction "
+                         f"member with 'model.steps' ({excluded} members excluded)")
+    model = model.with_columns(pl.col("model.steps").cast(pl.Int64).alias("iter"),
+                               pl.col("dtype").cast(pl.String))
+    _, cons = _levels(model, ["dtype", "iter"])
+    cons = cons.with_columns((pl.lit("construction ") + pl.col("dtype")).alias("line"))
+    gd = final.filter(pl.col("predictor").is_in(GD) & pl.col("infer_iter").is_not_null())
+    gd = gd.with_columns(pl.col("infer_iter").cast(pl.Int64).alias("iter"))
+    _, gd_table = _levels(gd, ["predictor", "iter"], unit="config_hash")
+    gd_table = gd_table.with_columns(
+        pl.col("predictor").str.replace("gd_", "").alias("dtype"),
+        pl.col("predictor").replace({p: label for p, label, _ in REFERENCES}).alias("line"))
+    if gd_table.height == 0:
+        notes.append("no GD rows with infer_iter: nothing to compare against")
+
+    max_rel: dict[str, float] = {}
+    for dtype in cons["dtype"].unique().sort().to_list():
+        c = cons.filter(pl.col("dtype") == dtype).select("iter", pl.col("median").alias("c"))
+        g = gd_table.filter(pl.col("predictor") == f"gd_{dtype}").select(
+            "iter", pl.col("median").alias("g"))
+        both = c.join(g, on="iter", how="inner").filter(pl.col("g") > 0)
+        if both.height == 0:
+            max_rel[dtype] = math.nan
+            notes.append(f"construction {dtype}: no GD {dtype} iteration in common")
+            continue
+        max_rel[dtype] = float(
+            both.select(((pl.col("c") - pl.col("g")).abs() / pl.col("g")).max()).item())
+
+    columns = ["line", "iter", *STATS, "n"]
+    table = pl.concat([cons.select(columns), gd_table.select(columns)], how="vertical_relaxed")
+    floor = {r["line"]: r["median"] for r in table.group_by("line").agg(
+        pl.col("median").min()).iter_rows(named=True)}
+
+    style()
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    for label in cons["line"].unique().sort().to_list():
+        part = cons.filter(pl.col("line") == label).sort("iter")
+        band(ax, part["iter"], part["median"], part["q25"], part["q75"], label,
+             CONSTRUCTION_COLORS.get(label))
+    for predictor, label, _ in REFERENCES:
+        part = gd_table.filter(pl.col("predictor") == predictor).sort("iter")
+        if part.height:
+            drawn = band(ax, part["iter"], part["median"], part["q25"], part["q75"], label,
+                         COLORS[predictor])
+            drawn.set_linestyle("--")
+            drawn.set_markersize(2)
+    ax.set_xlabel("GD iterations (construction: model.steps)")
+    ax.set_ylabel("query MSE (per-prompt median)")
+    ax.set_title(f"{_study(rows)}: BaseConv GD construction vs GD")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    paths = _finish(fig, out_dir, name)
+    return {
+        "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
+        "table": table.sort("line", "iter"), "max_rel_diff": max_rel, "floor": floor, "ax": ax,
+    }
+
+
+# ----------------------------------------------------------------------- explicit_gradient
+
+
+def _frozen_depth(rows: pl.DataFrame) -> int:
+    """The depth the frozen-construction members use (the most common depth among ok members
+    with construction_layers > 0, ties to the larger), else the largest depth."""
+    members = rows.filter(pl.col("status") == "ok").group_by("config_hash").agg(
+        pl.col("model.depth").first(), pl.col("model.construction_layers").first())
+    members = members.filter(pl.col("model.depth").is_not_null())
+    frozen = members.filter(pl.col("model.construction_layers") > 0)
+    if frozen.height:
+        counts = frozen.group_by("model.depth").len().sort(
+            "len", "model.depth", descending=True)
+        return int(counts["model.depth"][0])
+    return int(members["model.depth"].max())
+
+
+def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
+                             name: str = "explicit_gradient", n_boot: int = 1000, seed: int = 0,
+                             **_context) -> dict:
+    """Fig 7. Left: gradient MSE (metric "mse") vs depth of the members trained from scratch
+    (construction_layers 0), one line per (mixer, layer norm). Right: w_mse (the iterate w_i
+    against w*) vs inference iteration for the members at the frozen members' depth, one line
+    per (mixer, layer norm, frozen layers), with GD float32/float64. final {label: median
+    w_mse at the line's largest infer_iter}."""
+    hue_left = ("model.mixer", "model.layer_norm")
+    hue_right = (*hue_left, "model.construction_layers")
+    _require(rows, name, ["model.depth", *hue_right, "infer_iter"])
+    ok, excluded = _members(rows, name)
+    notes = _excluded_note(excluded)
+
+    left = final_eval(rows, metric="mse").filter(
+        (pl.col("predictor") == "model") & (pl.col("model.construction_layers") == 0)
+        & pl.col("model.depth").is_not_null())
+    if left.height == 0:
+        raise ValueError(f"{name} figure: no final 'mse' rows of ok members trained from "
+                         f"scratch (model.construction_layers == 0; {excluded} excluded)")
+    left = left.with_columns(pl.col("model.depth").cast(pl.Float64).alias("x"))
+    left, hues_left = _with_hue(left, hue_left)
+    _, table_left = _levels(left, ["hue", "x"])
+    table_left = table_left.rename({"n": "n_seeds"})
+
+    depth = _frozen_depth(rows)
+    w = final_eval(rows, metric="w_mse").filter(pl.col("infer_iter").is_not_null())
+    w = w.with_columns(pl.col("infer_iter").cast(pl.Int64).alias("x"))
+    right = w.filter((pl.col("predictor") == "model") & (pl.col("model.depth") == depth))
+    right, hues_right = _with_hue(right, hue_right)
+    _, model_right = _levels(right, ["hue", "x"])
+    _, gd_right = _levels(w.filter(pl.col("predictor").is_in(GD)), ["predictor", "x"],
+                          unit="config_hash")
+    labels = {p: label for p, label, _ in REFERENCES}
+    gd_right = gd_right.with_columns(pl.col("predictor").replace(labels).alias("hue"))
+    columns = ["hue", "x", *STATS, "n"]
+    table_right = pl.concat([model_right.select(columns), gd_right.select(columns)],
+                            how="vertical_relaxed").rename({"hue": "line"})
+    if model_right.height == 0:
+        notes.append(f"no 'w_mse' rows with infer_iter of the model at depth {depth}")
+    final = {r["line"]: r["median"] for r in table_right.filter(
+        pl.col("x") == pl.col("x").max().over("line")).iter_rows(named=True)}
+
+    style()
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(10.5, 3.8))
+    colors = _palette(list(dict.fromkeys([*hues_left, *hues_right])))
+    log_axes(ax_l)
+    for h in hues_left:
+        line = table_left.filter(pl.col("hue") == h).sort("x")
+        band(ax_l, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+    _grid_ticks(ax_l, table_left["x"].to_list())
+    ax_l.set_xlabel("depth L (layers)")
+    ax_l.set_ylabel("gradient MSE (per-prompt median)")
+    ax_l.set_title("explicit gradient: trained from scratch")
+    ax_l.legend(loc="best")
+
+    ax_r.set_yscale("log")
+    for h in hues_right:
+        line = model_right.filter(pl.col("hue") == h).sort("x")
+        if line.height:
+            band(ax_r, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+    for predictor in GD:
+        line = gd_right.filter(pl.col("predictor") == predictor).sort("x")
+        if line.height:
+            drawn = band(ax_r, line["x"], line["median"], line["q25"], line["q75"],
+                         labels[predictor], COLORS[predictor])
+            drawn.set_linestyle("--")
+            drawn.set_markersize(2)
+    if table_right.height == 0:
+        ax_r.text(0.5, 0.5, "no w_mse rows", transform=ax_r.transAxes, ha="center")
+    ax_r.set_xlabel("inference iteration i")
+    ax_r.set_ylabel("MSE of w_i vs w* (per-prompt median)")
+    ax_r.set_title(f"iterative inference, depth {depth}")
+    ax_r.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.suptitle(f"{_study(rows)}: explicit gradient ({_labels(rows, 'dtype')})")
+    paths = _finish(fig, out_dir, name)
+    return {
+        "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
+        "table_left": table_left, "table_right": table_right.sort("line", "x"),
+        "final": final, "depth": depth, "axes": [ax_l, ax_r],
+    }
+
+
+# name -> figure; analysis.figures.FIGURES includes these.
+PRECISION_FIGURES = {
+    "icl_prefix": icl_prefix_figure,
+    "precision_depth": partial(mse_vs_axis, x="model.depth",
+                               hue=("model.mixer", "model.layer_norm"), form="saturating",
+                               xlabel="depth L (layers)"),
+    "primitives_depth": partial(mse_vs_axis, x="model.depth",
+                                hue=("model.mixer", "model.layer_norm"), facet="task.op",
+                                xlabel="depth L (layers)"),
+    "multiply_width": partial(mse_vs_axis, x="model.width", hue=("model.mixer",), form="power",
+                              xlabel="width (attention dim)"),
+    "multiply_heads": partial(mse_vs_axis, x="model.heads", hue=("model.mixer",), form="power",
+                              xlabel="attention heads"),
+    "multiply_mlp": partial(mse_vs_axis, x="model.mlp_ratio", hue=("model.mixer",),
+                            form="power", xlabel="MLP ratio (hidden / width)"),
+    "multiply_steps": partial(mse_vs_axis, x="train.steps", hue=("model.mixer",), form="power",
+                              xlabel="training steps"),
+    "features_depth": partial(mse_vs_axis, x="model.depth", hue=("model.mixer", "task.features"),
+                              xlabel="depth L (layers)"),
+    "construction": construction_figure,
+    "explicit_gradient": explicit_gradient_figure,
+}
+
+# Imported last: analysis.figures imports this module (for FIGURES) after defining these
+# helpers, so either module may be imported first.
+from analysis.figures import (  # noqa: E402
+    REFERENCES,
+    _labels,
+    final_eval,
+    member_counts,
+    reference_levels,
+)
