@@ -366,7 +366,9 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
             references[fv] = refs
         else:
             best, references = panel_best, refs
-    what = "query MSE" if metric == "mse" else metric
+    names = set(model["task.name"].to_list()) if "task.name" in model.columns else set()
+    query = names == {"linear_regression"}  # else: all outputs (primitives), or w (features)
+    what = metric.upper() if metric != "mse" else ("query MSE" if query else "MSE")
     axes[0].set_ylabel(f"{what} (per-prompt median)")
     title = f"{_study(rows)}: {what} vs {xlabel} ({_labels(rows, 'dtype')})"
     if facet:
@@ -455,8 +457,13 @@ def construction_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "co
                          COLORS[predictor])
             drawn.set_linestyle("--")
             drawn.set_markersize(2)
+    for predictor, (value, _) in reference_levels(final).items():
+        if predictor in OLS:
+            label = next(text for name, text, _ in REFERENCES if name == predictor)
+            reference_line(ax, value, label, ":", COLORS[predictor])
+            floor[label] = value
     ax.set_xlabel("GD iterations (construction: model.steps)")
-    ax.set_ylabel("query MSE (per-prompt median)")
+    ax.set_ylabel("MSE of the output vs target (per-prompt median)")
     ax.set_title(f"{_study(rows)}: BaseConv GD construction vs GD")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     paths = _finish(fig, out_dir, name)

@@ -52,6 +52,17 @@ def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
     curve = rows_of(storage, "sample_complexity", "least_squares_dim").filter(
         (pl.col("metric") == "mse") & (pl.col("predictor") == "model"))
     assert sorted(set(curve["step"])) == [10, 20]  # the test curve, recorded during training
+    # every figure a study names is drawn from these real rows (the paper figures' plumbing)
+    from analysis.regenerate import regenerate
+
+    for name in ("depth_scaling", "width_scaling", "heads_scaling", "training_length",
+                 "sequence_length"):
+        for summary in regenerate(name, storage=str(storage), out=str(tmp_path / "f"), n_boot=20):
+            if summary["figure"]:
+                assert summary["paths"] and all(Path(p).exists() for p in summary["paths"]), \
+                    f"{name}/{summary['study']}: no {summary['figure']} figure"
+    grad = rows_of(storage, "depth_scaling", "explicit_gradient")
+    assert {"mse", "w_mse"} <= set(grad["metric"])  # gradient error and iterative inference
 
 
 def test_dry_run_of_every_paper_preset_lists_thousands(capsys):
