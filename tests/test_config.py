@@ -22,8 +22,8 @@ def base_study(**grid) -> Study:
     "raw, message",
     [
         (tiny_member(model__depth=0), "model.depth: must be >= 1, got 0"),
-        (tiny_member(model__name="gpt"), "model.name: unknown model 'gpt'; valid choices: lsa, transformer"),
-        (tiny_member(task__name="nope"), "task.name: unknown task 'nope'; valid choices: linear_regression"),
+        (tiny_member(model__name="gpt"), "model.name: unknown model 'gpt'; valid choices: baseconv_gd, lsa, transformer"),
+        (tiny_member(task__name="nope"), "task.name: unknown task 'nope'; valid choices: linear_regression, ls_features, primitives"),
         (tiny_member(model__heads=3), "model.heads: must divide width=8, got 3"),
         (tiny_member(model__width="wide"), "model.width: expected an integer, got 'wide'"),
         (tiny_member(model__layer_norm="false"), "model.layer_norm: expected a boolean"),

@@ -19,14 +19,14 @@ CPU = torch.device("cpu")
 
 def prompts(n=200, D=5, N=20, seed=1, **task):
     member = resolve_member({"task": {"name": "ls_features", "dim": D, "n_points": N, **task},
-                             "model": {"name": "baseconv_gd"}})
+                             "model": {"name": "baseconv_gd"}, "train": {"steps": 0}})
     task = build_task(member.task, 0, CPU, torch.float64)
     return task, task.sample(n, generator(CPU, seed))
 
 
 def construction(steps, dtype, D=5, N=20):
     member = resolve_member({"task": {"name": "ls_features", "dim": D, "n_points": N},
-                             "model": {"name": "baseconv_gd", "steps": steps}})
+                             "model": {"name": "baseconv_gd", "steps": steps}, "train": {"steps": 0}})
     return build_model(member.model, d_in=D * D + 3 * D + 1, d_out=D, max_len=N + 1,
                        causal=True, device=CPU, dtype=dtype)
 

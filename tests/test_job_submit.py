@@ -37,7 +37,9 @@ def ray_head():
     """
     temp = Path(tempfile.mkdtemp(prefix="icl-ray-", dir="/tmp"))
     ray_bin = str(Path(sys.executable).parent / "ray")
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    # the job's `python` is this interpreter, even when the venv is not activated
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
     subprocess.run([ray_bin, "get-auth-token", "--generate"], env=env, check=True,
                    capture_output=True)
     dash = free_port()

@@ -14,7 +14,9 @@ from icl_core.store import Store
 
 def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     storage, figures = tmp_path / "results", tmp_path / "figures"
-    argv = ["--preset", "smoke", "--storage", str(storage), "--figures", str(figures)]
+    # one study: the others' smoke runs are in test_orchestrator (every sweep file, packed)
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(storage),
+            "--figures", str(figures)]
     assert SWEEP.main(argv) == 0
     out = capsys.readouterr().out
     assert "4 configs, 0 already finished, running 4" in out
@@ -40,7 +42,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     "argv, message",
     [
         (["--set", "model.depth=0"], "error: model.depth: must be >= 1, got 0"),
-        (["--set", "model.name=gpt"], "error: model.name: unknown model 'gpt'; valid choices: lsa, transformer"),
+        (["--set", "model.name=gpt"], "error: model.name: unknown model 'gpt'; valid choices: baseconv_gd, lsa, transformer"),
         (["--preset", "huge"], "error: --preset: unknown 'huge'; valid choices: smoke, cpu, paper"),
         (["--study", "nope"], "error: --study: unknown 'nope'; valid choices: least_squares"),
         (["--set", "model.layer_norm=maybe"], "expected a boolean (true/false)"),
