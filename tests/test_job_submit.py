@@ -84,8 +84,8 @@ def test_job_submit_runs_the_depth_sweep_on_a_cluster(ray_head, tmp_path):
     ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent))
     job = subprocess.run(
         [ray_bin, "job", "submit", "--address", address, "--working-dir", str(ROOT), "--",
-         "python", "sweeps/depth_scaling.py", "--preset", "smoke", "--storage", str(storage),
-         "--no-figures"],
+         "python", "sweeps/depth_scaling.py", "--preset", "smoke", "--study", "least_squares",
+         "--storage", str(storage), "--no-figures"],
         env=env, capture_output=True, text=True, timeout=400,
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
