@@ -153,6 +153,6 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
                     per_iter.setdefault(it, []).append((pred.double() - target).pow(2))
             for it, errs in per_iter.items():
                 err = torch.stack(errs, dim=1)  # (P, M)
-                pos = [int(task.positions[p.token]) for p in problems]
+                pos = token_positions(task, [p.token for p in problems])
                 rows += error_rows(err, pos, task, test_dist, step, label, infer_iter=it)
     return rows

@@ -11,8 +11,9 @@ from icl_core.config import ConfigError, resolve_member
 from icl_core.device import generator
 from icl_core.evaluate import evaluate
 from icl_core.models import build_model
-from icl_core.models.construction import Channels, ConstructionFeatures, gd_step_layer
+from icl_core.models.construction import ConstructionFeatures, gd_step_layer
 from icl_core.tasks import build_task
+from icl_core.tasks.ls_features import Layout
 
 CPU = torch.device("cpu")
 
@@ -36,7 +37,7 @@ def test_construction_equals_gd_iterate_by_iterate_in_float64():
     w0, so the M w term is exercised from the first step)."""
     D, N = 5, 20
     task, batch = prompts(D=D, N=N)
-    c = Channels(D)
+    c = Layout(D)
     h = ConstructionFeatures(D, 2, N + 1).double()(batch.inputs)[:, -1:]
     layer = gd_step_layer(D, N, 0.2, N + 1)
     reference = gd(batch.extras["xs"], batch.extras["ys"], 0.2, range(51), batch.extras["w0"])

@@ -32,6 +32,7 @@ from torch import nn
 
 from icl_core.config import require
 from icl_core.models.mixers import BaseConv
+from icl_core.tasks.ls_features import Layout
 
 
 def dim_from_width(width: int) -> int:
@@ -43,16 +44,6 @@ def dim_from_width(width: int) -> int:
             f"got width {width}"
         )
     return D
-
-
-class Channels:
-    """Channel offsets of the construction's token layout for dimension D."""
-
-    def __init__(self, D: int):
-        self.D, self.width = D, D * D + 3 * D + 1
-        self.x, self.y, self.w = 0, D, D + 1
-        self.a, self.m = 2 * D + 1, 3 * D + 1
-        self.features = range(self.a, self.width)  # a and M: D + D² channels
 
 
 def set_baseconv(mixer: BaseConv, W_in, W_gate, W_out, h, b_gate=None) -> BaseConv:
@@ -68,7 +59,7 @@ def set_baseconv(mixer: BaseConv, W_in, W_gate, W_out, h, b_gate=None) -> BaseCo
     return mixer.requires_grad_(False)
 
 
-def _empty(c: Channels, max_len: int):
+def _empty(c: Layout, max_len: int):
     S = c.width
     return (torch.zeros(S, S, dtype=torch.float64), torch.zeros(S, S, dtype=torch.float64),
             torch.zeros(S, S, dtype=torch.float64), torch.zeros(max_len, S, dtype=torch.float64))
@@ -76,7 +67,7 @@ def _empty(c: Channels, max_len: int):
 
 def product_layer(D: int, max_len: int) -> BaseConv:
     """Layer 1: a = y x and M = flt(x xᵀ) by gating (conv = delta)."""
-    c = Channels(D)
+    c = Layout(D)
     W_in, W_gate, W_out, h = _empty(c, max_len)
     h[0] = 1.0
     for j in range(D):  # inner channel j: y * x_j -> a_j
@@ -91,7 +82,7 @@ def product_layer(D: int, max_len: int) -> BaseConv:
 
 def prefix_sum_layer(D: int, max_len: int) -> BaseConv:
     """Layer 2: strict prefix sums of the features; the residual makes them inclusive."""
-    c = Channels(D)
+    c = Layout(D)
     W_in, W_gate, W_out, h = _empty(c, max_len)
     h[1:] = 1.0  # lags >= 1: the tokens before this one
     b_gate = torch.zeros(c.width, dtype=torch.float64)
@@ -103,7 +94,7 @@ def prefix_sum_layer(D: int, max_len: int) -> BaseConv:
 
 def gd_step_layer(D: int, n_points: int, lr: float, max_len: int) -> BaseConv:
     """One GD step at the token holding w: w += (η/N)(a − M w) with a, M the prefix sums."""
-    c = Channels(D)
+    c = Layout(D)
     W_in, W_gate, W_out, h = _empty(c, max_len)
     h[0] = 1.0
     b_gate = torch.zeros(c.width, dtype=torch.float64)
@@ -156,6 +147,7 @@ class BaseConvGD(nn.Module):
     def __init__(self, cfg: BaseConvGDConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         self.cfg, self.D, self.max_len = cfg, dim_from_width(d_in), max_len
+        self.channels = Layout(self.D)
         if d_out != self.D:
             raise ValueError(f"baseconv_gd outputs w (d_out = {self.D}), the task wants {d_out}")
         self.features = ConstructionFeatures(self.D, 2, max_len)
@@ -169,7 +161,7 @@ class BaseConvGD(nn.Module):
         return self._steps[key]
 
     def forward(self, u_BxTxS: torch.Tensor) -> torch.Tensor:
-        c = Channels(self.D)
+        c = self.channels
         h = self.features(u_BxTxS)
         last = h[:, -1:]  # the GD layers' conv is a delta: only the w token's state matters
         layer = self.step_layer(u_BxTxS.shape[1] - 1, u_BxTxS)

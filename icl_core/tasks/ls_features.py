@@ -43,6 +43,16 @@ from icl_core.config import require
 from icl_core.tasks.base import Batch
 
 
+class Layout:
+    """Channel offsets of the token for dimension D (the construction's layout too)."""
+
+    def __init__(self, D: int):
+        self.D, self.width = D, D * D + 3 * D + 1
+        self.x, self.y, self.w = 0, D, D + 1
+        self.a, self.m = 2 * D + 1, 3 * D + 1
+        self.features = range(self.a, self.width)  # a and M: D + D² channels
+
+
 @dataclass(frozen=True)
 class LSFeaturesConfig:
     name: str = "ls_features"
@@ -67,25 +77,26 @@ class LSFeatures:
         del task_seed  # nothing fixed per task: every prompt draws its own w*
         self.cfg, self.device, self.dtype = cfg, device, dtype
         D, N = cfg.dim, cfg.n_points
-        self.d_in, self.d_out, self.seq_len, self.prompt_len = D * D + 3 * D + 1, D, N + 1, N
+        self.layout = Layout(D)
+        self.d_in, self.d_out, self.seq_len, self.prompt_len = self.layout.width, D, N + 1, N
         self.positions = torch.full((N + 1,), -1, dtype=torch.long)
         self.positions[-1] = N
         self.mask = self.positions >= 0
 
     def tokens(self, xs_BxNxD, ys_BxN, w0_BxD) -> torch.Tensor:
         """The (B, N+1, S) prompt for data (xs, ys) and the final token's w0."""
-        D, k = self.cfg.dim, self.cfg.features
+        c, D, k = self.layout, self.cfg.dim, self.cfg.features
         B, N, _ = xs_BxNxD.shape
-        out = xs_BxNxD.new_zeros(B, N + 1, D * D + 3 * D + 1)
-        out[:, :N, :D], out[:, :N, D] = xs_BxNxD, ys_BxN
-        out[:, N, D + 1:2 * D + 1] = w0_BxD
+        out = xs_BxNxD.new_zeros(B, N + 1, c.width)
+        out[:, :N, c.x:c.x + D], out[:, :N, c.y] = xs_BxNxD, ys_BxN
+        out[:, N, c.w:c.w + D] = w0_BxD
         if k >= 1:
             feats = torch.cat([ys_BxN.unsqueeze(-1) * xs_BxNxD,
                                torch.einsum("bnj,bnk->bnjk", xs_BxNxD, xs_BxNxD).flatten(2)],
-                              dim=-1)  # (B, N, D + D²)
-            out[:, :N, 2 * D + 1:] = feats
+                              dim=-1)  # (B, N, D + D²): [y x ; flt(x xᵀ)]
+            out[:, :N, c.a:] = feats
             if k == 2:
-                out[:, :, 2 * D + 1:] = out[:, :, 2 * D + 1:].cumsum(dim=1)
+                out[:, :, c.a:] = out[:, :, c.a:].cumsum(dim=1)
         return out
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
