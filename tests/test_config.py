@@ -37,6 +37,13 @@ def base_study(**grid) -> Study:
         ({**tiny_member(), "dtype": "float16"}, "dtype: 'float16' is not valid; valid choices: float32, float64"),
         ({**tiny_member(), "device": "tpu"}, "device: 'tpu' is not valid"),
         ({**tiny_member(), "sed": 1}, "sed: unknown field"),
+        (tiny_member(task__name="primitives", task__dim=4, task__n_points=6),
+         "eval.baselines: task 'primitives' has no classical baselines; set eval.baselines=[]"),
+        ({**tiny_member(), "task": {"name": "ls_features"}, "model": {"name": "baseconv_gd"}},
+         "train.steps: model 'baseconv_gd' has no trainable weights; set train.steps=0"),
+        (tiny_member(model__mixer="conv"), "model.mixer: unknown 'conv'; valid choices: attention, baseconv"),
+        (tiny_member(model__construction_layers=2),
+         "model.construction_layers: must be 0, 1 or 2 and below depth=2, got 2"),
     ],
 )
 def test_bad_member_configs_name_the_field(raw, message):
