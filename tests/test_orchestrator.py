@@ -57,10 +57,12 @@ def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
 
     for name in ("depth_scaling", "width_scaling", "heads_scaling", "training_length",
                  "sequence_length"):
-        for summary in regenerate(name, storage=str(storage), out=str(tmp_path / "f"), n_boot=20):
-            if summary["figure"]:
+        for study in catalog.load_sweep(name).studies:
+            if study.figure:
+                (summary,) = regenerate(name, study.name, str(storage), str(tmp_path / "f"),
+                                        n_boot=20)
                 assert summary["paths"] and all(Path(p).exists() for p in summary["paths"]), \
-                    f"{name}/{summary['study']}: no {summary['figure']} figure"
+                    f"{name}/{study.name}: no {study.figure} figure"
     grad = rows_of(storage, "depth_scaling", "explicit_gradient")
     assert {"mse", "w_mse"} <= set(grad["metric"])  # gradient error and iterative inference
 
