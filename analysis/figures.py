@@ -171,7 +171,9 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
 
 
 # Imported here, not on top: analysis.figures_precision uses the helpers above.
+from analysis.figures_deep import DEEP_FIGURES  # noqa: E402
 from analysis.figures_precision import PRECISION_FIGURES  # noqa: E402
+from analysis.figures_retrieval import RETRIEVAL_FIGURES  # noqa: E402
 
 # name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
 FIGURES: dict[str, Callable[..., dict]] = {
@@ -181,4 +183,7 @@ FIGURES: dict[str, Callable[..., dict]] = {
     # icl_prefix, precision_depth, primitives_depth, multiply_width, multiply_heads,
     # multiply_mlp, multiply_steps, features_depth, construction, explicit_gradient
     **PRECISION_FIGURES,
+    # str_sample_complexity, str_heads, str_attention (sparse token retrieval)
+    **RETRIEVAL_FIGURES,
+    **DEEP_FIGURES,  # deep_shift, deep_depth, deep_scaling (Wu et al. 2024)
 }

@@ -176,7 +176,8 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
         out_dir = Path(out) / sweep / s.name
         if s.figure in FIGURES:
             summary = FIGURES[s.figure](rows, out_dir, name=s.figure, n_boot=n_boot,
-                                        storage=locate(storage).uri)
+                                        storage=locate(storage).uri,
+                                        **getattr(s, "figure_args", {}))
         else:
             why = f" (figure {s.figure!r} is not one of: {', '.join(FIGURES)})" if s.figure else ""
             print(f"no figure registered for {label}{why}", flush=True)

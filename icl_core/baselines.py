@@ -76,5 +76,12 @@ def _gd_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tenso
     return {t: predict(w, p.x_query) for t, w in iterates.items()}
 
 
+def _teacher_net_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
+    raise ValueError("eval.baselines: 'teacher_net' trains a network of the teacher's class; "
+                     "only a task with a teacher (relu_teacher) defines it")
+
+
 # name -> fn(problem, eval_cfg) -> {infer_iter (None if not iterative): predictions (B,)}
-BASELINES: dict[str, Callable] = {"ols": _ols_baseline, "gd": _gd_baseline}
+# (teacher_net: computed by the relu_teacher task's own `baseline_errors`)
+BASELINES: dict[str, Callable] = {"ols": _ols_baseline, "gd": _gd_baseline,
+                                  "teacher_net": _teacher_net_baseline}

@@ -175,6 +175,12 @@ class TrainConfig:
     artifact_every: int = 0  # record model.artifacts() every k steps (0: never)
     lbfgs_history: int = 600  # L-BFGS history size (Ahn et al. repo: 600)
     lbfgs_max_iter: int = 4  # L-BFGS inner iterations per step (repo: 4)
+    # finite-dataset (epoch) training: 0 = online, a fresh batch every step; n > 0 = n
+    # prompts drawn once from the seed, reshuffled every epoch of ceil(n / batch_size)
+    # steps (`steps` = epochs x that); stop_loss ends training after the first epoch whose
+    # mean training loss is below it (Mousavi-Hosseini et al. Fig 2: n = 5e4, 0.05)
+    dataset_size: int = 0
+    stop_loss: float | None = None
 
     def check(self, path: str) -> None:
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
@@ -192,7 +198,13 @@ class TrainConfig:
         require(self.artifact_every >= 0, f"{path}.artifact_every", "must be >= 0")
         require(self.warmup_steps >= 0, f"{path}.warmup_steps", "must be >= 0")
         require(len(self.betas) == 2, f"{path}.betas", "must hold two numbers")
-        from icl_core.train import OPTIMIZERS  # late import: train imports this module
+        require(self.dataset_size >= 0, f"{path}.dataset_size", "must be >= 0 (0: online)")
+        require(self.stop_loss is None or self.dataset_size > 0, f"{path}.stop_loss",
+                "needs epochs: set train.dataset_size > 0")
+        from icl_core.train import FIXED_BATCH, OPTIMIZERS  # late: train imports this module
+
+        require(not (self.dataset_size and self.optimizer in FIXED_BATCH), f"{path}.dataset_size",
+                f"{self.optimizer} trains on one fixed batch; leave dataset_size at 0")
 
         require(
             self.optimizer in OPTIMIZERS,
@@ -220,6 +232,10 @@ class EvalConfig:
     chunk: int = 500  # prompts per forward pass (memory bound only)
     infer_steps: tuple[int, ...] = ()  # iterative-inference iterations reported ("w_mse")
     infer_lr: float = 0.2  # η of iterative inference w <- w - η model(prompt with w)
+    # end training at the first intermediate evaluation (every `every` steps) whose mean
+    # test MSE on the first evaluation point is <= this: the curve up to it is recorded
+    # (the online sample-complexity protocol: train until the threshold, up to the cap)
+    stop_below: float | None = None
 
     def check(self, path: str) -> None:
         require(self.n_prompts >= 1, f"{path}.n_prompts", "must be >= 1")
@@ -229,6 +245,8 @@ class EvalConfig:
         require(all(s >= 0 for s in self.gd_steps), f"{path}.gd_steps", "must be >= 0")
         require(all(s >= 0 for s in self.infer_steps), f"{path}.infer_steps", "must be >= 0")
         require(self.infer_lr > 0, f"{path}.infer_lr", "must be > 0")
+        require(self.stop_below is None or self.every > 0, f"{path}.stop_below",
+                "needs intermediate evaluations: set eval.every > 0")
         from icl_core.baselines import BASELINES
 
         for name in self.baselines:
@@ -372,6 +390,16 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
                                      or hasattr(task_cls, "baseline_errors")):
         raise ConfigError(f"eval.baselines: task {task.name!r} has no classical baselines; "
                           "set eval.baselines=[]")
+    valid = getattr(task_cls, "baseline_names", None)  # a task that says which it defines
+    for name in evaluation.baselines if valid is not None else ():
+        require(name in valid, "eval.baselines", f"{name!r} is not defined for task "
+                f"{task.name!r}; valid choices: {', '.join(valid)}")
+    if getattr(task_cls, "causal", False) is True and getattr(model, "causal_ok", True) is False:
+        raise ConfigError(f"model.name: {model.name!r} reads the whole sequence, but task "
+                          f"{task.name!r} needs a causal model")
+    check_input = getattr(model, "check_input", None)
+    if check_input is not None and hasattr(task, "d_in"):
+        check_input(task.d_in, "model")
     if not getattr(model, "trainable", True):
         require(train.steps == 0, "train.steps",
                 f"model {model.name!r} has no trainable weights; set train.steps=0")

@@ -98,7 +98,8 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     `prompts` (from `eval_prompts(member)`) lets repeated evaluations skip redrawing them.
     A task with `pool_tokens` gets one error per prompt over all its supervised tokens and
     outputs (position null); a task with `iterate` (iterative inference) also gets "w_mse"
-    rows per inference iteration in `eval.infer_steps`.
+    rows per inference iteration in `eval.infer_steps`; a task with `prediction_metrics`
+    adds its own rows computed from all predictions at once (e.g. R² pooled over prompts).
     """
     cfg = member.eval
     was_training = model.training
@@ -107,7 +108,8 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     rows = []
     for test_dist, task, batch in prompts if prompts is not None else eval_prompts(member):
         tokens = torch.nonzero(task.mask).flatten().tolist()
-        sq = (predict(batch.inputs) - batch.targets)[:, tokens].pow(2)  # (P, M, O)
+        pred = predict(batch.inputs)  # (P, T, O) float64
+        sq = (pred - batch.targets)[:, tokens].pow(2)  # (P, M, O)
         if getattr(task, "pool_tokens", False):
             rows += error_rows(sq.mean((1, 2)).unsqueeze(1), [None], task, test_dist, step,
                                "model")
@@ -118,10 +120,20 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
             for it, err in task.iterate(predict, batch, cfg.infer_steps, cfg.infer_lr).items():
                 rows += error_rows(err.unsqueeze(1), token_positions(task, tokens), task,
                                    test_dist, step, "model", infer_iter=it, metric="w_mse")
+        if getattr(task, "prediction_metrics", None) is not None:
+            rows += task_rows(task.prediction_metrics(pred, batch), task, test_dist, step,
+                              "model")
         if baselines:
             rows += baseline_rows(task, batch, cfg, test_dist, step)
     model.train(was_training)
     return rows
+
+
+def task_rows(items: list[dict], task, test_dist, step, predictor) -> list[dict]:
+    """Rows a task computes itself (metric, statistic, value, position[, infer_iter]), e.g.
+    R² pooled over prompts: the evaluator adds the shared columns."""
+    return [{"prompt_len": int(task.prompt_len), "test_dist": test_dist, "infer_iter": None,
+             "predictor": predictor, "step": step, **item} for item in items]
 
 
 def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
@@ -139,7 +151,11 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
         for precision in (torch.float32, torch.float64):
             label = f"{name}_{str(precision).removeprefix('torch.')}"
             if own is not None:
-                for metric, it, err in own(batch, name, precision, cfg):
+                for item in own(batch, name, precision, cfg):
+                    if isinstance(item, dict):  # a finished row (e.g. R² per position)
+                        rows += task_rows([item], task, test_dist, step, label)
+                        continue
+                    metric, it, err = item
                     rows += error_rows(err.unsqueeze(1), positions[-1:], task, test_dist, step,
                                        label, infer_iter=it, metric=metric)
                 continue

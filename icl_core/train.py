@@ -16,7 +16,7 @@ import torch
 from icl_core.config import MemberConfig, TrainConfig
 from icl_core.device import derive_seed, generator, resolve_device, resolve_dtype
 from icl_core.models import build_model
-from icl_core.tasks import build_task, masked_mse
+from icl_core.tasks import Batch, build_task, masked_mse
 
 
 def _adam(params, cfg: TrainConfig):
@@ -80,6 +80,8 @@ class MemberRun:
         self.step = 0
         self.rows: list[dict] = []  # rows so far (train curve, intermediate evaluations)
         self.diverged_at: int | None = None
+        self.stopped_at: int | None = None  # the step a stop rule ended training at
+        self.epoch_loss = torch.zeros((), device=self.device, dtype=self.dtype)  # this epoch's sum
         self.skipped_steps = 0
         self.train_seconds = 0.0
         self.tokens = 0
@@ -101,7 +103,7 @@ class MemberRun:
         A non-finite loss stops training and records the first bad step.
         """
         cfg, start = self.member.train, self.step
-        if self.diverged_at is not None or target_step <= start:
+        if self.diverged_at is not None or self.stopped_at is not None or target_step <= start:
             return math.nan
         self.model.train()
         t0 = time.perf_counter()
@@ -115,7 +117,8 @@ class MemberRun:
                 total, taken = total + loss.detach(), taken + 1
                 self.scheduler.step()
                 continue
-            batch = self.task.sample(cfg.batch_size, self.data_gen)
+            batch = self._dataset_batch(step) if cfg.dataset_size else \
+                self.task.sample(cfg.batch_size, self.data_gen)
             loss = masked_mse(self.model(batch.inputs), batch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -133,6 +136,9 @@ class MemberRun:
             total = total + loss.detach()
             taken += 1
             self.tokens += batch.inputs.shape[0] * batch.inputs.shape[1]
+            if cfg.dataset_size and self._epoch_end(step, loss.detach()):
+                target_step = step + 1  # the stop rule fired: this epoch is the last
+                break
         self.step = target_step
         self.train_seconds += time.perf_counter() - t0
         bad = int(bad_step)
@@ -142,6 +148,43 @@ class MemberRun:
         mean = float(total) / taken if taken else math.nan
         self.rows.append(train_row(self.step, mean))
         return mean
+
+    # -- finite dataset (epochs) ------------------------------------------------------
+    @property
+    def steps_per_epoch(self) -> int:
+        cfg = self.member.train
+        return -(-cfg.dataset_size // cfg.batch_size)
+
+    def _dataset_batch(self, step: int):
+        """Batch `step` of the finite training set: the set is drawn once from the seed; each
+        epoch visits it in a permutation drawn from (seed, epoch), so no RNG state is needed
+        to resume mid-epoch. The last batch of an epoch may be smaller."""
+        cfg = self.member.train
+        if not hasattr(self, "_dataset"):
+            gen = generator(self.device, derive_seed(self.member.seed, "dataset"))
+            self._dataset = self.task.sample(cfg.dataset_size, gen)
+            self._order = (-1, None)
+        epoch, within = divmod(step, self.steps_per_epoch)
+        if self._order[0] != epoch:
+            gen = torch.Generator().manual_seed(derive_seed(self.member.seed, "epoch", epoch))
+            self._order = (epoch, torch.randperm(cfg.dataset_size, generator=gen).to(self.device))
+        idx = self._order[1][within * cfg.batch_size:(within + 1) * cfg.batch_size]
+        data = self._dataset
+        return Batch(data.inputs[idx], data.targets[idx], data.mask)
+
+    def _epoch_end(self, step: int, loss: torch.Tensor) -> bool:
+        """Accumulate this epoch's loss; at its last step, True if the stop rule fires (one
+        host read per epoch, only when a stop rule is set)."""
+        cfg = self.member.train
+        self.epoch_loss = self.epoch_loss + loss
+        if (step + 1) % self.steps_per_epoch:
+            return False
+        mean = self.epoch_loss / self.steps_per_epoch
+        self.epoch_loss = torch.zeros_like(self.epoch_loss)
+        if cfg.stop_loss is not None and float(mean) < cfg.stop_loss:
+            self.stopped_at = step + 1
+            return True
+        return False
 
     def _fixed_batch_step(self) -> torch.Tensor:
         """One step of a closure optimizer (L-BFGS) on the fixed batch; returns its loss."""
@@ -170,6 +213,8 @@ class MemberRun:
             "step": self.step,
             "rows": list(self.rows),
             "diverged_at": self.diverged_at,
+            "stopped_at": self.stopped_at,
+            "epoch_loss": self.epoch_loss,
             "skipped_steps": self.skipped_steps,
             "train_seconds": self.train_seconds,
             "tokens": self.tokens,
@@ -183,6 +228,9 @@ class MemberRun:
         self.data_gen.set_state(state["data_gen"])
         for key in ("step", "rows", "diverged_at", "skipped_steps", "train_seconds", "tokens", "artifacts"):
             setattr(self, key, state[key])
+        # absent in checkpoints written before the epoch trainer
+        self.stopped_at = state.get("stopped_at")
+        self.epoch_loss = state.get("epoch_loss", self.epoch_loss)
 
 
 def train_row(step: int, loss: float) -> dict:

@@ -114,15 +114,20 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
         prompts = eval_prompts(member)  # drawn once; every evaluation of this member reuses them
         if resume is not None:
             run.load_state_dict(resume)
-        while run.step < cfg.steps and run.diverged_at is None:
+        while run.step < cfg.steps and run.diverged_at is None and run.stopped_at is None:
             target = min(cfg.steps, (run.step // cfg.report_every + 1) * cfg.report_every)
             loss = run.train_until(target)
             if run.diverged_at is not None:
                 break
             if member.eval.every and run.step % member.eval.every == 0 and run.step < cfg.steps:
-                run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, False,
-                                     prompts)
-            if cfg.artifact_every and run.step % cfg.artifact_every == 0:
+                rows = evaluate(run.model, member, run.device, run.dtype, run.step, False, prompts)
+                limit = member.eval.stop_below
+                if limit is not None and headline_mse(rows, "mean") <= limit:
+                    run.stopped_at = run.step  # target reached: the final evaluation is here
+                else:
+                    run.rows += rows
+            if cfg.artifact_every and (run.step % cfg.artifact_every == 0
+                                       or run.stopped_at is not None):
                 run.record_artifacts()
             checkpoint = run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps
             if report is not None:
@@ -155,19 +160,21 @@ def run_member(spec, index, member, store, report, resume) -> tuple[str, str | N
             save_artifacts(store, spec.sweep, spec.study, h, run.artifacts)
     if report is not None and status != "pruned":
         report({"member": index, "step": run.step if run else 0, "member_done": True,
-                "status": status, "loss": loss, "mse": final_mse(rows),
+                "status": status, "loss": loss, "mse": headline_mse(rows),
                 "progress": progress(cfg.steps)}, None)
     return status, reason
 
 
-def final_mse(rows: list[dict]) -> float:
-    """The model's median query MSE at the last evaluation (first test_dist), or NaN."""
+def headline_mse(rows: list[dict], statistic: str = "median") -> float:
+    """The model's MSE (`statistic` over test prompts) at the last evaluation in `rows`, on
+    the first evaluation point (test_dist), at its last position (the query); NaN if none."""
     model = [r for r in rows if r.get("metric") == "mse" and r.get("predictor") == "model"
-             and r.get("statistic") == "median"]
+             and r.get("statistic") == statistic and r.get("infer_iter") is None]
     if not model:
         return math.nan
     last = max(r["step"] for r in model)
-    return [r["value"] for r in model if r["step"] == last][-1]
+    model = [r for r in model if r["step"] == last]
+    return [r["value"] for r in model if r["test_dist"] == model[0]["test_dist"]][-1]
 
 
 def member_constants(spec, index, member, run, status, reason, wall) -> dict:

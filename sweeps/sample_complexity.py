@@ -3,8 +3,34 @@
 * least_squares_dim -- fixed-N least squares (N = 2D) at D in {2, 4, 8, 16}: the test-MSE
   curve is recorded every `eval.every` steps; analysis derives n*(D), the samples
   (steps x batch) to reach MSE <= threshold, and fits n* ∝ D^γ (computed in analysis, not in
-  trials). The sparse-token-retrieval studies (Wang et al., n*(N) for transformer / FFN /
-  RNN) join this file with that paper's issue.
+  trials).
+
+Sparse token retrieval (Mousavi-Hosseini, Wu, Erdogdu et al., "When do transformers
+outperform feedforward and recurrent networks?"): n*(N), the training prompts a model needs
+to reach a test-MSE threshold, vs the sequence length N, for the one-layer transformer (the
+theory's `attention_mlp`, full W_QK per head, and the peer code's `mha_mlp`), the FFN and
+the bidirectional GRU. Online protocol [code]: AdamW (lr 1e-3, weight decay 0.01), batch 64
+of fresh prompts, test MSE (mean over prompts and positions) every `eval.every` steps on
+`eval.n_prompts` prompts, training ends at the first test below `eval.stop_below` (the
+lowest threshold) or at the cap (paper: 1e6 samples); n* is derived in analysis
+(analysis/figures_retrieval.py), right-censored at the cap. x ~ N(0, I_d), d = 10, linear link
+⟨u, x_t⟩, codes and u fixed by task_seed = 0 across the 5 seeds [code].
+
+* str_1 -- Fig 1a: 1STR, N = 2..12 and beyond; thresholds 0.7 (paper), 0.5, 0.3.
+  Claim: n*_FFN > n*_RNN > n*_TR, with the transformer's n* flat in N.
+* str_simple -- Fig 1b: simple-1STR (one index per prompt), N = 25..33 and beyond;
+  thresholds 0.05, 0.02 (paper). Claim: FFN grows with N; RNN and TR stay flat.
+* str_heads -- Prop. 3: qSTR with q = 2 and the squared-norm link (Var(y) = 1), one attention
+  layer with H in {1, 2} heads; threshold 0.3. Claim: H < q never reaches it (floor
+  ≈ 1 - H/q), H = q does.
+* str_attention -- Fig 2: the finite-dataset protocol (5e4 prompts, <= 20 epochs, AdamW weight
+  decay 0.2, stop at training loss < 0.05), N = 100, d_e = 23; the learned |W_QK| is saved
+  (artifact "qk"). Claim: a bright diagonal in the (query w_t, key w_j) block, ≈ 0 elsewhere.
+  The peer code trains this on simple prompts although the caption says 1STR; both are run.
+
+The peer code tests on simple prompts even in 1STR runs; ours test on the training
+distribution. `--set 'eval.grid=[{},{"test_dist":"simple","simple":true}]'` adds the peer's
+variant (the first point still decides the stop).
 """
 
 from bases import CPU_LS, LIU_LS, SMOKE_LS
@@ -45,7 +71,131 @@ DIM_DEPTH = Study(
     },
 )
 
-SWEEP = Sweep("sample_complexity", [LEAST_SQUARES_DIM, DIM_DEPTH])
+# ---------------------------------------------------------------- sparse token retrieval
+
+
+def str_models(width: int, per_token: int, hidden: int, gru: int, steps: int,
+               ffn_steps: int | None = None) -> dict:
+    """The architecture axis, zipped with each one's cap (train.steps): both transformers,
+    the FFN and the bidirectional GRU."""
+    models = [{"name": "attention_mlp", "mlp_width": width},
+              {"name": "mha_mlp", "mlp_width": width},
+              {"name": "ffn", "per_token": per_token, "hidden": hidden},
+              {"name": "bigru", "hidden": gru}]
+    return {("model", "train.steps"): [
+        (m, ffn_steps if m["name"] == "ffn" and ffn_steps else steps) for m in models]}
+
+
+MH_STR = {  # the paper's Fig 1 settings [code: sample_complexity.py]
+    "task": {"name": "qstr", "dim": 10, "q": 1, "simple": False, "link": "linear"},
+    "model": {"name": "attention_mlp"},
+    "train": {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01, "batch_size": 64,
+              "steps": 15_625, "report_every": 10, "checkpoint_every": 1000},  # cap 1e6
+    "eval": {"n_prompts": 5000, "every": 10, "stop_below": 0.3},
+}
+PAPER_MODELS = str_models(100, 10, 1000, 500, steps=15_625)
+# Laptop: d = 5, 1000 test prompts every 20 steps, smaller FFN / GRU (the notes' CPU plan:
+# FFN [N·d, 256], GRU 128); caps by cost: 4000 x 64 = 256k samples, the cheap FFN (which
+# needs the most samples) 16000 x 64 ≈ 1e6 as in the paper
+CPU_STR = {"task.dim": 5, "train.report_every": 20, "eval.n_prompts": 1000, "eval.every": 20}
+CPU_MODELS = str_models(64, 5, 256, 128, steps=4000, ffn_steps=16_000)
+SMOKE_STR = {"task.dim": 3, "train.batch_size": 16, "train.report_every": 10,
+             "eval.n_prompts": 50, "eval.every": 10}
+SMOKE_MODELS = str_models(8, 2, 16, 8, steps=20)
+
+
+def only(models: dict, *names: str) -> dict:
+    """The architecture axis restricted to `names`."""
+    ((key, values),) = models.items()
+    return {key: [v for v in values if v[0]["name"] in names]}
+
+
+STR_1 = Study(
+    name="str_1",
+    doc="Mousavi-Hosseini et al. Fig 1a: n*(N) on 1STR, transformer vs FFN vs GRU",
+    figure="str_sample_complexity",
+    figure_args={"thresholds": (0.7, 0.5, 0.3)},
+    base=MH_STR,
+    grid={**PAPER_MODELS, "task.n_points": [2, 4, 6, 8, 10, 12, 16, 32, 64],
+          "seed": list(range(5))},
+    presets={
+        "smoke": Preset(overrides=SMOKE_STR, grid={**only(SMOKE_MODELS, "attention_mlp", "ffn"),
+                                                   "task.n_points": [3, 4], "seed": [0]}),
+        "cpu": Preset(overrides=CPU_STR, grid={**CPU_MODELS, "task.n_points": [4, 8, 16, 32],
+                                               "seed": [0, 1, 2]}),
+        "paper": Preset(),
+    },
+)
+
+STR_SIMPLE = Study(
+    name="str_simple",
+    doc="Mousavi-Hosseini et al. Fig 1b: n*(N) on simple-1STR, transformer vs FFN vs GRU",
+    figure="str_sample_complexity",
+    figure_args={"thresholds": (0.05, 0.02)},
+    base={**MH_STR, "task": {**MH_STR["task"], "simple": True},
+          "eval": {**MH_STR["eval"], "every": 100, "stop_below": 0.02}},
+    grid={**PAPER_MODELS, "task.n_points": [25, 27, 29, 31, 33, 64, 128],
+          "seed": list(range(5))},
+    presets={
+        "smoke": Preset(overrides={**SMOKE_STR, "eval.stop_below": 0.05},
+                        grid={**only(SMOKE_MODELS, "mha_mlp"), "task.n_points": [4],
+                              "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_STR, "eval.stop_below": 0.05},
+                      grid={**CPU_MODELS, "task.n_points": [8, 16, 32], "seed": [0, 1]}),
+        "paper": Preset(),
+    },
+)
+
+STR_HEADS = Study(
+    name="str_heads",
+    doc="Mousavi-Hosseini et al. Prop. 3: qSTR with q = 2, one attention layer, H in {1, 2}",
+    figure="str_heads",
+    figure_args={"threshold": 0.3},
+    base={**MH_STR, "task": {**MH_STR["task"], "q": 2, "link": "sqnorm"}},
+    grid={"model.heads": [1, 2], "task.n_points": [8, 16, 32, 64], "seed": list(range(5))},
+    presets={
+        "smoke": Preset(overrides={**SMOKE_STR, "train.steps": 20},
+                        grid={"model.heads": [1, 2], "task.n_points": [4], "seed": [0]}),
+        "cpu": Preset(overrides={**CPU_STR, "task.dim": 4, "train.steps": 6000,
+                                 "model.mlp_width": 64},
+                      grid={"model.heads": [1, 2], "task.n_points": [8, 16, 32], "seed": [0, 1]}),
+        "paper": Preset(),
+    },
+)
+
+STR_ATTENTION = Study(
+    name="str_attention",
+    doc="Mousavi-Hosseini et al. Fig 2: the learned |W_QK| after finite-dataset training, N=100",
+    figure="str_attention",
+    base={"task": {"name": "qstr", "dim": 10, "n_points": 100, "simple": True},
+          "model": {"name": "mha_mlp"},
+          # [code: attention_weights.py] 5e4 prompts, batch 64 (782 steps an epoch), <= 20
+          # epochs, stop once an epoch's training loss < 0.05, AdamW lr 1e-3, wd 0.2
+          "train": {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.2, "batch_size": 64,
+                    "dataset_size": 50_000, "steps": 20 * 782, "stop_loss": 0.05,
+                    "report_every": 782, "checkpoint_every": 782, "artifact_every": 782},
+          "eval": {"n_prompts": 10_000}},
+    grid={"model": [{"name": "mha_mlp"}, {"name": "attention_mlp"}], "task.simple": [True, False],
+          "seed": [0]},
+    presets={
+        "smoke": Preset(overrides={"task.dim": 3, "task.n_points": 6, "train.dataset_size": 64,
+                                   "train.batch_size": 16, "train.steps": 8,
+                                   "train.report_every": 4, "train.checkpoint_every": 4,
+                                   "train.artifact_every": 4, "eval.n_prompts": 50},
+                        grid={"model": [{"name": "mha_mlp", "mlp_width": 8}], "task.simple": [True]}),
+        # N = 32 (d_e = 17), d = 5, 1e4 prompts (157 steps an epoch), <= 20 epochs
+        "cpu": Preset(overrides={"task.dim": 5, "task.n_points": 32, "train.dataset_size": 10_000,
+                                 "train.steps": 20 * 157, "train.report_every": 157,
+                                 "train.checkpoint_every": 157, "train.artifact_every": 157,
+                                 "eval.n_prompts": 2000},
+                      grid={"model": [{"name": "mha_mlp", "mlp_width": 64},
+                                      {"name": "attention_mlp", "mlp_width": 64}]}),
+        "paper": Preset(),
+    },
+)
+
+SWEEP = Sweep("sample_complexity", [LEAST_SQUARES_DIM, DIM_DEPTH, STR_1, STR_SIMPLE, STR_HEADS,
+                                    STR_ATTENTION])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

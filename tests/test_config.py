@@ -6,7 +6,9 @@ import pytest
 from conftest import tiny_member
 
 from icl_core.config import ConfigError, config_hash, resolve_member
+from icl_core.models import MIXERS, MODELS
 from icl_core.sweep import Preset, Study
+from icl_core.tasks import TASKS
 
 
 def base_study(**grid) -> Study:
@@ -22,8 +24,8 @@ def base_study(**grid) -> Study:
     "raw, message",
     [
         (tiny_member(model__depth=0), "model.depth: must be >= 1, got 0"),
-        (tiny_member(model__name="gpt"), "model.name: unknown model 'gpt'; valid choices: baseconv_gd, lsa, transformer"),
-        (tiny_member(task__name="nope"), "task.name: unknown task 'nope'; valid choices: linear_regression, ls_features, primitives"),
+        (tiny_member(model__name="gpt"), "model.name: unknown model 'gpt'; valid choices: " + ", ".join(MODELS.names())),
+        (tiny_member(task__name="nope"), "task.name: unknown task 'nope'; valid choices: " + ", ".join(TASKS.names())),
         (tiny_member(model__heads=3), "model.heads: must divide width=8, got 3"),
         (tiny_member(model__width="wide"), "model.width: expected an integer, got 'wide'"),
         (tiny_member(model__layer_norm="false"), "model.layer_norm: expected a boolean"),
@@ -41,9 +43,21 @@ def base_study(**grid) -> Study:
          "eval.baselines: task 'primitives' has no classical baselines; set eval.baselines=[]"),
         ({**tiny_member(), "task": {"name": "ls_features"}, "model": {"name": "baseconv_gd"}},
          "train.steps: model 'baseconv_gd' has no trainable weights; set train.steps=0"),
-        (tiny_member(model__mixer="conv"), "model.mixer: unknown 'conv'; valid choices: attention, baseconv"),
+        (tiny_member(model__mixer="conv"), "model.mixer: unknown 'conv'; valid choices: " + ", ".join(sorted(MIXERS))),
         (tiny_member(model__construction_layers=2),
          "model.construction_layers: must be 0, 1 or 2 and below depth=2, got 2"),
+        ({**tiny_member(), "model": {"name": "bigru"}},
+         "model.name: 'bigru' reads the whole sequence, but task 'linear_regression' needs a "
+         "causal model"),
+        (tiny_member(task={"name": "qstr", "n_points": 8}, model={"name": "mha_mlp", "heads": 4},
+                     eval__baselines=[]),
+         "model.heads: must divide the token size D_e=30, got 4"),
+        (tiny_member(task={"name": "qstr", "n_points": 3, "q": 4}, eval__baselines=[]),
+         "task.q: q=4 distinct indices need q <= n_points=3"),
+        (tiny_member(train__stop_loss=0.05),
+         "train.stop_loss: needs epochs: set train.dataset_size > 0"),
+        (tiny_member(eval__stop_below=0.1),
+         "eval.stop_below: needs intermediate evaluations: set eval.every > 0"),
     ],
 )
 def test_bad_member_configs_name_the_field(raw, message):

@@ -82,12 +82,16 @@ def test_job_submit_runs_the_depth_sweep_on_a_cluster(ray_head, tmp_path):
     address, env = ray_head
     storage = tmp_path / "store"
     ray_bin = shutil.which("ray", path=str(Path(sys.executable).parent))
-    job = subprocess.run(
-        [ray_bin, "job", "submit", "--address", address, "--working-dir", str(ROOT), "--",
-         "python", "sweeps/depth_scaling.py", "--preset", "smoke", "--study", "least_squares",
-         "--storage", str(storage), "--no-figures"],
-        env=env, capture_output=True, text=True, timeout=400,
-    )
+    for _ in range(30):  # the head's job agent can come up after its API on a loaded host
+        job = subprocess.run(
+            [ray_bin, "job", "submit", "--address", address, "--working-dir", str(ROOT), "--",
+             "python", "sweeps/depth_scaling.py", "--preset", "smoke", "--study",
+             "least_squares", "--storage", str(storage), "--no-figures"],
+            env=env, capture_output=True, text=True, timeout=400,
+        )
+        if "No available agent to submit job" not in job.stderr:
+            break
+        time.sleep(3)
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
     assert "finished: 4 ok" in job.stdout
     assert len(Store(str(storage)).finished("depth_scaling", "least_squares")) == 4

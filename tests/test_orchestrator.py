@@ -56,7 +56,7 @@ def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
     from analysis.regenerate import regenerate
 
     for name in ("depth_scaling", "width_scaling", "heads_scaling", "training_length",
-                 "sequence_length"):
+                 "sequence_length", "sample_complexity"):
         for study in catalog.load_sweep(name).studies:
             if study.figure:
                 (summary,) = regenerate(name, study.name, str(storage), str(tmp_path / "f"),

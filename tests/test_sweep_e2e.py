@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from depth_scaling import SWEEP
 
+from icl_core.models import MODELS
 from icl_core.store import Store
 
 
@@ -42,7 +43,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     "argv, message",
     [
         (["--set", "model.depth=0"], "error: model.depth: must be >= 1, got 0"),
-        (["--set", "model.name=gpt"], "error: model.name: unknown model 'gpt'; valid choices: baseconv_gd, lsa, transformer"),
+        (["--set", "model.name=gpt"], "error: model.name: unknown model 'gpt'; valid choices: " + ", ".join(MODELS.names())),
         (["--preset", "huge"], "error: --preset: unknown 'huge'; valid choices: smoke, cpu, paper"),
         (["--study", "nope"], "error: --study: unknown 'nope'; valid choices: least_squares"),
         (["--set", "model.layer_norm=maybe"], "expected a boolean (true/false)"),

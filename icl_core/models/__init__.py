@@ -3,6 +3,16 @@
 from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
 from icl_core.models.lsa import LSA, LSAConfig
 from icl_core.models.mixers import MIXERS
+from icl_core.models.retrieval import (
+    FFN,
+    MHAMLP,
+    AttentionMLP,
+    AttentionMLPConfig,
+    BiGRU,
+    BiGRUConfig,
+    FFNConfig,
+    MHAMLPConfig,
+)
 from icl_core.models.transformer import Transformer, TransformerConfig
 from icl_core.registry import Registry
 
@@ -10,6 +20,11 @@ MODELS = Registry("model")
 MODELS.register("transformer", TransformerConfig)(Transformer)
 MODELS.register("lsa", LSAConfig)(LSA)
 MODELS.register("baseconv_gd", BaseConvGDConfig)(BaseConvGD)
+# sparse token retrieval (Mousavi-Hosseini et al.): transformer (theory / peer code), FFN, RNN
+MODELS.register("attention_mlp", AttentionMLPConfig)(AttentionMLP)
+MODELS.register("mha_mlp", MHAMLPConfig)(MHAMLP)
+MODELS.register("ffn", FFNConfig)(FFN)
+MODELS.register("bigru", BiGRUConfig)(BiGRU)
 
 
 def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, device, dtype):

@@ -82,3 +82,43 @@ class BaseConv(nn.Module):
     def forward(self, u_BxTxW: torch.Tensor) -> torch.Tensor:
         conv = causal_conv(self.in_proj(u_BxTxW), self.filter) + self.conv_bias
         return self.out(self.gate(u_BxTxW) * conv)
+
+
+@register_mixer("relu_attention")
+class ReLUAttention(nn.Module):
+    """Multi-head ReLU attention (Bai et al. 2023, Def. 7; Wu et al. 2024, App. G):
+
+        y_t = (1 / n_t) * sum_{s visible from t} relu(q_t . k_s / sqrt(W/H)) v_s
+
+    the same projections as `attention`, with softmax replaced by relu (the paper: "the sole
+    difference ... is the activation function in the attention layer"). Causal masking zeroes
+    the scores of future tokens (relu(-inf) would be 0 too, but 0 * inf is not). Normalisation
+    [gap: Bai's 1/n, n the number of tokens]: n_t = t + 1, the keys token t sees (T when not
+    causal), so a prefix's outputs do not depend on how long the prompt is — prompts longer
+    than in training keep the scale. The 1/sqrt(W/H) scale is kept from softmax attention.
+    """
+
+    def __init__(self, width: int, heads: int, causal: bool, max_len: int):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+
+    @staticmethod
+    def param_count(width: int, max_len: int) -> int:
+        return 4 * width * width + 4 * width
+
+    def forward(self, x_BxTxW: torch.Tensor) -> torch.Tensor:
+        B, T, W = x_BxTxW.shape
+        q, k, v = self.qkv(x_BxTxW).split(W, dim=-1)
+        # (B, H, T, W/H) each
+        q, k, v = (t.view(B, T, self.heads, W // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = torch.relu(q @ k.transpose(-1, -2) / (W // self.heads) ** 0.5)  # (B, H, T, T)
+        if self.causal:
+            keep = torch.ones(T, T, dtype=torch.bool, device=x_BxTxW.device).tril()
+            scores = scores.masked_fill(~keep, 0.0)
+            n = torch.arange(1, T + 1, device=x_BxTxW.device, dtype=scores.dtype)  # (T,)
+        else:
+            n = torch.full((T,), float(T), device=x_BxTxW.device, dtype=scores.dtype)
+        y = (scores / n[:, None]) @ v  # (B, H, T, W/H)
+        return self.out(y.transpose(1, 2).reshape(B, T, W))

@@ -5,11 +5,15 @@ from icl_core.tasks.base import Batch, RegressionProblem, Task, masked_mse
 from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
 from icl_core.tasks.ls_features import LSFeatures, LSFeaturesConfig
 from icl_core.tasks.primitives import Primitives, PrimitivesConfig
+from icl_core.tasks.relu_teacher import ReLUTeacher, ReLUTeacherConfig
+from icl_core.tasks.sparse_retrieval import SparseRetrieval, SparseRetrievalConfig
 
 TASKS = Registry("task")
 TASKS.register("linear_regression", LinearRegressionConfig)(LinearRegression)
 TASKS.register("ls_features", LSFeaturesConfig)(LSFeatures)
 TASKS.register("primitives", PrimitivesConfig)(Primitives)
+TASKS.register("relu_teacher", ReLUTeacherConfig)(ReLUTeacher)
+TASKS.register("qstr", SparseRetrievalConfig)(SparseRetrieval)
 
 
 def build_task(cfg, task_seed: int, device, dtype) -> Task:

@@ -1,0 +1,263 @@
+"""Sparse token retrieval figures (Mousavi-Hosseini et al.; sweeps/sample_complexity.py).
+
+* ``str_sample_complexity`` (Fig 1): n*(N), the training prompts needed to reach a test-MSE
+  threshold, vs sequence length N, one colour per architecture: faint lines per seed, the
+  median bold, right-censored runs (never reached by the cap) as open triangles at the cap,
+  and n* ∝ N^γ fitted per architecture (analysis.sample_complexity.fit_gamma: WLS on log
+  medians, hierarchical seed bootstrap). One panel per threshold the runs can show (a
+  threshold below the run's `eval.stop_below` cannot be reached: the run stopped first).
+* ``str_heads`` (Prop. 3): test-MSE curves of one attention layer with H heads on qSTR
+  (q = 2), the heuristic floor 1 - H/q for H < q, and the best MSE reached vs N.
+* ``str_attention`` (Fig 2): the learned |W_QK| (query features x key features) at the end
+  of training, from the "qk" artifact, block boundaries at d and d + d_e, with the diagonal
+  contrast of the (query w_t, key w_j) block: mean |diag| / mean |off-block entries|.
+
+The metric is the test MSE averaged over prompts and positions (statistic "mean"), which
+Var(y) = 1 normalises, as in the paper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+from matplotlib.colors import PowerNorm
+
+from analysis.plotting import log_axes, save, style
+from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
+from icl_core.tasks.sparse_retrieval import code_dim
+
+
+def _fp():
+    """figures_precision's shared helpers (imported late: it imports analysis.figures, which
+    registers this module's figures)."""
+    from analysis import figures_precision
+
+    return figures_precision
+
+N_COL, ARCH = "task.n_points", "model.name"
+NAMES = {"attention_mlp": "transformer (full W_QK)", "mha_mlp": "transformer (peer MHA)",
+         "ffn": "FFN", "bigru": "bidirectional GRU"}
+ARCH_COLORS = {"attention_mlp": "#1f77b4", "mha_mlp": "#9467bd", "ffn": "#2ca02c",
+               "bigru": "#d62728"}
+
+
+class NStarFit:
+    """One architecture's n* ∝ N^γ at one threshold, as a fit-report row."""
+
+    def __init__(self, row: dict, threshold: float):
+        self.row, self.threshold = row, threshold
+
+    def to_row(self) -> dict:
+        r = self.row
+        medians = {k: v for k, v in r.items() if k.startswith("n_star@")}
+        return {
+            "form": f"n* = k N^b: {r[ARCH]} @ MSE {self.threshold:g}", "threshold": self.threshold,
+            "architecture": r[ARCH], "b": r.get("gamma"), "b_lo": r.get("gamma_lo"),
+            "b_hi": r.get("gamma_hi"), "n_points": r.get("n_configs"), "decades": r.get("decades"),
+            "n_censored": r.get("n_censored"), "fit_notes": r.get("note") or r.get("dropped"),
+            **medians,
+        }
+
+
+def _curves(rows: pl.DataFrame) -> pl.DataFrame:
+    return error_curves(rows, statistic="mean")
+
+
+def reachable(rows: pl.DataFrame, thresholds) -> tuple[list[float], list[str]]:
+    """Thresholds at or above every run's stop (a run stops at its first test below
+    eval.stop_below, so lower thresholds are never seen), and notes on the others."""
+    stop = rows["eval.stop_below"].drop_nulls().max() if "eval.stop_below" in rows.columns \
+        else None
+    keep = [t for t in thresholds if stop is None or t >= stop - 1e-12]
+    notes = [f"threshold {t:g} is below the runs' stop ({stop:g}): not shown"
+             for t in thresholds if t not in keep]
+    return keep, notes
+
+
+def n_star_markdown(tables: dict[float, pl.DataFrame]) -> str:
+    """Median n* per (architecture, N) per threshold ('≥cap' where censored)."""
+    lines = []
+    for threshold, table in tables.items():
+        lines.append(f"\n## test MSE <= {threshold:g}\n")
+        n_values = sorted(table[N_COL].unique().to_list())
+        lines.append("| architecture | " + " | ".join(f"N={n}" for n in n_values) + " |")
+        lines.append("|---|" + "---|" * len(n_values))
+        for (arch,), part in table.group_by([ARCH], maintain_order=True):
+            cells = []
+            for n in n_values:
+                sub = part.filter(pl.col(N_COL) == n)
+                ok = sub.filter(~pl.col("censored"))["n_star"]
+                if sub.height == 0:
+                    cells.append("")
+                elif sub["censored"].sum() * 2 >= sub.height:
+                    cells.append(f"≥{sub['x_max'].max():.3g} ({int(sub['censored'].sum())}/"
+                                 f"{sub.height} censored)")
+                else:
+                    cells.append(f"{ok.median():.3g}")
+            lines.append(f"| {arch} | " + " | ".join(cells) + " |")
+    return "# n*: samples to reach the threshold (median over seeds)\n" + "\n".join(lines) + "\n"
+
+
+def str_sample_complexity_figure(rows: pl.DataFrame, out_dir, name="str_sample_complexity",
+                                 n_boot: int = 1000, storage=None,
+                                 thresholds=(0.7, 0.5, 0.3)) -> dict:
+    ok, excluded = _fp()._members(rows, name)
+    shown, notes = reachable(rows, thresholds)
+    if not shown:
+        raise ValueError(f"{name}: no threshold in {thresholds} is reachable")
+    curves = _curves(rows)
+    style()
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.4 * len(shown), 3.8), squeeze=False,
+                             sharey=True)
+    archs = [a for a in NAMES if a in set(curves[ARCH])]
+    colors = ARCH_COLORS
+    fits, tables = [], {}
+    for ax, threshold in zip(axes[0], shown, strict=True):
+        table = n_star_table(curves, threshold, by=[ARCH, N_COL])
+        tables[threshold] = table
+        compared = compare_architectures(table, N_COL, group=ARCH, n_boot=n_boot)
+        for arch in archs:
+            part = table.filter(pl.col(ARCH) == arch).sort(N_COL)
+            color = colors[arch]
+            for (_seed,), run in part.group_by(["seed"], maintain_order=True):
+                reached = run.filter(~pl.col("censored"))
+                ax.plot(reached[N_COL], reached["n_star"], color=color, alpha=0.25, lw=0.8)
+            cens = part.filter(pl.col("censored"))
+            ax.scatter(cens[N_COL], cens["x_max"], marker="^", facecolors="none",
+                       edgecolors=color, s=24, zorder=3)
+            med = part.group_by(N_COL).agg(
+                pl.col("n_star").filter(~pl.col("censored")).median().alias("m"),
+                (pl.col("censored").sum() * 2 < pl.len()).alias("ok")).sort(N_COL)
+            med = med.filter(pl.col("ok"))
+            fit_row = compared.filter(pl.col(ARCH) == arch).to_dicts()[0]
+            label = NAMES[arch]
+            if fit_row.get("gamma") is not None:
+                label += f"\nγ = {fit_row['gamma']:.2f} [{fit_row['gamma_lo']:.2f}, " \
+                         f"{fit_row['gamma_hi']:.2f}]"
+            ax.plot(med[N_COL], med["m"], color=color, lw=2.2, marker="o", ms=4, label=label)
+            fits.append(NStarFit(fit_row, threshold))
+        ax.set_title(f"test MSE ≤ {threshold:g}", fontsize=9)
+        ax.legend(fontsize=6, loc="best")
+        ax.set_xlabel("sequence length N")
+        log_axes(ax)
+        _fp()._grid_ticks(ax, table[N_COL].to_list())
+    axes[0][0].set_ylabel("samples n* (▲: not reached by the cap)")
+    fig.suptitle(f"{rows['study'][0]}: samples to reach the threshold (faint: seeds; "
+                 "γ: n* ∝ N^γ, 95% CI)", fontsize=10)
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    md = Path(out_dir) / "n_star.md"
+    md.write_text(n_star_markdown(tables))
+    gammas = "; ".join(
+        f"{f.row[ARCH]} γ={f.row['gamma']:.2f}" if f.row.get("gamma") is not None
+        else f"{f.row[ARCH]} no γ" for f in fits if f.threshold == shown[0])
+    return {"paths": [*paths, md], "fits": fits, "ok": ok, "excluded": excluded,
+            "note": "; ".join([f"@{shown[0]:g}: {gammas}", *notes, *_fp()._excluded_note(excluded)])}
+
+
+def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int = 1000,
+                     storage=None, threshold: float = 0.3) -> dict:
+    ok, excluded = _fp()._members(rows, name)
+    curves = _curves(rows)
+    q = int(rows["task.q"].drop_nulls()[0])
+    style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), layout="constrained")
+    n_values = sorted(curves[N_COL].unique().to_list())
+    heads = sorted(curves["model.heads"].unique().to_list())
+    colors = _fp()._palette([str(n) for n in n_values])
+    for h in heads:
+        for n in n_values:
+            part = curves.filter((pl.col("model.heads") == h) & (pl.col(N_COL) == n))
+            med = part.group_by("samples").agg(pl.col("value").median()).sort("samples")
+            left.plot(med["samples"], med["value"], color=colors[str(n)],
+                      ls="-" if h >= q else ":", label=f"H={h}, N={n}")
+        if h < q:
+            left.axhline(1 - h / q, color="grey", lw=0.8, ls="--")
+            left.text(curves["samples"].min(), 1 - h / q, f" 1 - H/q = {1 - h / q:g}",
+                      fontsize=7, va="bottom")
+    left.axhline(threshold, color="black", lw=0.8)
+    left.set_xlabel("training samples")
+    left.set_ylabel("test MSE (mean)")
+    log_axes(left)
+    best = curves.group_by("model.heads", N_COL, "seed").agg(pl.col("value").min().alias("best"))
+    for h in heads:
+        part = best.filter(pl.col("model.heads") == h).group_by(N_COL).agg(
+            pl.col("best").median()).sort(N_COL)
+        right.plot(part[N_COL], part["best"], marker="o", ls="-" if h >= q else ":",
+                   label=f"H = {h}")
+    right.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g}")
+    right.set_xlabel("sequence length N")
+    right.set_ylabel("best test MSE (median over seeds)")
+    log_axes(right)
+    _fp()._grid_ticks(right, n_values)
+    right.legend()
+    fig.suptitle(f"{rows['study'][0]}: q = {q}, one attention layer with H heads", fontsize=10)
+    left.legend(fontsize=6, ncol=2)
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    table = n_star_table(curves, threshold, by=["model.heads", N_COL])
+    reached = table.group_by("model.heads").agg((~pl.col("censored")).sum().alias("reached"),
+                                                pl.len().alias("runs")).sort("model.heads")
+    levels = best.group_by("model.heads").agg(pl.col("best").median()).sort("model.heads")
+    summary = {f"best_mse_H{h}": v for h, v in levels.iter_rows()}
+    summary.update({f"reached_H{h}": f"{r}/{n}" for h, r, n in reached.iter_rows()})
+    note = "; ".join(f"H={h}: best MSE median {v:.3g}, reached {threshold:g} in "
+                     f"{summary[f'reached_H{h}']} runs" for h, v in levels.iter_rows())
+    return {"paths": paths, "ok": ok, "excluded": excluded, **summary,
+            "note": "; ".join([note, *_fp()._excluded_note(excluded)])}
+
+
+def qk_contrast(qk: np.ndarray, d: int, d_e: int) -> float:
+    """mean |diagonal of the (query w_t, key w_j) block| / mean |entries outside that block|."""
+    a = np.abs(qk)
+    block = a[d + d_e:d + 2 * d_e, d:d + d_e]
+    outside = np.ones_like(a, dtype=bool)
+    outside[d + d_e:d + 2 * d_e, d:d + d_e] = False
+    return float(np.diag(block).mean() / a[outside].mean())
+
+
+def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_boot: int = 1000,
+                         storage=None) -> dict:
+    from analysis.store import load_artifact
+
+    ok, excluded = _fp()._members(rows, name)
+    members = (rows.filter(pl.col("status") == "ok")
+               .group_by("config_hash").agg(pl.all().first()).sort(ARCH, "task.simple"))
+    style()
+    fig, axes = plt.subplots(1, members.height, figsize=(4.8 * members.height, 4.0),
+                             squeeze=False, layout="constrained")
+    summary: dict = {}
+    for ax, m in zip(axes[0], members.iter_rows(named=True), strict=True):
+        steps, values = load_artifact(storage, m["sweep"], m["study"], m["config_hash"], "qk")
+        qk = values[-1][0]  # the last recorded step, head 0: (E, E)
+        d, n = int(m["task.dim"]), int(m[N_COL])
+        d_e = int(m.get("task.code_dim") or 0) or code_dim(n)
+        contrast = qk_contrast(qk, d, d_e)
+        image = ax.imshow(np.abs(qk), cmap="viridis", norm=PowerNorm(gamma=2.0))
+        for edge in (d, d + d_e):
+            ax.axhline(edge - 0.5, color="white", lw=0.5)
+            ax.axvline(edge - 0.5, color="white", lw=0.5)
+        kind = "simple-1STR" if m["task.simple"] else "1STR"
+        ax.set_title(f"{NAMES.get(m[ARCH], m[ARCH])}, {kind}\nN={n}, step {int(steps[-1])}, "
+                     f"diag contrast {contrast:.1f}", fontsize=8)
+        ax.set_xlabel("key features (x | w_j | w_t)")
+        if ax is axes[0][0]:
+            ax.set_ylabel("query features (x | w_i | w_t)")
+        fig.colorbar(image, ax=ax, fraction=0.046)
+        summary[f"contrast_{m[ARCH]}_{kind}"] = contrast
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    note = "; ".join(f"{k.removeprefix('contrast_')}: {v:.1f}" for k, v in summary.items())
+    return {"paths": paths, "ok": ok, "excluded": excluded, **summary,
+            "note": "; ".join([f"diagonal contrast {note}", *_fp()._excluded_note(excluded)])}
+
+
+RETRIEVAL_FIGURES = {
+    "str_sample_complexity": str_sample_complexity_figure,
+    "str_heads": str_heads_figure,
+    "str_attention": str_attention_figure,
+}
+

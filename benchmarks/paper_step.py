@@ -1,0 +1,86 @@
+"""Time a few training steps of a study's members at a preset's sizes on this machine.
+
+    python benchmarks/paper_step.py sample_complexity --study str_1 [--preset paper]
+        [--steps 50] [--dtype float32] [--device auto] [--limit 8]
+
+Before a cluster run: one member per distinct config (first seed), trained `--steps` steps
+(after 5 warm-up steps) with the study's own trainer on `--device`; prints ms per step,
+tokens/s, peak GPU memory, and the projected training time of the full preset run (steps x
+members, evaluation excluded). Needs torch and pyarrow only (no Ray), so it runs on a bare
+GPU machine. Data stay on the device; the host reads the loss once per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from icl_core.catalog import load_sweep  # noqa: E402
+from icl_core.models import num_params  # noqa: E402
+from icl_core.train import MemberRun  # noqa: E402
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_member(member, steps: int) -> dict:
+    run = MemberRun(member)
+    run.train_until(5)  # warm-up: allocator, kernels, the dataset of epoch training
+    sync(run.device)
+    if run.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(run.device)
+    t0, tokens0 = time.perf_counter(), run.tokens
+    loss = run.train_until(5 + steps)
+    sync(run.device)
+    seconds = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated(run.device) / 2**20 if run.device.type == "cuda" else 0
+    return {"ms_per_step": 1e3 * seconds / steps, "tokens_per_s": (run.tokens - tokens0) / seconds,
+            "peak_mib": peak, "params": num_params(run.model), "loss": loss,
+            "device": str(run.device)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep")
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--preset", default="paper")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--dtype", default=None, help="override the configs' dtype")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--limit", type=int, default=8, help="at most this many configs")
+    args = parser.parse_args(argv)
+    members = load_sweep(args.sweep).study(args.study).members(args.preset)
+    first_seed = min(m.seed for m in members)
+    chosen = [m for m in members if m.seed == first_seed][: args.limit]
+    total_s = 0.0
+    print(f"{args.sweep}/{args.study} [{args.preset}]: {len(members)} members; timing "
+          f"{len(chosen)} configs x {args.steps} steps", flush=True)
+    for member in chosen:
+        member = dataclasses.replace(member, device=args.device,
+                                     dtype=args.dtype or member.dtype)
+        r = time_member(member, args.steps)
+        seeds = sum(1 for m in members if m.model == member.model and m.task == member.task)
+        projected = r["ms_per_step"] / 1e3 * member.train.steps * seeds
+        total_s += projected
+        print(f"{member.model.name:>14} N={getattr(member.task, 'n_points', '?'):<4} "
+              f"{member.dtype} {r['device']}: {r['ms_per_step']:.2f} ms/step, "
+              f"{r['tokens_per_s']:.3g} tokens/s, {r['params']:,} params, peak "
+              f"{r['peak_mib']:.0f} MiB; {member.train.steps} steps x {seeds} seeds -> "
+              f"{projected / 60:.1f} min", flush=True)
+    print(f"projected training time of the timed configs (x seeds): {total_s / 3600:.2f} h "
+          "on one device, evaluation and early stops not counted", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,152 @@
+"""q-sparse token regression, qSTR (Mousavi-Hosseini et al., Def. 2; Figs 1, 2).
+
+A prompt holds N tokens x_1..x_N ~ N(0, I_d) and, per position i, q indices t_i ∈ [N]^q; the
+label at i depends only on the tokens the indices point to: y_i = g(x_{t_i1}, ..., x_{t_iq}).
+The indices are part of the input, as fixed position codes w_1..w_N ∈ R^{d_e}: token i reads
+
+    z_i = (x_i, w_i, w_{t_i1}, ..., w_{t_iq}) ∈ R^{d + (q+1) d_e}       (the paper's code:
+                                                                        no √(d/q) factor)
+
+With N = 3, d = 1, q = 1 and t = (2, 0, 0):
+    tokens = [(x_1, w_1, w_3), (x_2, w_2, w_1), (x_3, w_3, w_1)]   targets = ⟨u, (x_3, x_1, x_1)⟩
+
+Every position is supervised (seq2seq, non-causal: the label at i may read any token); the
+metric is the MSE pooled over positions, (1/N) Σ_i (ŷ_i - y_i)², which Var(y) = 1 normalises.
+
+* ``simple = True`` (simple-qSTR): one index tuple per prompt, shared by every position.
+* ``link = "linear"``: y_i = (1/√q) Σ_l ⟨u, x_{t_il}⟩, u a unit vector fixed by the task seed
+  (q = 1: the paper's experiments, Var(y) = 1).
+* ``link = "sqnorm"`` (Prop. 3's link): y_i = (1/√(2qd)) Σ_l (‖x_{t_il}‖² − d).
+  For q > 1 the q indices of a position are distinct, so Var(y) = 1 exactly (with repeats it
+  would not be).
+
+Position codes (Assumption 3): Rademacher vectors {±1/√d_e}^{d_e}, d_e = max(3, ⌊5 ln N⌋)
+([code]: ⌊5 ln N⌋; the max keeps N = 2 valid), drawn **vector by vector with rejection**
+until |⟨w_i, w_j⟩| ≤ 1/2 against every earlier code (the paper's bound; rejecting the whole
+set never succeeds for N >= 16, and the peer code does not enforce it). Codes and u come from
+the task seed (on the CPU, so every device sees the same), and are exposed as `codes` and `u`.
+[code] The peer code tests on simple prompts even in 1STR runs; here the test prompts follow
+the training distribution, and an evaluation point {"test_dist": "simple", "simple": True}
+gives the peer's variant without retraining.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from icl_core.config import require
+from icl_core.device import derive_seed
+from icl_core.tasks.base import Batch
+
+MAX_TRIES = 10_000  # candidate draws per code before giving up
+
+
+@dataclass(frozen=True)
+class SparseRetrievalConfig:
+    name: str = "qstr"
+    n_points: int = 10  # N: tokens per prompt (paper Fig 1a: 2..12; 1b: 25..33)
+    dim: int = 10  # d: token dimension (paper: 10)
+    q: int = 1  # indices per label (paper's experiments: 1)
+    simple: bool = False  # simple-qSTR: one index tuple per prompt
+    link: Literal["linear", "sqnorm"] = "linear"  # g: ⟨u, x⟩ (paper) or Prop. 3's ‖x‖² − d
+    code_dim: int = 0  # d_e of the position codes; 0: max(3, ⌊5 ln N⌋) ([code])
+
+    def check(self, path: str) -> None:
+        require(self.n_points >= 2, f"{path}.n_points", f"must be >= 2, got {self.n_points}")
+        require(self.dim >= 1, f"{path}.dim", f"must be >= 1, got {self.dim}")
+        require(self.q >= 1, f"{path}.q", f"must be >= 1, got {self.q}")
+        require(self.q <= self.n_points, f"{path}.q",
+                f"q={self.q} distinct indices need q <= n_points={self.n_points}")
+        require(self.code_dim >= 0, f"{path}.code_dim", f"must be >= 0, got {self.code_dim}")
+        require(self.code_dim == 0 or self.code_dim >= 3, f"{path}.code_dim",
+                f"must be 0 (auto) or >= 3, got {self.code_dim}")
+
+    @property
+    def d_e(self) -> int:
+        return self.code_dim or code_dim(self.n_points)
+
+    @property
+    def d_in(self) -> int:
+        """Token size D_e = d + (q + 1) d_e (known before the task is built)."""
+        return self.dim + (self.q + 1) * self.d_e
+
+
+def code_dim(n: int) -> int:
+    """d_e = max(3, ⌊5 ln N⌋): N = 2 -> 3, 12 -> 12, 100 -> 23 (the paper's Fig 2)."""
+    return max(3, int(math.floor(5 * math.log(n))))
+
+
+def position_codes(n: int, d_e: int, generator: torch.Generator) -> torch.Tensor:
+    """(n, d_e) Rademacher codes / √d_e with |⟨w_i, w_j⟩| <= 1/2 for i != j, drawn one vector
+    at a time (a candidate is redrawn until it clears every earlier code)."""
+    codes = torch.empty(n, d_e, dtype=torch.float64)
+    for i in range(n):
+        for _ in range(MAX_TRIES):
+            cand = (torch.randint(0, 2, (d_e,), generator=generator) * 2 - 1).double()
+            cand /= math.sqrt(d_e)
+            if i == 0 or (codes[:i] @ cand).abs().max() <= 0.5 + 1e-12:
+                codes[i] = cand
+                break
+        else:
+            raise ValueError(f"position codes: no code {i + 1} of {n} in d_e={d_e} dimensions "
+                             f"with |<w_i, w_j>| <= 1/2 after {MAX_TRIES} draws; "
+                             "raise task.code_dim")
+    return codes
+
+
+class SparseRetrieval:
+    causal = False
+    pool_tokens = True  # metric: MSE pooled over the N positions of a prompt
+
+    def __init__(self, cfg: SparseRetrievalConfig, task_seed: int, device, dtype):
+        self.cfg, self.device, self.dtype = cfg, device, dtype
+        g = torch.Generator().manual_seed(derive_seed(task_seed, "qstr_u"))
+        u = torch.randn(cfg.dim, generator=g, dtype=torch.float64)
+        self.u = (u / u.norm()).to(device=device, dtype=dtype)  # depends on d only
+        g = torch.Generator().manual_seed(derive_seed(task_seed, "qstr_codes", cfg.n_points))
+        self.codes = position_codes(cfg.n_points, cfg.d_e, g).to(device=device, dtype=dtype)
+        self.d_in, self.d_out = cfg.d_in, 1
+        self.seq_len = self.prompt_len = cfg.n_points
+        self.positions = torch.arange(cfg.n_points)
+        self.mask = torch.ones(cfg.n_points, dtype=torch.bool)
+
+    def indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """(B, N, q) long: t_i per position (distinct within a position when q > 1); the same
+        tuple at every position for simple-qSTR."""
+        N, q = self.cfg.n_points, self.cfg.q
+        rows = 1 if self.cfg.simple else N
+        if q == 1:
+            t = torch.randint(0, N, (batch_size, rows, 1), generator=generator, device=self.device)
+        else:  # q distinct indices: the first q of a random permutation
+            keys = torch.rand(batch_size, rows, N, generator=generator, device=self.device)
+            t = keys.argsort(dim=-1)[..., :q]
+        return t.expand(batch_size, N, q)
+
+    def labels(self, x_BxNxD: torch.Tensor, t_BxNxQ: torch.Tensor) -> torch.Tensor:
+        """(B, N, 1): y_i = g(x_{t_i1}, ..., x_{t_iq})."""
+        B, N, q = t_BxNxQ.shape
+        picked = torch.gather(  # (B, N, q, d): x_{t_il}
+            x_BxNxD.unsqueeze(1).expand(B, N, N, x_BxNxD.shape[-1]), 2,
+            t_BxNxQ.unsqueeze(-1).expand(B, N, q, x_BxNxD.shape[-1]),
+        )
+        if self.cfg.link == "linear":
+            y = (picked @ self.u).sum(-1) / math.sqrt(q)
+        else:
+            d = self.cfg.dim
+            y = (picked.pow(2).sum(-1) - d).sum(-1) / math.sqrt(2 * q * d)
+        return y.unsqueeze(-1)
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        B, N = batch_size, self.cfg.n_points
+        x = torch.randn(B, N, self.cfg.dim, generator=generator, device=self.device,
+                        dtype=self.dtype)
+        t = self.indices(B, generator)
+        own = self.codes.unsqueeze(0).expand(B, N, -1)  # w_i at position i
+        pointed = self.codes[t].flatten(2)  # (B, N, q d_e): w_{t_i1}, ..., w_{t_iq}
+        inputs = torch.cat([x, own, pointed], dim=-1)
+        mask = self.mask.to(self.device)
+        return Batch(inputs, self.labels(x, t), mask, extras={"x": x, "t": t})

@@ -1,0 +1,106 @@
+"""Transformers as deep optimizers (Wu, Su, Hu, Song, Liu 2024, App. G): in-context learning of
+N-layer ReLU-network teachers, ReLU vs softmax attention, distribution shift, depth.
+
+* teacher_shift -- Figs 1, 2: R² vs prompt length k (trained on 50 pairs, evaluated to 75)
+  for teacher depth N in {3, 4, 6} x test mixture ω₂ in {0, .1, .3, .5}, ReLU attention
+  (Fig 1) and softmax attention (Fig 2), next to a fresh N-layer network trained on the
+  prompt's first k examples (best of 100 epochs; computed once per teacher depth, on the
+  ReLU member, since it depends only on the shared test prompts) and least squares. Claims:
+  ICL ≈ the trained network; R² falls with ω₂; softmax degrades past the training length.
+* transformer_depth -- Fig 3: R² at k in {15, 30, 45} vs transformer depth {4, 6, 8, 10},
+  ReLU and softmax, test N(-2·1, I). Claim: deeper is better. Teacher depth: 3 [gap].
+* scaleup -- the scale-up the paper lacks: 1 - R² vs depth x width (ReLU attention), dense in
+  k, for fits of 1 - R² = c + a L^-b and of 1 - R² vs k.
+
+Model: Garg et al.'s GPT-2 (12 blocks, 8 heads, width 256) with the attention activation as
+the `model.mixer` axis (`attention` | `relu_attention`, σ(QKᵀ/√d_h)/(t+1), causal). Data: d =
+20, teacher width 100 [gap; Garg relu_2nn], He-normal weights, linear output, x ~ N(-2·1, I).
+Training: MSE on all 51 targets, batch 64, 500k steps [paper]; Adam lr 1e-4, no warmup, no
+curriculum [gap: Garg's defaults, curriculum off since the paper does not mention one]; MLP
+4 x 256 [code: GPT-2's n_inner; the paper's "MLP dimension 256" would be mlp_ratio = 1].
+Evaluation: 6400 prompts (100 batches of 64), R² pooled and per-batch mean.
+"""
+
+from icl_core.sweep import Preset, Study, Sweep
+
+MIXES = (0.0, 0.1, 0.3, 0.5)
+
+
+def shift_grid(n_points: int, mixes=MIXES) -> list[dict]:
+    """Evaluation points: test mixture ω₂ at prompts of n_points pairs (no retraining)."""
+    return [{"test_dist": f"w{m}", "n_points": n_points, "mix": m} for m in mixes]
+
+
+WU = {
+    "task": {"name": "relu_teacher", "dim": 20, "n_points": 50, "depth": 3, "hidden": 100,
+             "mean": 2.0, "mix": 0.0, "r2_batch": 64, "baseline_epochs": 100,
+             "baseline_lr": 1e-3},
+    "model": {"name": "transformer", "width": 256, "depth": 12, "heads": 8, "mlp_ratio": 4,
+              "mixer": "relu_attention"},
+    "train": {"optimizer": "adam", "lr": 1e-4, "batch_size": 64, "steps": 500_000,
+              "report_every": 1000, "checkpoint_every": 10_000},
+    "eval": {"n_prompts": 6400, "grid": shift_grid(75), "chunk": 640},
+}
+# The baseline depends only on the test prompts (and the teacher depth): once per teacher depth.
+MIXER_BASELINES = {("model.mixer", "eval.baselines"): [
+    ("relu_attention", ("teacher_net", "ols")), ("attention", ())]}
+
+# 2-core laptop [digest §7]: d = 8, teacher width 32, 20 training pairs, tested to 30; a 4-block,
+# 4-head, width-32 transformer, 2000 Adam steps at 1e-3 (200 warmup); 640 test prompts; the
+# baseline at 10 values of k.
+CPU = {"task.dim": 8, "task.n_points": 20, "task.hidden": 32,
+       "task.baseline_k": [1, 2, 3, 5, 8, 10, 15, 20, 25, 30],
+       "model.width": 32, "model.depth": 4, "model.heads": 4,
+       "train.lr": 1e-3, "train.warmup_steps": 200, "train.steps": 2000,
+       "train.report_every": 250, "train.checkpoint_every": 1000,
+       "eval.n_prompts": 640, "eval.grid": shift_grid(30)}
+SMOKE = {"task.dim": 3, "task.n_points": 4, "task.hidden": 4, "task.r2_batch": 16,
+         "task.baseline_k": [1, 3, 6], "task.baseline_epochs": 5,
+         "model.width": 8, "model.depth": 1, "model.heads": 2,
+         "train.steps": 20, "train.batch_size": 16, "train.report_every": 10,
+         "train.checkpoint_every": 10, "eval.n_prompts": 64, "eval.grid": shift_grid(6, (0.0, 0.5))}
+
+SHIFT = Study(
+    name="teacher_shift",
+    doc="Wu et al. Figs 1-2: R² vs k x teacher depth x test mixture, ReLU and softmax "
+        "attention, vs a trained teacher-class network",
+    figure="deep_shift",
+    base=WU,
+    grid={"task.depth": [3, 4, 6], **MIXER_BASELINES},
+    presets={"smoke": Preset(overrides=SMOKE, grid={"task.depth": [3]}),
+             "cpu": Preset(overrides=CPU),
+             "paper": Preset()},
+)
+
+DEPTH = Study(
+    name="transformer_depth",
+    doc="Wu et al. Fig 3: R² at k = 15, 30, 45 vs transformer depth 4-10, ReLU and softmax",
+    figure="deep_depth",
+    base={**WU, "eval": {**WU["eval"], "grid": shift_grid(50, (0.0,))}},
+    grid={"model.depth": [4, 6, 8, 10], "model.mixer": ["relu_attention", "attention"]},
+    presets={"smoke": Preset(overrides={**SMOKE, "eval.grid": shift_grid(4, (0.0,))},
+                             grid={"model.depth": [1, 2], "model.mixer": ["relu_attention"]}),
+             "cpu": Preset(overrides={**CPU, "eval.grid": shift_grid(20, (0.0,))},
+                           grid={"model.depth": [1, 2, 4, 6]}),
+             "paper": Preset()},
+)
+
+SCALEUP = Study(
+    name="scaleup",
+    doc="beyond the paper: 1 - R² vs depth x width (ReLU attention), dense in k, for fits",
+    figure="deep_scaling",
+    base={**WU, "eval": {**WU["eval"], "grid": shift_grid(75, (0.0,))}},
+    grid={"model.depth": [2, 3, 4, 6, 8, 12, 16, 24], "model.width": [64, 128, 256],
+          "seed": [0, 1, 2]},
+    presets={"smoke": Preset(overrides={**SMOKE, "eval.grid": shift_grid(6, (0.0,))},
+                             grid={"model.depth": [1], "model.width": [8], "seed": [0]}),
+             "cpu": Preset(overrides={**CPU, "eval.grid": shift_grid(30, (0.0,))},
+                           grid={"model.depth": [1, 2, 3, 4, 6], "model.width": [16, 32],
+                                 "seed": [0]}),
+             "paper": Preset()},
+)
+
+SWEEP = Sweep("deep_optimizers", [SHIFT, DEPTH, SCALEUP])
+
+if __name__ == "__main__":
+    raise SystemExit(SWEEP.main())
