@@ -40,8 +40,12 @@ class SoftmaxAttention(nn.Module):
         q, k, v = self.qkv(x_BxTxW).split(W, dim=-1)
         # (B, H, T, W/H) each
         q, k, v = (t.view(B, T, self.heads, W // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (B, H, T, W/H)
+        y = self.attend(q, k, v)  # (B, H, T, W/H)
         return self.out(y.transpose(1, 2).reshape(B, T, W))
+
+    def attend(self, q, k, v) -> torch.Tensor:
+        """(B, H, T, W/H) queries, keys, values -> (B, H, T, W/H) mixed values."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 
 def causal_conv(v_BxTxW: torch.Tensor, h_LxW: torch.Tensor) -> torch.Tensor:
@@ -85,7 +89,7 @@ class BaseConv(nn.Module):
 
 
 @register_mixer("relu_attention")
-class ReLUAttention(nn.Module):
+class ReLUAttention(SoftmaxAttention):
     """Multi-head ReLU attention (Bai et al. 2023, Def. 7; Wu et al. 2024, App. G):
 
         y_t = (1 / n_t) * sum_{s visible from t} relu(q_t . k_s / sqrt(W/H)) v_s
@@ -98,27 +102,13 @@ class ReLUAttention(nn.Module):
     than in training keep the scale. The 1/sqrt(W/H) scale is kept from softmax attention.
     """
 
-    def __init__(self, width: int, heads: int, causal: bool, max_len: int):
-        super().__init__()
-        self.heads, self.causal = heads, causal
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
-
-    @staticmethod
-    def param_count(width: int, max_len: int) -> int:
-        return 4 * width * width + 4 * width
-
-    def forward(self, x_BxTxW: torch.Tensor) -> torch.Tensor:
-        B, T, W = x_BxTxW.shape
-        q, k, v = self.qkv(x_BxTxW).split(W, dim=-1)
-        # (B, H, T, W/H) each
-        q, k, v = (t.view(B, T, self.heads, W // self.heads).transpose(1, 2) for t in (q, k, v))
-        scores = torch.relu(q @ k.transpose(-1, -2) / (W // self.heads) ** 0.5)  # (B, H, T, T)
+    def attend(self, q, k, v) -> torch.Tensor:
+        T = q.shape[-2]
+        scores = torch.relu(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5)  # (B, H, T, T)
         if self.causal:
-            keep = torch.ones(T, T, dtype=torch.bool, device=x_BxTxW.device).tril()
+            keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
             scores = scores.masked_fill(~keep, 0.0)
-            n = torch.arange(1, T + 1, device=x_BxTxW.device, dtype=scores.dtype)  # (T,)
+            n = torch.arange(1, T + 1, device=q.device, dtype=scores.dtype)  # (T,)
         else:
-            n = torch.full((T,), float(T), device=x_BxTxW.device, dtype=scores.dtype)
-        y = (scores / n[:, None]) @ v  # (B, H, T, W/H)
-        return self.out(y.transpose(1, 2).reshape(B, T, W))
+            n = torch.full((T,), float(T), device=q.device, dtype=scores.dtype)
+        return (scores / n[:, None]) @ v  # (B, H, T, W/H)
