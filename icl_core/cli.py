@@ -55,9 +55,17 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     add("--optuna-journal", metavar="FILE",
         help="searches without Ray: plain Optuna with a JournalStorage file")
     add("--seed", type=int, default=0, help="searches: sampler seed (default 0)")
-    add("--figures", default="figures", help="figure output folder (default: figures)")
+    add("--figures", default=None, help="figure output folder (default: figures)")
     add("--no-figures", action="store_true", help="skip figure regeneration")
     return parser
+
+
+# (flag, other flag, why they cannot go together): refused before anything starts
+CONFLICTS = (
+    ("optuna_journal", "address", "the journal runs searches without Ray"),
+    ("optuna_journal", "resume", "a journal search resumes by running it again"),
+    ("figures", "no_figures", "one asks for figures, the other skips them"),
+)
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:
@@ -90,6 +98,12 @@ def make_plans(sweep: Sweep, args) -> list[Plan]:
         raise ConfigError("--max-concurrent: must be >= 1")
     if args.pack < 1:
         raise ConfigError("--pack: must be >= 1")
+    for flag, other, why in CONFLICTS:
+        if getattr(args, flag) and getattr(args, other):
+            raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
+                              f"--{other.replace('_', '-')} ({why})")
+    if args.plan_gpus is not None and not args.dry_run:
+        raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
     sets = parse_sets(args.set)
     studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
     if args.optuna_journal and not any(hasattr(s, "space") for s in studies):
@@ -214,7 +228,7 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
         from analysis.regenerate import regenerate
 
         try:
-            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
+            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures or "figures")
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
             print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "

@@ -39,13 +39,13 @@ def init_ray(address: str | None) -> bool:
 
 
 class Progress(Callback):
-    """Tune callback: done / running / failed / diverged and an ETA, rate-limited."""
+    """Tune callback: done / running / failed / diverged / restarted and an ETA, rate-limited."""
 
     def __init__(self, label: str, total: int, every_s: float = 10.0):
         self.label, self.total, self.every_s = label, total, every_s
         self.start = time.time()
         self.last = 0.0
-        self.done = self.failed = self.diverged = 0
+        self.done = self.failed = self.diverged = self.restarts = 0
         self.running: set = set()
         self.progress: dict = {}  # trial id -> share of its work done
 
@@ -66,6 +66,11 @@ class Progress(Callback):
         self.done += 1
         self._print(force=self.done == self.total)
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        """A trial's worker died; Tune restarts it from its last checkpoint (FailureConfig)."""
+        self.restarts += 1
+        self._print(force=True)
+
     def on_trial_error(self, iteration, trials, trial, **info):
         self.running.discard(trial.trial_id)
         self.progress[trial.trial_id] = 1.0
@@ -83,7 +88,8 @@ class Progress(Callback):
         print(
             f"[{self.label}] {self.done}/{self.total} trials done, {len(self.running)} running, "
             f"{self.failed} failed, {self.diverged} members diverged, "
-            f"elapsed {elapsed:.0f}s, ETA {eta}",
+            + (f"{self.restarts} restarted from a checkpoint, " if self.restarts else "")
+            + f"elapsed {elapsed:.0f}s, ETA {eta}",
             flush=True,
         )
 
@@ -104,11 +110,14 @@ def trial_resources(config: dict) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([bundle])
 
 
-def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None) -> None:
-    """Run the trials with Ray Tune; failures are recorded in rows, not raised here."""
+def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None
+             ) -> Progress:
+    """Run the trials with Ray Tune; failures are recorded in rows, not raised here. Returns
+    the progress counts (done, failed, diverged, restarts)."""
     quiet()
     trainable = tune.with_resources(tune_trainable, trial_resources)
     name = time.strftime("run-%Y%m%d-%H%M%S")
+    progress = Progress(label, len(specs))
     tuner = tune.Tuner(
         trainable,
         param_space={"spec": tune.grid_search([s.to_json() for s in specs])},
@@ -122,9 +131,10 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
             storage_path=tune_dir,
             failure_config=tune.FailureConfig(max_failures=2),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=[Progress(label, len(specs))],
+            callbacks=[progress],
             verbose=0,
         ),
     )
     tuner.fit()
     sys.stdout.flush()
+    return progress

@@ -11,6 +11,7 @@ from depth_scaling import SWEEP
 
 from icl_core.models import MODELS
 from icl_core.store import Store
+from icl_core.tasks import TASKS
 
 
 def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
@@ -48,6 +49,23 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
         (["--study", "nope"], "error: --study: unknown 'nope'; valid choices: least_squares"),
         (["--set", "model.layer_norm=maybe"], "expected a boolean (true/false)"),
         (["--storage", "/proc/forbidden"], "error: --storage: cannot write to '/proc/forbidden'"),
+        (["--set", "task.name=nope"], "error: task.name: unknown task 'nope'; valid choices: "
+         + ", ".join(TASKS.names())),
+        (["--set", "model.colour=red"], "error: --set model.colour: unknown field; valid fields:"),
+        (["--set", "model.width=wide"], "error: --set model.width: expected an integer"),
+        (["--set", "model.heads=3"], "error: model.heads: must divide width=8, got 3"),
+        (["--set", "train.steps=-5"], "error: train.steps: must be >= 0, got -5"),
+        (["--set", "seed"], "error: --set 'seed': expected KEY=VALUE"),
+        (["--set", "train.lr=__import__('os').getpid()"],  # parsed, never evaluated
+         "error: --set train.lr: expected a number"),
+        (["--num-samples", "0"], "error: --num-samples: must be >= 1, got 0"),
+        (["--pack", "0"], "error: --pack: must be >= 1"),
+        (["--max-concurrent", "0"], "error: --max-concurrent: must be >= 1"),
+        (["--figures", "figs", "--no-figures"], "error: --figures: conflicts with --no-figures"),
+        (["--optuna-journal", "j.log", "--address", "auto"],
+         "error: --optuna-journal: conflicts with --address"),
+        (["--optuna-journal", "j.log"], "error: --optuna-journal: only searches use it"),
+        (["--plan-gpus", "8"], "error: --plan-gpus: only plans; use it with --dry-run"),
     ],
 )
 def test_bad_input_stops_before_any_trial(tmp_path, capsys, argv, message):

@@ -1,0 +1,122 @@
+"""Soak: a 300-trial smoke sweep on an embedded local Ray while trial workers are SIGKILLed at
+random; prints trials finished, kills, Tune restarts, rows lost and rows duplicated.
+
+    python benchmarks/soak.py [--trials 300] [--kill-every 6] [--cpus 2] [--seed 0]
+
+Each trial trains one tiny float64 member (checkpoints every 10 of its 60 steps). A killer
+thread SIGKILLs one running trial worker of this Ray session every `--kill-every` seconds
+(+-50%, seeded); Tune restarts it from its last checkpoint (FailureConfig: 2 restarts a
+trial). Then the same sweep is planned again: anything Tune gave up on is run in a second
+pass (a re-run only runs configs without rows), the way a user resumes. "Lost" counts configs
+without a row file after that pass; "duplicated" counts configs with more than one row file
+or a repeated (metric, statistic, step, position, predictor) row. Both must be 0. A script,
+not a test (minutes); data go to a temporary folder under benchmarks/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from icl_core.config import resolve_member  # noqa: E402
+from icl_core.faults import kill, raylet_pid, trial_workers  # noqa: E402
+from icl_core.launch import run_tune  # noqa: E402
+from icl_core.store import Store  # noqa: E402
+from icl_core.trial import TrialSpec  # noqa: E402
+
+ROW_KEYS = ["metric", "statistic", "step", "position", "predictor", "infer_iter", "test_dist"]
+
+
+def members(n: int) -> list:
+    out = []
+    for seed in range(n):
+        out.append(resolve_member({
+            "task": {"name": "linear_regression", "dim": 2, "n_points": 4},
+            "model": {"name": "transformer", "width": 8, "depth": 1 + seed % 2, "heads": 1},
+            "train": {"steps": 60, "batch_size": 8, "report_every": 10, "checkpoint_every": 10},
+            "eval": {"n_prompts": 50}, "seed": seed, "dtype": "float64", "device": "cpu",
+        }))
+    return out
+
+
+def killer(raylet: int, every: float, stop: threading.Event, rng: random.Random, kills: list):
+    while not stop.wait(every * rng.uniform(0.5, 1.5)):
+        pids = trial_workers(raylet)
+        if pids:
+            pid = rng.choice(pids)
+            if kill(pid):
+                kills.append(pid)
+
+
+def audit(storage: str, hashes: set[str]) -> tuple[int, int, int]:
+    """(finished configs, lost configs, duplicated configs) from the row files."""
+    files = glob.glob(f"{storage}/soak/st/rows/*.parquet")
+    by_hash: dict[str, int] = {}
+    duplicated = 0
+    for path in files:
+        h = Path(path).stem
+        by_hash[h] = by_hash.get(h, 0) + 1
+        rows = pl.read_parquet(path).select(ROW_KEYS)
+        duplicated += int(rows.is_duplicated().any())
+    duplicated += sum(1 for n in by_hash.values() if n > 1)
+    finished = len(hashes & set(by_hash))
+    return finished, len(hashes) - finished, duplicated
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--kill-every", type=float, default=6.0, help="seconds between kills")
+    parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import ray
+
+    out = Path(__file__).resolve().parent / "out"
+    out.mkdir(exist_ok=True)
+    root = tempfile.mkdtemp(prefix="soak-", dir=out)
+    storage = f"{root}/store"
+    ms = members(args.trials)
+    hashes = {m.hash for m in ms}
+    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    raylet = raylet_pid()
+    t0 = time.time()
+    stop, kills = threading.Event(), []
+    thread = threading.Thread(target=killer, args=(raylet, args.kill_every, stop,
+                                                   random.Random(args.seed), kills), daemon=True)
+    thread.start()
+    specs = [TrialSpec("soak", "st", storage, [m.to_dict()]) for m in ms]
+    first = run_tune(specs, "soak", f"{root}/tune", None)
+    stop.set()
+    thread.join()
+    finished, lost, dup = audit(storage, hashes)
+    print(f"pass 1 (kills on): {finished}/{len(hashes)} configs finished, {len(kills)} workers "
+          f"killed, {first.restarts} Tune restarts from a checkpoint, {first.failed} trials "
+          f"given up, {lost} without rows, {dup} duplicated; {time.time() - t0:.0f} s",
+          flush=True)
+    done = Store(storage).finished("soak", "st")
+    rest = [s for s, m in zip(specs, ms, strict=True) if m.hash not in done]
+    if rest:  # what a user does after a crash: run the same sweep again
+        run_tune(rest, "soak-rerun", f"{root}/tune", None)
+    finished, lost, dup = audit(storage, hashes)
+    print(f"after the re-run of {len(rest)} trial(s): {finished}/{len(hashes)} configs "
+          f"finished, rows lost {lost}, rows duplicated {dup}; total {time.time() - t0:.0f} s "
+          f"({root})", flush=True)
+    ray.shutdown()
+    return 0 if lost == 0 and dup == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
