@@ -46,12 +46,15 @@ def _params_and_seq(model_json: str, task_json: str, task_seed: int) -> tuple[in
     task_cfg = TASKS.resolve(json.loads(task_json), "task")
     task = build_task(task_cfg, task_seed, torch.device("cpu"), torch.float32)
     model_cfg = MODELS.resolve(json.loads(model_json), "model")
+    # a model that reads the flattened prompt once (the FFN) applies each weight once per
+    # prompt, not once per token
+    seq = 1 if getattr(model_cfg, "whole_prompt", False) else task.seq_len
     if hasattr(model_cfg, "param_count"):
-        return model_cfg.param_count(task.d_in, task.d_out, task.seq_len), task.seq_len
+        return model_cfg.param_count(task.d_in, task.d_out, task.seq_len), seq
     with torch.device("meta"):  # shapes only: no memory, no initialisation cost
         model = MODELS.build(model_cfg, d_in=task.d_in, d_out=task.d_out, max_len=task.seq_len,
                              causal=task.causal)
-    return num_params(model), task.seq_len
+    return num_params(model), seq
 
 
 def step_flops(member: MemberConfig) -> float:

@@ -217,3 +217,15 @@ def test_thresholds_below_the_runs_stop_are_not_shown():
     assert reachable(rows, (0.1, 0.05, 0.02)) == (
         [0.1, 0.05], ["threshold 0.02 is below the runs' stop (0.05): not shown"])
     assert np.isfinite(qk_contrast(np.ones((7, 7)), 1, 2))
+
+
+def test_planner_counts_the_ffn_once_per_prompt_and_attention_per_token():
+    from icl_core.models import num_params
+    from icl_core.resources import step_flops
+
+    for name, tokens in (("ffn", 1), ("attention_mlp", 8)):
+        m = member(model={"name": name})
+        task = task_of(m)
+        model = build_model(m.model, d_in=task.d_in, d_out=1, max_len=8, causal=False,
+                            device=CPU, dtype=torch.float64)
+        assert step_flops(m) == 6.0 * num_params(model) * tokens * m.train.batch_size

@@ -112,6 +112,7 @@ class FFNConfig:
     per_token: int = 10  # first hidden layer = N x per_token ([code]: N·d, d = 10)
     hidden: int = 1000  # second hidden layer ([code]: 1000)
     causal_ok = False
+    whole_prompt = True  # one pass over the flattened prompt: FLOPs = 6 x params x batch
 
     def check(self, path: str) -> None:
         require(self.per_token >= 1, f"{path}.per_token", f"must be >= 1, got {self.per_token}")
