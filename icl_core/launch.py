@@ -69,6 +69,7 @@ class Progress(Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         """A trial's worker died; Tune restarts it from its last checkpoint (FailureConfig)."""
         self.restarts += 1
+        self.running.discard(trial.trial_id)  # pending again until its restart begins
         self._print(force=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
