@@ -1,7 +1,7 @@
 """Soak: a 300-trial smoke sweep on an embedded local Ray while trial workers are SIGKILLed at
 random; prints trials finished, kills, Tune restarts, rows lost and rows duplicated.
 
-    python benchmarks/soak.py [--trials 300] [--kill-every 6] [--cpus 2] [--seed 0]
+    python benchmarks/soak.py [--trials 300] [--kill-every 15] [--cpus 2] [--seed 0]
 
 Each trial trains one tiny float64 member (checkpoints every 10 of its 60 steps). A killer
 thread SIGKILLs one running trial worker of this Ray session every `--kill-every` seconds
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=300)
-    parser.add_argument("--kill-every", type=float, default=6.0, help="seconds between kills")
+    parser.add_argument("--kill-every", type=float, default=15.0, help="seconds between kills")
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
