@@ -171,6 +171,7 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
 
 
 # Imported here, not on top: analysis.figures_precision uses the helpers above.
+from analysis.figures_algoformer import ALGOFORMER_FIGURES  # noqa: E402
 from analysis.figures_deep import DEEP_FIGURES  # noqa: E402
 from analysis.figures_precision import PRECISION_FIGURES  # noqa: E402
 from analysis.figures_retrieval import RETRIEVAL_FIGURES  # noqa: E402
@@ -186,4 +187,6 @@ FIGURES: dict[str, Callable[..., dict]] = {
     # str_sample_complexity, str_heads, str_attention (sparse token retrieval)
     **RETRIEVAL_FIGURES,
     **DEEP_FIGURES,  # deep_shift, deep_depth, deep_scaling (Wu et al. 2024)
+    # algo_examples, algo_loops, algo_layers_heads, algo_newton (AlgoFormer)
+    **ALGOFORMER_FIGURES,
 }

@@ -229,6 +229,14 @@ class EvalConfig:
     baselines: tuple[str, ...] = ()  # reference predictors on the same prompts: ols, gd
     gd_steps: tuple[int, ...] = (1, 10, 100, 1000, 3000)  # GD iterations reported
     gd_lr: float = 0.2  # GD step size; precision-ls: 0.1 with gradient x2/N = 0.2 here
+    # gd_tuned / newton baselines (AlgoFormer Fig 5): step sizes tried per prefix, the best
+    # at the largest gd_steps on `tune_prompts` held-out prompts (drawn from eval.seed apart
+    # from the test prompts) [paper: "comprehensive grid search", grid not given]
+    gd_lr_grid: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+                                     1.5)
+    # Newton–Schulz: α as a fraction of each problem's bound 2 / λ_max(H)²
+    newton_alpha_grid: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.99)
+    tune_prompts: int = 256
     chunk: int = 500  # prompts per forward pass (memory bound only)
     infer_steps: tuple[int, ...] = ()  # iterative-inference iterations reported ("w_mse")
     infer_lr: float = 0.2  # η of iterative inference w <- w - η model(prompt with w)
@@ -245,6 +253,11 @@ class EvalConfig:
         require(all(s >= 0 for s in self.gd_steps), f"{path}.gd_steps", "must be >= 0")
         require(all(s >= 0 for s in self.infer_steps), f"{path}.infer_steps", "must be >= 0")
         require(self.infer_lr > 0, f"{path}.infer_lr", "must be > 0")
+        require(self.tune_prompts >= 1, f"{path}.tune_prompts", "must be >= 1")
+        for name in ("gd_lr_grid", "newton_alpha_grid"):
+            grid = getattr(self, name)
+            require(len(grid) >= 1 and all(v > 0 for v in grid), f"{path}.{name}",
+                    f"must hold step sizes > 0, got {list(grid)}")
         require(self.stop_below is None or self.every > 0, f"{path}.stop_below",
                 "needs intermediate evaluations: set eval.every > 0")
         from icl_core.baselines import BASELINES

@@ -48,7 +48,7 @@ def summarize(err_PxM: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def error_rows(err_PxM, positions, task, test_dist, step, predictor, infer_iter=None,
-               metric="mse"):
+               metric="mse", loop_iter=None):
     """Rows of per-prompt errors (P, M) at M positions (None: pooled over all tokens)."""
     rows = []
     for stat, values in summarize(err_PxM).items():
@@ -57,9 +57,26 @@ def error_rows(err_PxM, positions, task, test_dist, step, predictor, infer_iter=
                 "metric": metric, "statistic": stat, "value": float(values[j]),
                 "position": position, "prompt_len": int(task.prompt_len),
                 "test_dist": test_dist, "infer_iter": infer_iter, "predictor": predictor,
-                "step": step,
+                "step": step, "loop_iter": loop_iter,
             })
     return rows
+
+
+def position_errors(sq_PxMxO: torch.Tensor, task, tokens) -> tuple[torch.Tensor, list]:
+    """Per-prompt errors (P, M') and their positions: the mean over outputs per token, and
+    over the tokens that share a position (e.g. the chain steps of one chain-of-thought
+    example); a task with `pool_tokens` gets one error over all tokens (position None)."""
+    if getattr(task, "pool_tokens", False):
+        return sq_PxMxO.mean((1, 2)).unsqueeze(1), [None]
+    err = sq_PxMxO.mean(-1)
+    positions = token_positions(task, tokens)
+    unique = sorted(set(positions))
+    if len(unique) == len(positions):
+        return err, positions
+    index = torch.tensor([unique.index(p) for p in positions])
+    summed = torch.zeros(err.shape[0], len(unique), dtype=err.dtype).index_add_(1, index, err)
+    counts = torch.bincount(index, minlength=len(unique)).to(err.dtype)
+    return summed / counts, unique
 
 
 def token_positions(task, tokens) -> list[int]:
@@ -99,7 +116,9 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     A task with `pool_tokens` gets one error per prompt over all its supervised tokens and
     outputs (position null); a task with `iterate` (iterative inference) also gets "w_mse"
     rows per inference iteration in `eval.infer_steps`; a task with `prediction_metrics`
-    adds its own rows computed from all predictions at once (e.g. R² pooled over prompts).
+    adds its own rows computed from all predictions at once (e.g. R² pooled over prompts);
+    a model with `loop_outputs` (the looped models) also gets rows per loop count in its
+    `eval_loop_iters()` (the `loop_iter` column), from one pass of its loops.
     """
     cfg = member.eval
     was_training = model.training
@@ -110,12 +129,12 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
         tokens = torch.nonzero(task.mask).flatten().tolist()
         pred = predict(batch.inputs)  # (P, T, O) float64
         sq = (pred - batch.targets)[:, tokens].pow(2)  # (P, M, O)
-        if getattr(task, "pool_tokens", False):
-            rows += error_rows(sq.mean((1, 2)).unsqueeze(1), [None], task, test_dist, step,
-                               "model")
-        else:
-            rows += error_rows(sq.mean(-1), token_positions(task, tokens), task, test_dist,
-                               step, "model")
+        rows += error_rows(*position_errors(sq, task, tokens), task, test_dist, step, "model")
+        if getattr(model, "loop_outputs", None) is not None:  # looped models: every loop count
+            for t, out in loop_predictions(model, batch.inputs, device, dtype, cfg.chunk).items():
+                sq = (out - batch.targets)[:, tokens].pow(2)
+                rows += error_rows(*position_errors(sq, task, tokens), task, test_dist, step,
+                                   "model", loop_iter=t)
         if getattr(task, "iterate", None) is not None and cfg.infer_steps:
             for it, err in task.iterate(predict, batch, cfg.infer_steps, cfg.infer_lr).items():
                 rows += error_rows(err.unsqueeze(1), token_positions(task, tokens), task,
@@ -127,6 +146,18 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
             rows += baseline_rows(task, batch, cfg, test_dist, step)
     model.train(was_training)
     return rows
+
+
+def loop_predictions(model, inputs, device, dtype, chunk: int) -> dict[int, torch.Tensor]:
+    """{loop count t: (P, T, O) float64 CPU outputs after t iterations} for every t in the
+    model's `eval_loop_iters()`, from one pass of its loops per chunk of prompts."""
+    loops = model.eval_loop_iters()
+    parts: dict[int, list] = {t: [] for t in loops}
+    for i in range(0, inputs.shape[0], chunk):
+        outs = model.loop_outputs(inputs[i:i + chunk].to(device=device, dtype=dtype), loops)
+        for t, out in outs.items():
+            parts[t].append(out.to(device="cpu", dtype=torch.float64))
+    return {t: torch.cat(p) for t, p in parts.items()}
 
 
 def task_rows(items: list[dict], task, test_dist, step, predictor) -> list[dict]:
@@ -160,15 +191,31 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
                                        label, infer_iter=it, metric=metric)
                 continue
             per_iter: dict = {}  # infer_iter -> [(P,) errors per problem]
+            fn = BASELINES[name]
+            extra = (tuned_steps(task, fn, name, cfg, precision),) if hasattr(fn, "tune") else ()
             for p in problems:
-                cast = dataclasses.replace(
-                    p, X=p.X.to(precision), y=p.y.to(precision), x_query=p.x_query.to(precision)
-                )
+                cast = cast_problem(p, precision)
                 target = batch.targets[:, p.token].mean(-1)  # (P,) float64
-                for it, pred in BASELINES[name](cast, cfg).items():
+                for it, pred in fn(cast, cfg, *extra).items():
                     per_iter.setdefault(it, []).append((pred.double() - target).pow(2))
             for it, errs in per_iter.items():
                 err = torch.stack(errs, dim=1)  # (P, M)
                 pos = token_positions(task, [p.token for p in problems])
                 rows += error_rows(err, pos, task, test_dist, step, label, infer_iter=it)
     return rows
+
+
+def cast_problem(p, precision):
+    return dataclasses.replace(p, X=p.X.to(precision), y=p.y.to(precision),
+                               x_query=p.x_query.to(precision))
+
+
+def tuned_steps(task, fn, name, cfg, precision) -> dict:
+    """A tuned baseline's step size per problem token, by its grid search on
+    `eval.tune_prompts` held-out prompts of the same task (drawn from eval.seed, apart from
+    the test prompts)."""
+    gen = generator(torch.device("cpu"), derive_seed(cfg.seed, "tune", name))
+    held = task.sample(cfg.tune_prompts, gen)
+    problems = [cast_problem(p, precision) for p in task.regression_problems(held)]
+    targets = [held.targets[:, p.token].mean(-1) for p in problems]
+    return fn.tune(problems, targets, cfg)

@@ -112,14 +112,14 @@ class MemberRun:
         taken = 0  # steps whose loss is in `total` (skipped steps are not)
         for step in range(start, target_step):
             if cfg.optimizer in FIXED_BATCH:
-                loss = self._fixed_batch_step()
+                loss = self._fixed_batch_step(step)
                 bad_step = torch.where(~torch.isfinite(loss) & (bad_step < 0), step + 1, bad_step)
                 total, taken = total + loss.detach(), taken + 1
                 self.scheduler.step()
                 continue
             batch = self._dataset_batch(step) if cfg.dataset_size else \
                 self.task.sample(cfg.batch_size, self.data_gen)
-            loss = masked_mse(self.model(batch.inputs), batch)
+            loss = self.loss(batch, step)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip is not None or cfg.skip_grad_norm is not None:
@@ -148,6 +148,15 @@ class MemberRun:
         mean = float(total) / taken if taken else math.nan
         self.rows.append(train_row(self.step, mean))
         return mean
+
+    def loss(self, batch: Batch, step: int) -> torch.Tensor:
+        """The training loss at `step`: the model's own `training_loss(batch, step)` when it
+        defines one (e.g. the looped models' window loss and loop curriculum), else the
+        masked MSE of its outputs."""
+        own = getattr(self.model, "training_loss", None)
+        if own is not None:
+            return own(batch, step)
+        return masked_mse(self.model(batch.inputs), batch)
 
     # -- finite dataset (epochs) ------------------------------------------------------
     @property
@@ -186,7 +195,7 @@ class MemberRun:
             return True
         return False
 
-    def _fixed_batch_step(self) -> torch.Tensor:
+    def _fixed_batch_step(self, step: int) -> torch.Tensor:
         """One step of a closure optimizer (L-BFGS) on the fixed batch; returns its loss."""
         if not hasattr(self, "_fixed"):
             gen = generator(self.device, derive_seed(self.member.seed, "fixed_batch"))
@@ -195,7 +204,7 @@ class MemberRun:
 
         def closure():
             self.optimizer.zero_grad(set_to_none=True)
-            loss = masked_mse(self.model(self._fixed.inputs), self._fixed)
+            loss = self.loss(self._fixed, step)
             loss.backward()
             return loss
 

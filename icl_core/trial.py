@@ -169,7 +169,8 @@ def headline_mse(rows: list[dict], statistic: str = "median") -> float:
     """The model's MSE (`statistic` over test prompts) at the last evaluation in `rows`, on
     the first evaluation point (test_dist), at its last position (the query); NaN if none."""
     model = [r for r in rows if r.get("metric") == "mse" and r.get("predictor") == "model"
-             and r.get("statistic") == statistic and r.get("infer_iter") is None]
+             and r.get("statistic") == statistic and r.get("infer_iter") is None
+             and r.get("loop_iter") is None]
     if not model:
         return math.nan
     last = max(r["step"] for r in model)

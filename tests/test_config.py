@@ -34,7 +34,8 @@ def base_study(**grid) -> Study:
         (tiny_member(task__n_points=-4), "task.n_points: must be >= 1, got -4"),
         (tiny_member(train__optimizer="sgdx"), "train.optimizer: unknown 'sgdx'; valid choices: adam, adamw"),
         (tiny_member(train__checkpoint_every=15), "train.checkpoint_every: must be a positive multiple"),
-        (tiny_member(eval__baselines=["newton"]), "eval.baselines: unknown 'newton'; valid choices: gd, ols"),
+        (tiny_member(eval__baselines=["conjugate_gradient"]),
+         "eval.baselines: unknown 'conjugate_gradient'; valid choices: gd, gd_tuned, newton, ols"),
         (tiny_member(eval__grid=[{"n_pointz": 3}]), "eval.grid[0].n_pointz: unknown field"),
         ({**tiny_member(), "dtype": "float16"}, "dtype: 'float16' is not valid; valid choices: float32, float64"),
         ({**tiny_member(), "device": "tpu"}, "device: 'tpu' is not valid"),
@@ -58,6 +59,9 @@ def base_study(**grid) -> Study:
          "train.stop_loss: needs epochs: set train.dataset_size > 0"),
         (tiny_member(eval__stop_below=0.1),
          "eval.stop_below: needs intermediate evaluations: set eval.every > 0"),
+        (tiny_member(model={"name": "looped", "loops": 4, "window": 6}),
+         "model.window: ΔT must be <= loops (T=4), got 6"),
+        (tiny_member(task={"name": "rep_ar", "q": 0}), "task.q: must be >= 1, got 0"),
     ],
 )
 def test_bad_member_configs_name_the_field(raw, message):

@@ -1,6 +1,7 @@
 """Model registry: every architecture by short name, built with (d_in, d_out, max_len, causal)."""
 
 from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
+from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
 from icl_core.models.lsa import LSA, LSAConfig
 from icl_core.models.mixers import MIXERS
 from icl_core.models.retrieval import (
@@ -25,6 +26,9 @@ MODELS.register("attention_mlp", AttentionMLPConfig)(AttentionMLP)
 MODELS.register("mha_mlp", MHAMLPConfig)(MHAMLP)
 MODELS.register("ffn", FFNConfig)(FFN)
 MODELS.register("bigru", BiGRUConfig)(BiGRU)
+# AlgoFormer paper: looped transformer (Yang et al.) and pre + looped + post
+MODELS.register("looped", LoopedConfig)(Looped)
+MODELS.register("algoformer", AlgoFormerConfig)(Looped)
 
 
 def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, device, dtype):

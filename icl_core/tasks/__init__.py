@@ -6,6 +6,14 @@ from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionC
 from icl_core.tasks.ls_features import LSFeatures, LSFeaturesConfig
 from icl_core.tasks.primitives import Primitives, PrimitivesConfig
 from icl_core.tasks.relu_teacher import ReLUTeacher, ReLUTeacherConfig
+from icl_core.tasks.representation import (
+    CoTMLP,
+    CoTMLPConfig,
+    RepAR,
+    RepARConfig,
+    RepRegression,
+    RepRegressionConfig,
+)
 from icl_core.tasks.sparse_retrieval import SparseRetrieval, SparseRetrievalConfig
 
 TASKS = Registry("task")
@@ -14,6 +22,10 @@ TASKS.register("ls_features", LSFeaturesConfig)(LSFeatures)
 TASKS.register("primitives", PrimitivesConfig)(Primitives)
 TASKS.register("relu_teacher", ReLUTeacherConfig)(ReLUTeacher)
 TASKS.register("qstr", SparseRetrievalConfig)(SparseRetrieval)
+# AlgoFormer paper: regression / AR(q) with representation, chain-of-thought with MLPs
+TASKS.register("rep_regression", RepRegressionConfig)(RepRegression)
+TASKS.register("rep_ar", RepARConfig)(RepAR)
+TASKS.register("cot_mlp", CoTMLPConfig)(CoTMLP)
 
 
 def build_task(cfg, task_seed: int, device, dtype) -> Task:
