@@ -47,6 +47,9 @@ def ray_head():
     head = subprocess.Popen(
         [ray_bin, "start", "--head", "--block", "--num-cpus=2", f"--port={free_port()}",
          "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--include-dashboard=true",
+         # its own job-agent port: another Ray on this host (a default 52365) must not leave
+         # the head without a job agent ("No available agent to submit job")
+         f"--dashboard-agent-listen-port={free_port()}",
          f"--temp-dir={temp}/ray"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
