@@ -55,7 +55,7 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     add("--optuna-journal", metavar="FILE",
         help="searches without Ray: plain Optuna with a JournalStorage file")
     add("--seed", type=int, default=0, help="searches: sampler seed (default 0)")
-    add("--figures", default=None, help="figure output folder (default: figures)")
+    add("--figures", default="figures", help="figure output folder (default: figures)")
     add("--no-figures", action="store_true", help="skip figure regeneration")
     return parser
 
@@ -64,7 +64,6 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
 CONFLICTS = (
     ("optuna_journal", "address", "the journal runs searches without Ray"),
     ("optuna_journal", "resume", "a journal search resumes by running it again"),
-    ("figures", "no_figures", "one asks for figures, the other skips them"),
 )
 
 
@@ -228,7 +227,7 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
         from analysis.regenerate import regenerate
 
         try:
-            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures or "figures")
+            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
             print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "

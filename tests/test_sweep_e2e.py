@@ -61,7 +61,6 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
         (["--num-samples", "0"], "error: --num-samples: must be >= 1, got 0"),
         (["--pack", "0"], "error: --pack: must be >= 1"),
         (["--max-concurrent", "0"], "error: --max-concurrent: must be >= 1"),
-        (["--figures", "figs", "--no-figures"], "error: --figures: conflicts with --no-figures"),
         (["--optuna-journal", "j.log", "--address", "auto"],
          "error: --optuna-journal: conflicts with --address"),
         (["--optuna-journal", "j.log"], "error: --optuna-journal: only searches use it"),
