@@ -28,7 +28,7 @@ from torch import nn
 
 from icl_core.config import require
 from icl_core.models.mixers import MIXERS
-from icl_core.models.transformer import Block, TransformerConfig, norm
+from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm
 from icl_core.tasks.base import Batch, masked_mse
 
 
@@ -106,11 +106,7 @@ class Looped(nn.Module):
         self.post = stack(cfg, cfg.pre_post_layers, causal, max_len)
         self.ln_f = norm(cfg.width, cfg.layer_norm)
         self.read_out = nn.Linear(cfg.width, d_out)
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=cfg.init_std)
-            if isinstance(module, nn.Linear):
-                nn.init.zeros_(module.bias)
+        gpt2_init(self, cfg.init_std)
         self.step = 0  # training step, for the loop curriculum (set by training_loss)
 
     # -- pieces -------------------------------------------------------------------------

@@ -81,6 +81,15 @@ def norm(width: int, enabled: bool) -> nn.Module:
     return nn.LayerNorm(width) if enabled else nn.Identity()
 
 
+def gpt2_init(model: nn.Module, std: float) -> None:
+    """GPT-2 init: linear and embedding weights ~ N(0, std²), linear biases 0."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=std)
+        if isinstance(module, nn.Linear):
+            nn.init.zeros_(module.bias)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig, causal: bool, max_len: int):
         super().__init__()
@@ -106,11 +115,7 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, causal, max_len) for _ in range(cfg.trained_blocks))
         self.ln_f = norm(cfg.width, cfg.layer_norm)
         self.read_out = nn.Linear(cfg.width, d_out)
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=cfg.init_std)
-            if isinstance(module, nn.Linear):
-                nn.init.zeros_(module.bias)
+        gpt2_init(self, cfg.init_std)
         self.frozen = None
         if cfg.construction_layers:  # built after the init loop: its weights are set by hand
             D = dim_from_width(d_in)

@@ -65,3 +65,24 @@ def masked_mse(pred_BxTxO: torch.Tensor, batch: Batch) -> torch.Tensor:
     """The training loss: mean squared error over supervised tokens and output dims."""
     err = (pred_BxTxO - batch.targets)[:, batch.mask]  # (B, M, O)
     return err.pow(2).mean()
+
+
+def all_prefix_positions(n: int) -> torch.Tensor:
+    """Positions of the all-prefix layout [x1, y1, ..., xN, yN, x_query] (2N + 1 tokens):
+    x-token k predicts y_k after k examples; y-tokens predict nothing (-1)."""
+    positions = torch.full((2 * n + 1,), -1, dtype=torch.long)
+    positions[0::2] = torch.arange(n + 1)
+    return positions
+
+
+def interleave(xs_BxMxD: torch.Tensor, ys_BxM: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """All-prefix inputs (B, 2N+1, D) [x1, y1·e1, ..., xN, yN·e1, x_{N+1}] and targets
+    (B, 2N+1, 1) with y_k at x-token k, from M = N + 1 points."""
+    B, M, D = xs_BxMxD.shape
+    n = M - 1
+    inputs = xs_BxMxD.new_zeros(B, 2 * n + 1, D)
+    inputs[:, 0::2] = xs_BxMxD
+    inputs[:, 1::2, 0] = ys_BxM[:, :n]
+    targets = xs_BxMxD.new_zeros(B, 2 * n + 1, 1)
+    targets[:, 0::2, 0] = ys_BxM
+    return inputs, targets

@@ -25,7 +25,7 @@ from typing import Literal
 import torch
 
 from icl_core.config import require
-from icl_core.tasks.base import Batch, RegressionProblem
+from icl_core.tasks.base import Batch, RegressionProblem, all_prefix_positions, interleave
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,7 @@ class LinearRegression:
             self.positions[-1] = N
         else:
             self.d_in, self.d_out, self.seq_len = D, 1, 2 * N + 1
-            self.positions = torch.full((2 * N + 1,), -1, dtype=torch.long)
-            self.positions[0::2] = torch.arange(N + 1)
+            self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
@@ -96,11 +95,7 @@ class LinearRegression:
             targets = torch.zeros(B, N + 1, 1, device=self.device, dtype=self.dtype)
             targets[:, -1, 0] = ys[:, -1]
         else:
-            inputs = torch.zeros(B, 2 * N + 1, D, device=self.device, dtype=self.dtype)
-            inputs[:, 0::2] = xs
-            inputs[:, 1::2, 0] = ys[:, :N]
-            targets = torch.zeros(B, 2 * N + 1, 1, device=self.device, dtype=self.dtype)
-            targets[:, 0::2, 0] = ys
+            inputs, targets = interleave(xs, ys)
         mask = self.mask.to(self.device)
         return Batch(inputs, targets, mask, extras={"xs": xs, "ys": ys, "w": w})
 

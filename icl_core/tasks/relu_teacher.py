@@ -36,7 +36,7 @@ import torch
 
 from icl_core.config import require
 from icl_core.device import derive_seed
-from icl_core.tasks.base import Batch
+from icl_core.tasks.base import Batch, all_prefix_positions, interleave
 from icl_core.teacher_baseline import (
     batch_mean_r2,
     he_network,
@@ -84,8 +84,7 @@ class ReLUTeacher:
         N = cfg.n_points
         self.prompt_len = N
         self.d_in, self.d_out, self.seq_len = cfg.dim, 1, 2 * N + 1
-        self.positions = torch.full((2 * N + 1,), -1, dtype=torch.long)
-        self.positions[0::2] = torch.arange(N + 1)
+        self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
@@ -97,11 +96,7 @@ class ReLUTeacher:
         weights = he_network(B, cfg.dim, cfg.hidden, cfg.depth, generator, self.device,
                              self.dtype)
         ys = network_forward(weights, xs)  # (B, N+1)
-        inputs = torch.zeros(B, 2 * N + 1, cfg.dim, device=self.device, dtype=self.dtype)
-        inputs[:, 0::2] = xs
-        inputs[:, 1::2, 0] = ys[:, :N]
-        targets = torch.zeros(B, 2 * N + 1, 1, device=self.device, dtype=self.dtype)
-        targets[:, 0::2, 0] = ys
+        inputs, targets = interleave(xs, ys)
         extras = {"xs": xs, "ys": ys, **{f"teacher_{i}": W for i, W in enumerate(weights)}}
         return Batch(inputs, targets, self.mask.to(self.device), extras)
 

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from icl_core.config import require
 from icl_core.device import derive_seed
-from icl_core.tasks.base import Batch, RegressionProblem
+from icl_core.tasks.base import Batch, RegressionProblem, all_prefix_positions, interleave
 
 
 def leaky_mlp(sizes: list[int], generator: torch.Generator, slope: float, batch: tuple = (),
@@ -89,17 +89,6 @@ def _check(cfg, path: str) -> None:
     require(0 <= cfg.slope < 1, f"{path}.slope", f"must be in [0, 1), got {cfg.slope}")
 
 
-def _interleave(xs: torch.Tensor, ys: torch.Tensor, N: int):
-    """Garg's all-prefix layout: inputs (B, 2N+1, d), targets (B, 2N+1, 1)."""
-    B, _, d = xs.shape
-    inputs = torch.zeros(B, 2 * N + 1, d, device=xs.device, dtype=xs.dtype)
-    inputs[:, 0::2] = xs
-    inputs[:, 1::2, 0] = ys[:, :N]
-    targets = torch.zeros(B, 2 * N + 1, 1, device=xs.device, dtype=xs.dtype)
-    targets[:, 0::2, 0] = ys
-    return inputs, targets
-
-
 @dataclass(frozen=True)
 class RepRegressionConfig:
     name: str = "rep_regression"
@@ -122,8 +111,7 @@ class RepRegression:
         self.phi = fixed_representation([d, cfg.hidden, cfg.hidden, d], task_seed, cfg.slope,
                                         "rep_regression", device, dtype)
         self.prompt_len, self.d_in, self.d_out, self.seq_len = N, d, 1, 2 * N + 1
-        self.positions = torch.full((2 * N + 1,), -1, dtype=torch.long)
-        self.positions[0::2] = torch.arange(N + 1)
+        self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
@@ -135,7 +123,7 @@ class RepRegression:
         ys = torch.einsum("bnd,bd->bn", feats, A)
         if cfg.noise_std > 0:
             ys = ys + cfg.noise_std * torch.randn(B, N + 1, **opts)
-        inputs, targets = _interleave(xs, ys, N)
+        inputs, targets = interleave(xs, ys)
         return Batch(inputs, targets, self.mask.to(self.device),
                      {"xs": xs, "ys": ys, "feats": feats, "A": A})
 
