@@ -49,7 +49,9 @@ def test_killed_trial_worker_resumes_from_its_checkpoint_with_identical_rows(ray
 
     spec = TrialSpec("sw", "st", str(tmp_path / "run"), [m.to_dict()])
     tune_dir = tmp_path / "tune"
-    runner = threading.Thread(target=run_tune, args=([spec], "kill", str(tune_dir), None))
+    progress = []
+    runner = threading.Thread(target=lambda: progress.append(
+        run_tune([spec], "kill", str(tune_dir), None)))
     runner.start()
     raylet = raylet_pid()
     killed = None
@@ -63,6 +65,8 @@ def test_killed_trial_worker_resumes_from_its_checkpoint_with_identical_rows(ray
     runner.join(timeout=300)
     assert killed is not None, "the trial finished before a checkpoint could be seen"
     assert not runner.is_alive()
+    # Tune restarted the trial once from its checkpoint, and the progress line counted it
+    assert progress[0].restarts == 1 and progress[0].done == 1 and not progress[0].running
 
     got, ref = rows(tmp_path / "run"), rows(tmp_path / "ref")
     # one row file, every row once: train-loss rows before the checkpoint come back from it,
