@@ -150,13 +150,7 @@ class MemberRun:
         return mean
 
     def loss(self, batch: Batch, step: int) -> torch.Tensor:
-        """The training loss at `step`: the model's own `training_loss(batch, step)` when it
-        defines one (e.g. the looped models' window loss and loop curriculum), else the
-        masked MSE of its outputs."""
-        own = getattr(self.model, "training_loss", None)
-        if own is not None:
-            return own(batch, step)
-        return masked_mse(self.model(batch.inputs), batch)
+        return member_loss(self.model, batch, step)
 
     # -- finite dataset (epochs) ------------------------------------------------------
     @property
@@ -240,6 +234,16 @@ class MemberRun:
         # absent in checkpoints written before the epoch trainer
         self.stopped_at = state.get("stopped_at")
         self.epoch_loss = state.get("epoch_loss", self.epoch_loss)
+
+
+def member_loss(model: torch.nn.Module, batch: Batch, step: int) -> torch.Tensor:
+    """The training loss at `step`: the model's own `training_loss(batch, step)` when it
+    defines one (e.g. the looped models' window loss and loop curriculum), else the masked
+    MSE of its outputs."""
+    own = getattr(model, "training_loss", None)
+    if own is not None:
+        return own(batch, step)
+    return masked_mse(model(batch.inputs), batch)
 
 
 def train_row(step: int, loss: float) -> dict:

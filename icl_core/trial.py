@@ -1,4 +1,5 @@
-"""A trial: a list of members (one model each) trained one after another in one process.
+"""A trial: a list of members (one model each) trained in one process, one after another or,
+where they share a stack (icl_core.stacked), at once with stacked weights.
 
 `run_trial` is plain Python (tests and notebooks call it directly); `tune_trainable` wraps it
 for Ray Tune: metrics go out through `ray.tune.report` every `train.report_every` steps, with
@@ -27,6 +28,7 @@ from icl_core.config import flatten, resolve_member
 from icl_core.evaluate import eval_prompts, evaluate
 from icl_core.models import num_params
 from icl_core.provenance import worker_provenance
+from icl_core.stacked import StackedRun, stack_groups
 from icl_core.store import Store, rows_table
 from icl_core.train import MemberRun
 
@@ -43,6 +45,7 @@ class TrialSpec:
     gpu: float = 0.0  # the trial's GPU share (icl_core.resources)
     provenance: dict = field(default_factory=dict)  # from the driver: code and package versions
     hashes: list[str] = field(default_factory=list)  # the driver's config hashes (file names)
+    stack: str = "auto"  # icl_core.stacked.STACK_MODES: stack members on CUDA (auto), always, never
 
     def __post_init__(self):
         if not self.hashes:
@@ -75,11 +78,16 @@ Reporter = Callable[[dict, dict | None], None]  # (metrics, checkpoint state or 
 
 
 def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | None = None) -> dict:
-    """Train every unfinished member; returns {config_hash: status}."""
+    """Train every unfinished member; returns {config_hash: status}.
+
+    Members that may share a stack (icl_core.stacked: same config but seeds, and stacking on
+    for this device by `spec.stack`) train at once; the others one after another.
+    """
     torch.set_num_threads(max(1, spec.threads))
     store = Store(spec.storage)
     done = store.finished(spec.sweep, spec.study)
-    statuses, failures = {}, []
+    resumed = saved_runs(state)
+    statuses, todo = {}, []
     for index, (raw, expected) in enumerate(zip(spec.members, spec.hashes, strict=True)):
         member = resolve_member(raw)
         if member.hash != expected:
@@ -90,79 +98,200 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
             )
         if member.hash in done:  # finished by an earlier attempt of this trial
             statuses[member.hash] = store.member_status(spec.sweep, spec.study, [member.hash])[member.hash][0]
-            continue
-        resume = state["run"] if state and state.get("member_hash") == member.hash else None
-        status, reason = run_member(spec, index, member, store, report, resume)
-        statuses[member.hash] = status
-        if status == "failed":
-            failures.append(f"member {index} ({member.hash}): {reason}")
-    if failures:
-        raise TrialFailed("; ".join(failures))
+        else:
+            todo.append((index, member))
+    work = Work(spec, store, report, len(todo))
+    for group in stack_groups([m for _, m in todo], spec.stack):
+        members = [todo[i] for i in group]
+        if len(members) == 1:
+            index, member = members[0]
+            statuses[member.hash] = run_member(work, index, member, resumed.get(member.hash))
+        else:
+            statuses.update(run_stack(work, members, resumed))
+    if work.failures:
+        raise TrialFailed("; ".join(work.failures))
     return statuses
 
 
-def run_member(spec, index, member, store, report, resume) -> tuple[str, str | None]:
+def saved_runs(state: dict | None) -> dict:
+    """{config_hash: MemberRun state} from a trial checkpoint (also the pre-stacking form)."""
+    if not state:
+        return {}
+    if "runs" in state:
+        return state["runs"]
+    return {state["member_hash"]: state["run"]}
+
+
+@dataclass
+class Work:
+    """What a trial's members share while they run: the spec, store, reporter, progress."""
+
+    spec: TrialSpec
+    store: Store
+    report: Reporter | None
+    total: int  # members this attempt trains
+    finished: int = 0
+    failures: list = field(default_factory=list)
+
+    def progress(self, running: float = 0.0) -> float:
+        """Share of this attempt's work done (finished members + fractions of running ones)."""
+        return (self.finished + running) / max(self.total, 1)
+
+
+def next_report(step: int, cfg) -> int:
+    return min(cfg.steps, (step // cfg.report_every + 1) * cfg.report_every)
+
+
+def after_report(member, run: MemberRun, prompts) -> None:
+    """At a report boundary of a training member: the intermediate evaluation (and its stop
+    rule) and the artifacts due at this step."""
+    cfg = member.train
+    if member.eval.every and run.step % member.eval.every == 0 and run.step < cfg.steps:
+        rows = evaluate(run.model, member, run.device, run.dtype, run.step, False, prompts)
+        limit = member.eval.stop_below
+        if limit is not None and headline_mse(rows, "mean") <= limit:
+            run.stopped_at = run.step  # target reached: the final evaluation is here
+        else:
+            run.rows += rows
+    if cfg.artifact_every and (run.step % cfg.artifact_every == 0 or run.stopped_at is not None):
+        run.record_artifacts()
+
+
+def needs_model(member, run: MemberRun, checkpoint: bool) -> bool:
+    """Whether `after_report` or a checkpoint at this step reads the member's weights."""
+    cfg = member.train
+    return checkpoint or bool(member.eval.every and run.step % member.eval.every == 0) \
+        or bool(cfg.artifact_every and run.step % cfg.artifact_every == 0)
+
+
+def run_member(work: Work, index, member, resume) -> str:
     t0 = time.time()
-    cfg, h = member.train, member.hash
+    cfg = member.train
     run, loss = None, math.nan
-
-    def progress(step: int) -> float:  # share of the trial's work done, for the ETA
-        return (index + step / max(cfg.steps, 1)) / len(spec.members)
-
     try:
         run = MemberRun(member)
         prompts = eval_prompts(member)  # drawn once; every evaluation of this member reuses them
         if resume is not None:
             run.load_state_dict(resume)
         while run.step < cfg.steps and run.diverged_at is None and run.stopped_at is None:
-            target = min(cfg.steps, (run.step // cfg.report_every + 1) * cfg.report_every)
-            loss = run.train_until(target)
+            loss = run.train_until(next_report(run.step, cfg))
             if run.diverged_at is not None:
                 break
-            if member.eval.every and run.step % member.eval.every == 0 and run.step < cfg.steps:
-                rows = evaluate(run.model, member, run.device, run.dtype, run.step, False, prompts)
-                limit = member.eval.stop_below
-                if limit is not None and headline_mse(rows, "mean") <= limit:
-                    run.stopped_at = run.step  # target reached: the final evaluation is here
-                else:
-                    run.rows += rows
-            if cfg.artifact_every and (run.step % cfg.artifact_every == 0
-                                       or run.stopped_at is not None):
-                run.record_artifacts()
+            after_report(member, run, prompts)
             checkpoint = run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps
-            if report is not None:
-                report(
+            if work.report is not None:
+                work.report(
                     # ("done" is reserved by Tune: it would end the whole trial)
                     {"member": index, "step": run.step, "loss": loss, "member_done": False,
-                     "progress": progress(run.step)},
-                    {"member_hash": h, "run": run.state_dict()} if checkpoint else None,
+                     "progress": work.progress(run.step / max(cfg.steps, 1))},
+                    {"runs": {member.hash: run.state_dict()}} if checkpoint else None,
                 )
-        if run.diverged_at is not None:
-            status, reason = "diverged", f"non-finite training loss at step {run.diverged_at}"
-        else:
-            status, reason = "ok", None
-            run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True,
-                                 prompts)
+        status, reason = final_rows(member, run, prompts)
     except StopMember as stop:
         status, reason = "pruned", str(stop)
     except Exception as exc:  # recorded with its reason; the trial goes on with other members
-        status = "failed"
-        reason = f"{type(exc).__name__}: {exc}"
+        status, reason = "failed", f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
+    finish_member(work, index, member, run, status, reason, loss, time.time() - t0)
+    return status
+
+
+def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
+    """The final evaluation of a member that ended training; (status, reason)."""
+    if run.diverged_at is not None:
+        return "diverged", f"non-finite training loss at step {run.diverged_at}"
+    run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True, prompts)
+    return "ok", None
+
+
+def run_stack(work: Work, members: list, resumed: dict) -> dict:
+    """Train members of one stack at once (icl_core.stacked); each ends (diverges, meets its
+    stop rule, finishes) on its own and writes its rows as if it had trained alone."""
+    t0 = time.time()
+    cfg = members[0][1].train
+    runs, statuses = [], {}
+    try:
+        for _, member in members:
+            run = MemberRun(member)
+            if member.hash in resumed:
+                run.load_state_dict(resumed[member.hash])
+            runs.append(run)
+        prompts = [eval_prompts(member) for _, member in members]
+        stack = StackedRun(runs)
+    except Exception as exc:  # every member of the stack is recorded with the reason
+        traceback.print_exc()
+        reason = f"{type(exc).__name__}: {exc}"
+        for k, (index, member) in enumerate(members):
+            run = runs[k] if k < len(runs) else None
+            finish_member(work, index, member, run, "failed", reason, math.nan, time.time() - t0)
+            statuses[member.hash] = "failed"
+        return statuses
+    open_ = dict(enumerate(members))  # members still training or not yet written
+    losses = [math.nan] * stack.size
+
+    def close(k: int, status: str, reason: str | None) -> None:
+        index, member = open_.pop(k)
+        finish_member(work, index, member, runs[k], status, reason, losses[k],
+                      time.time() - t0, stack.size)
+        statuses[member.hash] = status
+
+    while open_:
+        try:
+            if stack.step < cfg.steps and stack.active():
+                losses = stack.train_until(next_report(stack.step, cfg))
+            checkpoint = stack.step % cfg.checkpoint_every == 0 and stack.step < cfg.steps
+            for k in list(open_):
+                index, member = open_[k]
+                run = runs[k]
+                if run.diverged_at is None and (needs_model(member, run, checkpoint)
+                                                or run.step >= cfg.steps):
+                    stack.sync_member(k)
+                if run.diverged_at is None and run.step < cfg.steps:
+                    after_report(member, run, prompts[k])
+                if run.diverged_at is not None or run.stopped_at is not None \
+                        or run.step >= cfg.steps:
+                    close(k, *final_rows(member, run, prompts[k]))
+        except Exception as exc:
+            traceback.print_exc()
+            for k in list(open_):
+                close(k, "failed", f"{type(exc).__name__}: {exc}")
+            break
+        if work.report is not None and open_:
+            work.report(
+                {"member": min(i for i, _ in open_.values()), "step": stack.step,
+                 "loss": finite_mean([losses[k] for k in open_]), "member_done": False,
+                 "progress": work.progress(len(open_) * stack.step / max(cfg.steps, 1))},
+                {"runs": {open_[k][1].hash: runs[k].state_dict() for k in open_}}
+                if checkpoint else None,
+            )
+    return statuses
+
+
+def finite_mean(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+def finish_member(work: Work, index, member, run, status, reason, loss, wall,
+                  stack_size: int = 1) -> None:
+    """Write a member's rows (and artifacts), report it done to Tune, count failures."""
+    spec, store, h = work.spec, work.store, member.hash
     rows = run.rows if run is not None else []
     rows = rows + [{"metric": "steps_completed", "statistic": "value", "predictor": "model",
                     "value": float(run.step if run else 0), "step": run.step if run else 0}]
-    constants = member_constants(spec, index, member, run, status, reason, time.time() - t0)
+    constants = member_constants(spec, index, member, run, status, reason, wall, stack_size)
     store.write_rows(store.rows_path(spec.sweep, spec.study, h, status), rows_table(rows, constants))
     if status != "failed":
         store.delete(store.rows_path(spec.sweep, spec.study, h, "failed"))
         if run.artifacts:
             save_artifacts(store, spec.sweep, spec.study, h, run.artifacts)
-    if report is not None and status != "pruned":
-        report({"member": index, "step": run.step if run else 0, "member_done": True,
-                "status": status, "loss": loss, "mse": headline_mse(rows),
-                "progress": progress(cfg.steps)}, None)
-    return status, reason
+    else:
+        work.failures.append(f"member {index} ({h}): {reason}")
+    work.finished += 1
+    if work.report is not None and status != "pruned":
+        work.report({"member": index, "step": run.step if run else 0, "member_done": True,
+                     "status": status, "loss": loss, "mse": headline_mse(rows),
+                     "progress": work.progress()}, None)
 
 
 def headline_mse(rows: list[dict], statistic: str = "median") -> float:
@@ -178,7 +307,7 @@ def headline_mse(rows: list[dict], statistic: str = "median") -> float:
     return [r["value"] for r in model if r["test_dist"] == model[0]["test_dist"]][-1]
 
 
-def member_constants(spec, index, member, run, status, reason, wall) -> dict:
+def member_constants(spec, index, member, run, status, reason, wall, stack_size=1) -> dict:
     plain = member.to_dict()
     device = run.device if run is not None else torch.device("cpu")
     seconds = run.train_seconds if run is not None else 0.0
@@ -195,6 +324,7 @@ def member_constants(spec, index, member, run, status, reason, wall) -> dict:
         "tokens_per_s": tokens / seconds if seconds > 0 else None,
         "skipped_steps": run.skipped_steps if run is not None else None,
         "threads": spec.threads,
+        "stack_size": stack_size,  # members trained at once with this one (icl_core.stacked)
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 

@@ -43,8 +43,17 @@ class SoftmaxAttention(nn.Module):
         y = self.attend(q, k, v)  # (B, H, T, W/H)
         return self.out(y.transpose(1, 2).reshape(B, T, W))
 
+    stacked = False  # set on a stack's copy (icl_core.stacked): the model runs under vmap
+
     def attend(self, q, k, v) -> torch.Tensor:
         """(B, H, T, W/H) queries, keys, values -> (B, H, T, W/H) mixed values."""
+        if self.stacked:  # vmap has no batching rule for every SDPA kernel: plain matmuls
+            scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+            if self.causal:
+                T = q.shape[-2]
+                keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+                scores = scores.masked_fill(~keep, float("-inf"))
+            return scores.softmax(-1) @ v
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 

@@ -148,6 +148,7 @@ class BiGRUConfig:
 
 
 class BiGRU(nn.Module):
+    stackable = False  # torch.func.vmap has no batching rule for nn.GRU: trains unstacked
     def __init__(self, cfg: BiGRUConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         _refuse_causal(cfg.name, causal)

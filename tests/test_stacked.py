@@ -1,0 +1,169 @@
+"""Stacked packing (icl_core.stacked): members trained at once with stacked weights write the
+same numbers as members trained alone (float64, rtol 1e-10), for every model the sweep files
+use; a diverging member is masked while the others go on; a stacked checkpoint resumes
+stacked or unstacked to the same numbers; the grouping rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from conftest import tiny_member
+
+from analysis.store import read_rows
+from icl_core import catalog
+from icl_core.config import resolve_member, set_path
+from icl_core.stacked import StackedRun, stack_groups, stack_key
+from icl_core.train import MemberRun
+from icl_core.trial import TrialSpec, run_trial
+
+KEY = ["config_hash", "metric", "predictor", "statistic", "step", "test_dist", "position",
+       "prompt_len", "loop_iter", "infer_iter"]
+
+
+def float64_seeds(raw: dict, seeds=(0, 1), steps: int = 12) -> list[dict]:
+    out = []
+    for seed in seeds:
+        member = resolve_member(raw).to_dict()
+        member.update(seed=seed, dtype="float64", device="cpu")
+        set_path(member, "train.steps", min(member["train"]["steps"], steps))
+        set_path(member, "train.report_every", 4)
+        set_path(member, "train.checkpoint_every", 4)
+        for key, value in (("eval.every", member["eval"]["every"]),
+                           ("train.artifact_every", member["train"]["artifact_every"])):
+            if value:
+                set_path(member, key, 4)
+        out.append(resolve_member(member).to_dict())
+    return out
+
+
+def rows_sorted(storage, sweep="s", study="t") -> pl.DataFrame:
+    rows, _ = read_rows(str(storage), sweep, study)
+    cols = [c for c in KEY if c in rows.columns]
+    return rows.sort(cols, nulls_last=True)
+
+
+def assert_same_numbers(a: pl.DataFrame, b: pl.DataFrame, rtol: float = 1e-10) -> None:
+    assert a.height == b.height > 0
+    assert a["metric"].to_list() == b["metric"].to_list()
+    va = np.array(a["value"].to_list(), dtype=float)
+    vb = np.array(b["value"].to_list(), dtype=float)
+    np.testing.assert_allclose(vb, va, rtol=rtol, atol=1e-300, equal_nan=True)
+
+
+def one_member_per_model() -> dict[str, dict]:
+    """The first stackable smoke member of each model the sweep files train."""
+    found: dict[str, dict] = {}
+    for name in catalog.sweep_names():
+        for study in catalog.load_sweep(name).studies:
+            if hasattr(study, "space"):
+                continue
+            for member in study.members("smoke"):
+                label = member.model.name + "/" + getattr(member.model, "mixer", "")
+                if label not in found and member.train.steps and stack_key(member):
+                    found[label] = member.to_dict()
+                elif member.model.name == "lsa" and "lsa/adam" not in found:
+                    lsa = member.to_dict()  # the sweeps train it with L-BFGS (never stacked)
+                    lsa["train"].update(optimizer="adam", lr=1e-3)
+                    found["lsa/adam"] = lsa
+    return found
+
+
+MODELS = one_member_per_model()
+
+
+def test_the_sweeps_models_are_covered():
+    names = {label.split("/")[0] for label in MODELS}
+    assert {"transformer", "lsa", "attention_mlp", "mha_mlp", "ffn", "looped",
+            "algoformer"} <= names
+    assert {"transformer/attention", "transformer/baseconv",
+            "transformer/relu_attention"} <= set(MODELS)
+
+
+@pytest.mark.parametrize("label", sorted(MODELS))
+def test_stacked_equals_one_after_another(label, tmp_path):
+    members = float64_seeds(MODELS[label])
+    for stack in ("never", "always"):
+        spec = TrialSpec("s", "t", str(tmp_path / stack), members, stack=stack)
+        assert set(run_trial(spec).values()) == {"ok"}
+    alone, stacked = rows_sorted(tmp_path / "never"), rows_sorted(tmp_path / "always")
+    assert set(stacked["stack_size"]) == {2} and set(alone["stack_size"]) == {1}
+    assert_same_numbers(alone, stacked)
+
+
+def test_per_member_gradient_clipping_matches(tmp_path):
+    members = float64_seeds(tiny_member(train__grad_clip=0.05), seeds=(0, 1, 2), steps=20)
+    for stack in ("never", "always"):
+        run_trial(TrialSpec("s", "t", str(tmp_path / stack), members, stack=stack))
+    assert_same_numbers(rows_sorted(tmp_path / "never"), rows_sorted(tmp_path / "always"))
+
+
+def test_a_diverging_member_is_masked_and_the_others_go_on():
+    members = [resolve_member(m) for m in float64_seeds(tiny_member(), seeds=(0, 1, 2), steps=8)]
+    runs = [MemberRun(m) for m in members]
+    with torch.no_grad():
+        next(runs[1].model.parameters()).fill_(math.inf)  # member 1 blows up at once
+    stack = StackedRun(runs)
+    stack.train_until(4)
+    stack.train_until(8)
+    assert runs[1].diverged_at == 1 and runs[1].step == 1 and stack.active() == [0, 2]
+    assert math.isnan(runs[1].rows[0]["value"])
+    for k in (0, 2):
+        alone = MemberRun(members[k])
+        alone.train_until(4)
+        alone.train_until(8)
+        assert runs[k].diverged_at is None and runs[k].step == 8
+        np.testing.assert_allclose([r["value"] for r in runs[k].rows],
+                                   [r["value"] for r in alone.rows], rtol=1e-10)
+        stack.sync_member(k)
+        for p, q in zip(runs[k].model.parameters(), alone.model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_stacked_checkpoint_resumes_stacked_or_alone_to_the_same_numbers(tmp_path):
+    members = float64_seeds(tiny_member(), seeds=(0, 1, 2), steps=12)
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="always"))
+    saved = {}
+
+    def crash_after_first_checkpoint(metrics, state):
+        if state is not None:
+            saved.update(state)
+            raise Crash
+
+    for stack in ("always", "never"):
+        spec = TrialSpec("s", "t", str(tmp_path / stack), members, stack=stack)
+        saved.clear()
+        with pytest.raises(Crash):
+            run_trial(TrialSpec("s", "t", str(tmp_path / stack), members, stack="always"),
+                      crash_after_first_checkpoint)
+        assert set(saved["runs"]) == {resolve_member(m).hash for m in members}
+        assert {s["step"] for s in saved["runs"].values()} == {4}
+        run_trial(spec, None, dict(saved))
+        assert_same_numbers(rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / stack))
+
+
+def test_grouping_rule():
+    def member(**over):
+        return resolve_member(tiny_member(**over))
+
+    seeds = [member(seed=s) for s in range(3)]
+    wider = member(model={"name": "transformer", "width": 16, "depth": 2, "heads": 2})
+    lbfgs = member(train__optimizer="lbfgs")
+    gru = resolve_member({"task": {"name": "qstr", "n_points": 4, "dim": 3},
+                          "model": {"name": "bigru", "hidden": 8}})
+    assert stack_key(lbfgs) is None and stack_key(gru) is None
+    mixed = [seeds[0], wider, seeds[1], lbfgs, seeds[2], gru]
+    assert stack_groups(mixed, "always") == [[0, 2, 4], [1], [3], [5]]
+    assert stack_groups(mixed, "never") == [[i] for i in range(6)]
+    # auto stacks on CUDA devices only; these members resolve to this machine's device
+    expected = [[0, 2, 4], [1], [3], [5]] if torch.cuda.is_available() else [[i] for i in range(6)]
+    assert stack_groups(mixed, "auto") == expected
+    with pytest.raises(ValueError, match="valid choices: auto, always, never"):
+        stack_groups(seeds, "sometimes")
