@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print_plan(sweep, plans, sweep_args)
         total += sum(plan.trials for plan in plans)
-    print(f"all sweep files [{args.preset}]: {total} trials")
+    print(f"all sweep files [{args.preset}]: {total} configs (grid members and search trials)")
     return 0
 
 

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from icl_core.config import ConfigError
+from icl_core.stacked import STACK_MODES
 from icl_core.sweep import PRESETS, Sweep
 
 DEFAULT_STORAGE = "results"
@@ -25,6 +26,16 @@ def default_storage() -> str:
     if env:
         return env
     return JOB_STORAGE if in_ray_job() else DEFAULT_STORAGE
+
+
+def pack_arg(text: str) -> int | str:
+    """--pack: an integer or 'auto' (checked in make_plans, so the error is ours)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
@@ -49,7 +60,12 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     add("--max-concurrent", type=int, default=None, help="max trials at once")
     add("--num-samples", type=int, default=None,
         help="grids: seeds 0..K-1 (replaces the seed axis); searches: trials per search")
-    add("--pack", type=int, default=1, help="members per trial (one process each; default 1)")
+    add("--pack", type=pack_arg, default="auto",
+        help="members per trial, or auto (default): about 4 trials per CPU/GPU slot, so "
+        "start-up is paid once per trial, not per member")
+    add("--stack", choices=STACK_MODES, default="auto",
+        help="train a trial's members that differ only in their seeds at once, weights "
+        "stacked: auto (default) on GPUs, always, never (one after another)")
     add("--set", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field, e.g. --set model.width=128 (repeatable)")
     add("--optuna-journal", metavar="FILE",
@@ -95,8 +111,8 @@ class Plan:
 def make_plans(sweep: Sweep, args) -> list[Plan]:
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise ConfigError("--max-concurrent: must be >= 1")
-    if args.pack < 1:
-        raise ConfigError("--pack: must be >= 1")
+    if args.pack != "auto" and (not isinstance(args.pack, int) or args.pack < 1):
+        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {args.pack!r}")
     for flag, other, why in CONFLICTS:
         if getattr(args, flag) and getattr(args, other):
             raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
@@ -168,32 +184,59 @@ def cluster_gpus() -> float:
     return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
 
 
-def print_plan(sweep: Sweep, plans: list[Plan], args) -> None:
-    """Trials, members per trial and resources per study; nothing is started."""
-    import torch
+def cluster_cpus() -> float:
+    import ray
 
+    if ray.is_initialized():
+        return float(ray.cluster_resources().get("CPU", 1))
+    return float(os.cpu_count() or 1)
+
+
+def study_trials(plan: Plan, args, gpus: float, cpus: float, members=None) -> list:
+    """The planned trials of a grid study: (members, resources) per trial."""
     from icl_core.resources import plan_trials
 
+    return plan_trials(plan.members if members is None else members, gpus,
+                       plan.study.cpus_per_trial, args.pack, cpus, args.stack)
+
+
+def print_plan(sweep: Sweep, plans: list[Plan], args) -> None:
+    """Trials, members per trial (and whether they stack) and resources per study."""
+    import torch
+
+    from icl_core.stacked import stack_groups, trial_stack_mode
+
     gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
+    cpus = cluster_cpus()
     total = 0
     for plan in plans:
         study = plan.study
-        trials = plan_trials(plan.members, gpus, study.cpus_per_trial, 1 if plan.is_search else args.pack)
+        if plan.is_search:
+            print(f"{sweep.name}/{study.name} [{args.preset}]: {plan.trials} trials "
+                  f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
+                  f"1 member per trial -- {study.doc}")
+            total += plan.trials
+            continue
+        trials = study_trials(plan, args, gpus, cpus)
         kinds = sorted({str(r) for _, r in trials})
-        count = plan.trials if plan.is_search else len(trials)
-        what = (f"{len(plan.members)} searches x {plan.num_samples} Optuna trials"
-                if plan.is_search else f"{len(plan.members)} configs")
-        print(f"{sweep.name}/{study.name} [{args.preset}]: {count} trials ({what}), "
-              f"{args.pack if not plan.is_search else 1} member(s) per trial, "
-              f"{' | '.join(kinds)} per trial -- {study.doc}")
-        total += count
+        sizes = sorted({len(group) for group, _ in trials})
+        how = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        stacks = [len(g) for group, res in trials
+                  for g in stack_groups(group, trial_stack_mode(args.stack, res.gpu))]
+        stacked = sum(1 for n in stacks if n > 1)
+        packing = (f"{how} member(s) per trial (--pack {args.pack}), "
+                   + (f"{stacked} stacks of {max(stacks)} or fewer trained at once"
+                      if stacked else "one after another"))
+        print(f"{sweep.name}/{study.name} [{args.preset}]: {len(trials)} trials "
+              f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial "
+              f"-- {study.doc}")
+        total += len(trials)
     where = f"{gpus:g} GPU(s)" if gpus else "CPU only (no GPU)"
-    print(f"total: {total} trials in {len(plans)} studies, planned for {where}")
+    print(f"total: {total} trials in {len(plans)} studies, planned for {cpus:g} CPU(s), {where}")
 
 
 def run_study(sweep, plan: Plan, store, provenance, args) -> int:
     from icl_core.launch import run_tune
-    from icl_core.resources import plan_trials
     from icl_core.trial import TrialSpec
 
     study, members = plan.study, plan.members
@@ -205,9 +248,12 @@ def run_study(sweep, plan: Plan, store, provenance, args) -> int:
     if todo:
         specs = [
             TrialSpec(sweep.name, study.name, store.uri, [m.to_dict() for m in group],
-                      threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance)
-            for group, res in plan_trials(todo, cluster_gpus(), study.cpus_per_trial, args.pack)
+                      threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
+                      stack=args.stack)
+            for group, res in study_trials(plan, args, cluster_gpus(), cluster_cpus(), todo)
         ]
+        print(f"[{label}] {len(specs)} trials of up to {max(len(s.members) for s in specs)} "
+              f"members (--pack {args.pack}, --stack {args.stack})", flush=True)
         tune_dir = f"{store.uri}/{sweep.name}/{study.name}/tune"
         run_tune(specs, label, tune_dir, args.max_concurrent)
     statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])

@@ -9,12 +9,15 @@ GPU share by model size, so small trials share a GPU: the work of one training s
     else   -> 1
 
 A member with device "cpu", or a cluster without GPUs, gets no GPU. Members of equal
-resources are packed `pack` to a trial (one process: start-up cost paid once).
+resources are packed `pack` to a trial (one process: start-up cost paid once; `auto` picks
+the size from the number of members and slots); a GPU trial stacks members that differ only
+in their seeds (icl_core.stacked), so those are planned side by side.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -83,17 +86,43 @@ def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float) -> 
     return TrialResources(cpu=cpus, gpu=min(gpu_fraction(member), cluster_gpus))
 
 
+WAVES = 4  # auto packing: about this many trials per slot, so uneven trials still balance
+
+
+def auto_pack(n_members: int, res: TrialResources, cluster_cpus: float, cluster_gpus: float) -> int:
+    """Members per trial when `--pack auto`: the members spread over the trials that fit at
+    once (slots). CPU trials: WAVES trials per slot, so start-up is paid a few times per slot,
+    not once per member, and a slow trial still leaves others to balance the load. GPU
+    trials: one trial per slot, so their stacks are as large as they can be."""
+    if res.gpu:  # GPU trials stack their members: one wave, the largest stacks
+        slots, waves = cluster_gpus / res.gpu, 1
+    else:
+        slots, waves = cluster_cpus / max(res.cpu, 1), WAVES
+    return max(1, math.ceil(n_members / (max(1, math.floor(slots)) * waves)))
+
+
 def plan_trials(
-    members: list[MemberConfig], cluster_gpus: float, cpus: float = 1, pack: int = 1
+    members: list[MemberConfig], cluster_gpus: float, cpus: float = 1, pack: int | str = 1,
+    cluster_cpus: float = 1, stack: str = "auto",
 ) -> list[tuple[list[MemberConfig], TrialResources]]:
-    """Group members into trials of up to `pack` members with equal resources."""
-    if pack < 1:
-        raise ValueError("pack must be >= 1")
+    """Group members into trials of up to `pack` members with equal resources ("auto": see
+    `auto_pack`). Where a trial will stack its members (a GPU trial, or `stack="always"`),
+    members that can share a stack (icl_core.stacked.stack_key) are put side by side."""
+    from icl_core.stacked import STACK_MODES, stack_key, trial_stack_mode
+
+    if pack != "auto" and (not isinstance(pack, int) or pack < 1):
+        raise ValueError(f"pack must be an integer >= 1 or 'auto', got {pack!r}")
+    if stack not in STACK_MODES:
+        raise ValueError(f"stack {stack!r}; valid choices: {', '.join(STACK_MODES)}")
     groups: dict[TrialResources, list[MemberConfig]] = {}
     for member in members:
         groups.setdefault(member_resources(member, cluster_gpus, cpus), []).append(member)
-    return [
-        (group[i:i + pack], res)
-        for res, group in groups.items()
-        for i in range(0, len(group), pack)
-    ]
+    trials = []
+    for res, group in groups.items():
+        if trial_stack_mode(stack, res.gpu) == "always":
+            keys = {id(m): stack_key(m) or m.hash for m in group}
+            order = {key: i for i, key in enumerate(dict.fromkeys(keys.values()))}
+            group = sorted(group, key=lambda m: order[keys[id(m)]])  # stable: first seen first
+        size = auto_pack(len(group), res, cluster_cpus, cluster_gpus) if pack == "auto" else pack
+        trials += [(group[i:i + size], res) for i in range(0, len(group), size)]
+    return trials

@@ -72,7 +72,7 @@ def test_dry_run_of_every_paper_preset_lists_thousands(capsys):
     out = capsys.readouterr().out
     total = int(out.strip().splitlines()[-1].rsplit(":", 1)[1].split()[0])
     assert total >= 1000
-    assert "depth_scaling/least_squares [paper]: 30 trials" in out
+    assert "depth_scaling/least_squares [paper]: " in out and "trials (30 configs)" in out
     assert "0.125 GPU" in out and "1 GPU" in out  # small and large models get different shares
 
 
@@ -175,3 +175,22 @@ def test_planner_shares_gpus_by_model_size_and_packs():
     assert [res.gpu for _, res in trials] == [0.125, 0.125, 0.125, 1.0]
     with pytest.raises(ValueError):
         plan_trials(seeds, 4, 1, pack=0)
+
+
+def test_auto_packing_and_stack_order():
+    many = [resolve_member({**tiny_member(), "seed": s, "device": "cpu"}) for s in range(40)]
+    # CPU: 2 slots x 4 waves -> 8 trials of 5 members, in the given order
+    trials = plan_trials(many, cluster_gpus=0, cpus=1, pack="auto", cluster_cpus=2)
+    assert [len(g) for g, _ in trials] == [5] * 8 and trials[0][0] == many[:5]
+    assert [len(g) for g, _ in plan_trials(many[:3], 0, 1, "auto", cluster_cpus=2)] == [1, 1, 1]
+    # GPU: a 1/8 share -> 8 slots, one wave, the largest stacks
+    on_gpu = [resolve_member({**tiny_member(), "seed": s}) for s in range(40)]
+    assert [len(g) for g, _ in plan_trials(on_gpu, 1, 1, "auto", cluster_cpus=2)] == [5] * 8
+    # members that can share a stack are planned side by side where trials stack
+    w8, w16 = (tiny_member(model={"name": "transformer", "width": w, "depth": 1, "heads": 1})
+               for w in (8, 16))
+    mixed = [resolve_member({**cfg, "seed": s}) for s in range(2) for cfg in (w8, w16)]
+    widths = [[m.model.width for m in g] for g, _ in plan_trials(mixed, 1, 1, 2, 2)]
+    assert widths == [[8, 8], [16, 16]]
+    assert [[m.model.width for m in g] for g, _ in plan_trials(mixed, 0, 1, 2, 2)] == [
+        [8, 16], [8, 16]]  # CPU trials do not stack: order kept
