@@ -6,7 +6,7 @@ import hashlib
 
 import torch
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 
 def resolve_device(name: str) -> torch.device:

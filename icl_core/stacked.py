@@ -18,7 +18,7 @@ Nothing else changes for a member:
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
 checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training without step skipping, on a model whose class does not opt out
+Adam/AdamW training without step skipping or torch.compile, on a model whose class does not opt out
 (`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
 """
 
@@ -44,7 +44,8 @@ def stack_key(member: MemberConfig) -> str | None:
     from icl_core.models import MODELS
 
     cfg = member.train
-    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None:
+    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None \
+            or cfg.compile:
         return None
     if not getattr(MODELS.builder(member.model.name), "stackable", True):
         return None
@@ -176,6 +177,7 @@ class StackedRun:
         for k in active:
             run = self.runs[k]
             run.step, run.train_seconds = target_step, run.train_seconds + elapsed
+            run.steps_timed += target_step - start
             run.tokens += self.tokens_per_step * (target_step - start)
             if bad_steps[k] >= 0:
                 run.diverged_at = run.step = bad_steps[k]

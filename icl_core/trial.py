@@ -30,6 +30,7 @@ from icl_core.models import num_params
 from icl_core.provenance import worker_provenance
 from icl_core.stacked import StackedRun, stack_groups
 from icl_core.store import Store, rows_table
+from icl_core.throughput import records
 from icl_core.train import MemberRun
 
 CHECKPOINT_FILE = "member_state.pt"
@@ -311,7 +312,6 @@ def member_constants(spec, index, member, run, status, reason, wall, stack_size=
     plain = member.to_dict()
     device = run.device if run is not None else torch.device("cpu")
     seconds = run.train_seconds if run is not None else 0.0
-    tokens = run.tokens if run is not None else 0
     return {
         **flatten(plain),
         **spec.provenance,
@@ -321,7 +321,7 @@ def member_constants(spec, index, member, run, status, reason, wall, stack_size=
         "config_json": json.dumps(plain, sort_keys=True),
         "num_params": num_params(run.model) if run is not None else None,
         "wall_time_s": wall, "train_time_s": seconds,
-        "tokens_per_s": tokens / seconds if seconds > 0 else None,
+        **records(member, run),  # step time, tokens/s, FLOP/s and its share of peak, memory
         "skipped_steps": run.skipped_steps if run is not None else None,
         "threads": spec.threads,
         "stack_size": stack_size,  # members trained at once with this one (icl_core.stacked)

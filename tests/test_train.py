@@ -145,3 +145,33 @@ def test_worker_refuses_a_config_whose_hash_differs_from_the_drivers(tmp_path):
     with pytest.raises(TrialFailed, match="different versions of icl_core"):
         run_trial(spec)
     assert not (tmp_path / "sw").exists()  # nothing written under a wrong name
+
+
+def test_throughput_records_and_the_cached_matmul_peak(tmp_path, monkeypatch):
+    import json
+    import math
+
+    from icl_core import throughput
+
+    monkeypatch.setenv("ICL_CACHE", str(tmp_path / "cache"))
+    members = [resolve_member(tiny_member(train__steps=30, seed=s, dtype=dt)).to_dict()
+               for s, dt in ((0, "float32"), (1, "bfloat16"))]
+    assert set(run_trial(TrialSpec("s", "t", str(tmp_path), members)).values()) == {"ok"}
+    rows = pl.read_parquet(tmp_path / "s" / "t" / "rows" / "*.parquet")
+    per = rows.group_by("config_hash").agg(pl.all().first())
+    for r in per.iter_rows(named=True):
+        assert r["step_time_s"] == pytest.approx(r["train_time_s"] / 30)
+        assert r["tokens_per_s"] == pytest.approx(30 * 8 * 7 / r["train_time_s"])  # B x T
+        assert 0 < r["flops_fraction"] < 1.5
+        assert r["achieved_flops"] == pytest.approx(r["flops_fraction"] * r["matmul_peak_flops"])
+        assert r["peak_memory_mb"] > 10 and r["peak_memory_kind"] == "process_rss"
+    mse = rows.filter((pl.col("metric") == "mse") & (pl.col("predictor") == "model"))
+    assert set(mse["dtype"]) == {"float32", "bfloat16"}
+    assert all(math.isfinite(v) for v in mse["value"])  # bfloat16 end to end
+    # measured once per node: the cache answers from then on (a planted value proves it)
+    cache = throughput.cache_file()
+    known = json.loads(cache.read_text())
+    assert len(known) == 2 and all(v > 1e8 for v in known.values())
+    key = next(k for k in known if k.endswith(f"float32|threads={torch.get_num_threads()}"))
+    cache.write_text(json.dumps({**known, key: 123.0}))
+    assert throughput.matmul_peak(torch.device("cpu"), torch.float32) == 123.0
