@@ -59,7 +59,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
         (["--set", "train.lr=__import__('os').getpid()"],  # parsed, never evaluated
          "error: --set train.lr: expected a number"),
         (["--num-samples", "0"], "error: --num-samples: must be >= 1, got 0"),
-        (["--pack", "0"], "error: --pack: must be >= 1"),
+        (["--pack", "0"], "error: --pack: must be an integer >= 1 or auto, got 0"),
         (["--max-concurrent", "0"], "error: --max-concurrent: must be >= 1"),
         (["--optuna-journal", "j.log", "--address", "auto"],
          "error: --optuna-journal: conflicts with --address"),
@@ -83,5 +83,15 @@ def test_bad_input_stops_before_any_trial(tmp_path, capsys, argv, message):
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert SWEEP.main(["--preset", "paper", "--dry-run", "--storage", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "depth_scaling/least_squares [paper]: 30 trials" in out
+    assert "depth_scaling/least_squares [paper]: " in out and "trials (30 configs)" in out
+    assert "member(s) per trial (--pack auto), one after another" in out  # CPU: no stacking
+    assert SWEEP.main(["--preset", "cpu", "--dry-run", "--pack", "1", "--study",
+                       "least_squares"]) == 0
+    assert "least_squares [cpu]: 15 trials (15 configs), 1 member(s) per trial (--pack 1)" \
+        in capsys.readouterr().out
+    # on a GPU cluster the seeds of one depth share a stack
+    assert SWEEP.main(["--preset", "cpu", "--dry-run", "--pack", "3", "--plan-gpus", "1",
+                       "--study", "least_squares"]) == 0
+    assert "5 trials (15 configs), 3 member(s) per trial (--pack 3), 5 stacks of 3 or fewer " \
+        "trained at once, 1 CPU + 0.125 GPU per trial" in capsys.readouterr().out
     assert not any(tmp_path.iterdir())
