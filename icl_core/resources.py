@@ -86,19 +86,27 @@ def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float) -> 
     return TrialResources(cpu=cpus, gpu=min(gpu_fraction(member), cluster_gpus))
 
 
-WAVES = 4  # auto packing: about this many trials per slot, so uneven trials still balance
+WAVES = 4  # auto packing: up to this many trials per CPU slot, so uneven trials still balance
+CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records: 1-4e10)
+MIN_TRIAL_S = 60.0  # auto packing: CPU trials shorter than this are merged (start-up ~3-5 s)
 
 
-def auto_pack(n_members: int, res: TrialResources, cluster_cpus: float, cluster_gpus: float) -> int:
-    """Members per trial when `--pack auto`: the members spread over the trials that fit at
-    once (slots). CPU trials: WAVES trials per slot, so start-up is paid a few times per slot,
-    not once per member, and a slow trial still leaves others to balance the load. GPU
-    trials: one trial per slot, so their stacks are as large as they can be."""
-    if res.gpu:  # GPU trials stack their members: one wave, the largest stacks
-        slots, waves = cluster_gpus / res.gpu, 1
-    else:
-        slots, waves = cluster_cpus / max(res.cpu, 1), WAVES
-    return max(1, math.ceil(n_members / (max(1, math.floor(slots)) * waves)))
+def auto_pack(group: list[MemberConfig], res: TrialResources, cluster_cpus: float,
+              cluster_gpus: float) -> int:
+    """Members per trial when `--pack auto`.
+
+    GPU trials stack their members: one trial per slot, so stacks are as large as they can be.
+    CPU trials: WAVES trials per slot, so a slow trial still leaves others to balance the load,
+    but no more trials than there are minutes of estimated training (6 x params x tokens x
+    steps at CPU_FLOPS; at least one trial per slot), so start-up (a Ray worker, imports) is
+    not paid for a few seconds of training.
+    """
+    if res.gpu:
+        return max(1, math.ceil(len(group) / max(1, math.floor(cluster_gpus / res.gpu))))
+    slots = max(1, math.floor(cluster_cpus / max(res.cpu, 1)))
+    seconds = sum(step_flops(m) * m.train.steps for m in group) / (CPU_FLOPS * max(res.cpu, 1))
+    trials = min(slots * WAVES, max(slots, math.ceil(seconds / MIN_TRIAL_S)))
+    return max(1, math.ceil(len(group) / trials))
 
 
 def plan_trials(
@@ -123,6 +131,6 @@ def plan_trials(
             keys = {id(m): stack_key(m) or m.hash for m in group}
             order = {key: i for i, key in enumerate(dict.fromkeys(keys.values()))}
             group = sorted(group, key=lambda m: order[keys[id(m)]])  # stable: first seen first
-        size = auto_pack(len(group), res, cluster_cpus, cluster_gpus) if pack == "auto" else pack
+        size = auto_pack(group, res, cluster_cpus, cluster_gpus) if pack == "auto" else pack
         trials += [(group[i:i + size], res) for i in range(0, len(group), size)]
     return trials

@@ -179,10 +179,15 @@ def test_planner_shares_gpus_by_model_size_and_packs():
 
 def test_auto_packing_and_stack_order():
     many = [resolve_member({**tiny_member(), "seed": s, "device": "cpu"}) for s in range(40)]
-    # CPU: 2 slots x 4 waves -> 8 trials of 5 members, in the given order
+    # CPU, members of a few ms each: one trial per slot (start-up paid twice, not 40 times)
     trials = plan_trials(many, cluster_gpus=0, cpus=1, pack="auto", cluster_cpus=2)
-    assert [len(g) for g, _ in trials] == [5] * 8 and trials[0][0] == many[:5]
-    assert [len(g) for g, _ in plan_trials(many[:3], 0, 1, "auto", cluster_cpus=2)] == [1, 1, 1]
+    assert [len(g) for g, _ in trials] == [20, 20] and trials[0][0] == many[:20]
+    # long members (estimated minutes each): 2 slots x 4 waves -> 8 trials of 5, in order
+    long = [resolve_member({**tiny_member(train__steps=10**7), "seed": s, "device": "cpu"})
+            for s in range(40)]
+    trials = plan_trials(long, cluster_gpus=0, cpus=1, pack="auto", cluster_cpus=2)
+    assert [len(g) for g, _ in trials] == [5] * 8 and trials[0][0] == long[:5]
+    assert [len(g) for g, _ in plan_trials(long[:3], 0, 1, "auto", cluster_cpus=2)] == [1, 1, 1]
     # GPU: a 1/8 share -> 8 slots, one wave, the largest stacks
     on_gpu = [resolve_member({**tiny_member(), "seed": s}) for s in range(40)]
     assert [len(g) for g, _ in plan_trials(on_gpu, 1, 1, "auto", cluster_cpus=2)] == [5] * 8

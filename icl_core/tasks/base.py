@@ -62,9 +62,14 @@ class Task(Protocol):
 
 
 def masked_mse(pred_BxTxO: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """The training loss: mean squared error over supervised tokens and output dims."""
-    err = (pred_BxTxO - batch.targets)[:, batch.mask]  # (B, M, O)
-    return err.pow(2).mean()
+    """The training loss: mean squared error over supervised tokens and output dims.
+
+    Written without boolean indexing, whose output size the host must read: on a GPU that
+    would be a device sync every training step."""
+    B, _, n_out = pred_BxTxO.shape
+    err = (pred_BxTxO - batch.targets).pow(2)
+    supervised = torch.where(batch.mask[None, :, None], err, 0.0).sum()
+    return supervised / (B * n_out * batch.mask.sum())
 
 
 def all_prefix_positions(n: int) -> torch.Tensor:
