@@ -37,13 +37,15 @@ benchmarks/out/perf-<timestamp>-tmp/, removed at the end unless `--keep`.
     evaluation uses `--eval-prompts` (100) test prompts with the OLS and GD baselines, about
     0.35 s on this VM, so a member costs ~1.4 s in all) run through
     our sweep path, `Sweep.main([... --pack K])` on Ray Tune (a fresh store each time, no
-    figures), packed (`--pack-b`, 8 members per trial) vs one trial per config (`--pack 1`).
+    figures), packed (`--pack-b`, default `auto`, what a sweep uses: here 2 trials of 8 on 2
+    CPUs) vs one trial per config (`--pack 1`).
     The whole Sweep.main call is timed: planning, Tune, trials, rows written, statuses read.
     Reported: configs/hour of each and packed / separate. Target: >= 2x on CPU, >= 4x on GPU.
     Ray: `ray.init(num_cpus=--num-cpus (os.cpu_count()))`, reused by the CLI.
 
 (c) Overhead of the sweep path. `--configs-c` (200) configs as in (b) through Sweep.main
-    with `--pack-c` (50) members per trial on a Ray started with num_cpus=1, vs the same
+    with `--pack-c` (default `auto`: here 4 trials of 50) members per trial on a Ray started
+    with num_cpus=1, vs the same
     training in a plain Python loop in this process (per member: MemberRun, train_until(steps),
     the same final `evaluate(..., True, eval_prompts(member))`, rows kept in a list), both on
     one core (torch threads 1). Reported: overhead = sweep wall / loop wall - 1.
@@ -104,10 +106,10 @@ PRESET = "cpu"  # the benchmark studies have identical presets; the CLI needs on
 
 # Defaults: full run, and what --quick changes (a flag given on the command line wins).
 FULL = {"repeats": 5, "sizes": "cpu,paper", "warmup": None, "steps_cpu": None,
-        "steps_paper": None, "configs_b": 16, "pack_b": 8, "config_seconds": 1.0,
-        "configs_c": 200, "pack_c": 50, "sizes_d": "10,100,1000", "pack_d": 50}
+        "steps_paper": None, "configs_b": 16, "pack_b": "auto", "config_seconds": 1.0,
+        "configs_c": 200, "pack_c": "auto", "sizes_d": "10,100,1000", "pack_d": 50}
 QUICK = {"repeats": None, "sizes": "cpu", "warmup": 1, "steps_cpu": 10, "steps_paper": 1,
-         "configs_b": 6, "pack_b": 3, "config_seconds": 0.25, "configs_c": 16, "pack_c": 8,
+         "configs_b": 6, "pack_b": "auto", "config_seconds": 0.25, "configs_c": 16, "pack_c": "auto",
          "sizes_d": "10,100", "pack_d": 50}
 # steps per repeat of part a when not given: (cpu size, paper size, warm-up) per device type
 STEPS_A = {"cpu": (30, 5, 3), "cuda": (200, 100, 20)}
@@ -551,6 +553,10 @@ def print_table(rows: list[dict]) -> None:
 # ---------------------------------------------------------------------------------- main
 
 
+def pack_value(text: str) -> int | str:
+    return text if text == "auto" else int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -586,10 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--num-cpus", type=int, default=os.cpu_count(),
                    help=f"Ray CPUs for parts b and d (default os.cpu_count() = {os.cpu_count()})")
     g.add_argument("--configs-b", type=int, default=None, help="configs in part b (16; --quick 6)")
-    g.add_argument("--pack-b", type=int, default=None, help="packed members/trial (8; --quick 3)")
+    g.add_argument("--pack-b", type=pack_value, default=None,
+                   help="packed members/trial, or auto (default: what a sweep uses)")
     g.add_argument("--configs-c", type=int, default=None,
                    help="configs in part c (200; --quick 16)")
-    g.add_argument("--pack-c", type=int, default=None, help="members/trial in c (50; --quick 8)")
+    g.add_argument("--pack-c", type=pack_value, default=None,
+                   help="members/trial in c, or auto (default: what a sweep uses)")
     g = parser.add_argument_group("(d) planning, dispatch and store")
     g.add_argument("--sizes-d", default=None, help="grid sizes (10,100,1000; --quick 10,100)")
     g.add_argument("--pack-d", type=int, default=None, help="members per trial (50)")
