@@ -294,8 +294,8 @@ class MemberConfig:
     def to_dict(self) -> dict:
         return to_plain(self)
 
-    @property
-    def hash(self) -> str:
+    @functools.cached_property
+    def hash(self) -> str:  # cached: the config is frozen, and a trial asks often
         return config_hash(self.to_dict(), self.defaults())
 
     def defaults(self) -> dict:

@@ -47,6 +47,7 @@ class Progress(Callback):
         self.last = 0.0
         self.done = self.failed = self.diverged = self.restarts = 0
         self.running: set = set()
+        self.diverged_in: dict = {}  # trial id -> members of it that diverged
         self.progress: dict = {}  # trial id -> share of its work done
 
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -54,8 +55,9 @@ class Progress(Callback):
         self._print()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if result.get("member_done") and result.get("status") == "diverged":
-            self.diverged += 1
+        if "diverged_members" in result:  # cumulative per trial: no report may be missed
+            self.diverged_in[trial.trial_id] = result["diverged_members"]
+            self.diverged = sum(self.diverged_in.values())
         if "progress" in result:
             self.progress[trial.trial_id] = result["progress"]
         self._print()

@@ -185,15 +185,17 @@ class StackedRun:
         return means
 
     # -- members' own state -----------------------------------------------------------
-    def sync_member(self, k: int) -> MemberRun:
-        """Copy member k's weights, optimizer and scheduler state into its MemberRun (for
-        evaluation, artifacts and checkpoints); returns it."""
+    def sync_member(self, k: int, optimizer: bool = True) -> MemberRun:
+        """Copy member k's weights into its MemberRun (for evaluation and artifacts), and with
+        `optimizer` its optimizer and scheduler state too (for checkpoints); returns it."""
         run = self.runs[k]
         with torch.no_grad():
             for name, p in run.model.named_parameters():
                 p.copy_(self.params[f"model.{name}"][k])
             for name, b in run.model.named_buffers():
                 b.copy_(self.buffers[f"model.{name}"][k])
+        if not optimizer:
+            return run
         stacked = self.optimizer.state_dict()
         state = {}
         for i, slots in stacked["state"].items():

@@ -51,9 +51,17 @@ def _measure(device: torch.device, dtype: torch.dtype, seconds: float = 0.3) -> 
     return best
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype) -> float:
+def matmul_peak(device: torch.device, dtype: torch.dtype) -> float | None:
     """This node's measured matmul FLOP/s for `dtype` on `device` (threads: torch's current
-    setting), from the cache or measured now and cached."""
+    setting), from the cache or measured now and cached; None where the cache cannot be
+    written (a record never costs a member its rows)."""
+    try:
+        return _cached_peak(device, dtype)
+    except OSError:
+        return None
+
+
+def _cached_peak(device: torch.device, dtype: torch.dtype) -> float:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     key = f"{socket.gethostname()}|{name}|{dtype}|threads={torch.get_num_threads()}"
     path = cache_file()

@@ -34,6 +34,7 @@ from icl_core.throughput import records
 from icl_core.train import MemberRun
 
 CHECKPOINT_FILE = "member_state.pt"
+PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
 
 
 @dataclass
@@ -101,7 +102,8 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
             statuses[member.hash] = store.member_status(spec.sweep, spec.study, [member.hash])[member.hash][0]
         else:
             todo.append((index, member))
-    work = Work(spec, store, report, len(todo))
+    work = Work(spec, store, report, len(todo),
+                diverged=sum(1 for s in statuses.values() if s == "diverged"))
     for group in stack_groups([m for _, m in todo], spec.stack):
         members = [todo[i] for i in group]
         if len(members) == 1:
@@ -132,6 +134,7 @@ class Work:
     report: Reporter | None
     total: int  # members this attempt trains
     finished: int = 0
+    diverged: int = 0  # members of this trial recorded as diverged (earlier attempts too)
     failures: list = field(default_factory=list)
 
     def progress(self, running: float = 0.0) -> float:
@@ -246,7 +249,7 @@ def run_stack(work: Work, members: list, resumed: dict) -> dict:
                 run = runs[k]
                 if run.diverged_at is None and (needs_model(member, run, checkpoint)
                                                 or run.step >= cfg.steps):
-                    stack.sync_member(k)
+                    stack.sync_member(k, optimizer=checkpoint)
                 if run.diverged_at is None and run.step < cfg.steps:
                     after_report(member, run, prompts[k])
                 if run.diverged_at is not None or run.stopped_at is not None \
@@ -289,10 +292,11 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
     else:
         work.failures.append(f"member {index} ({h}): {reason}")
     work.finished += 1
+    work.diverged += status == "diverged"
     if work.report is not None and status != "pruned":
         work.report({"member": index, "step": run.step if run else 0, "member_done": True,
                      "status": status, "loss": loss, "mse": headline_mse(rows),
-                     "progress": work.progress()}, None)
+                     "progress": work.progress(), "diverged_members": work.diverged}, None)
 
 
 def headline_mse(rows: list[dict], statistic: str = "median") -> float:
@@ -374,6 +378,8 @@ def tune_trainable(config: dict) -> None:
     spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
                        "assigned_gpu": float(assigned.get("GPU", 0.0)),
                        "assigned_cpu": float(assigned.get("CPU", 0.0))}
+    search = "spec" not in config  # Optuna / ASHA read every intermediate result
+    last = [-math.inf]
     checkpoint = tune.get_checkpoint()
     state = None
     if checkpoint is not None:
@@ -381,9 +387,17 @@ def tune_trainable(config: dict) -> None:
             state = load_state(d)
 
     def report(metrics: dict, ckpt_state: dict | None) -> None:
+        now = time.monotonic()
         if ckpt_state is None:
-            tune.report(metrics)
+            # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
+            # grid trial's reports only feed the progress line (its rows are the results), so
+            # at most one every PROGRESS_EVERY_S, except checkpoints and the trial's last.
+            last_member = metrics.get("member_done") and metrics.get("progress", 0) >= 1
+            if search or last_member or now - last[0] >= PROGRESS_EVERY_S:
+                last[0] = now
+                tune.report(metrics)
             return
+        last[0] = now
         with tempfile.TemporaryDirectory() as d:
             save_state(d, ckpt_state)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))

@@ -95,3 +95,13 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert "5 trials (15 configs), 3 member(s) per trial (--pack 3), 5 stacks of 3 or fewer " \
         "trained at once, 1 CPU + 0.125 GPU per trial" in capsys.readouterr().out
     assert not any(tmp_path.iterdir())
+
+
+def test_diverged_members_are_counted_in_one_packed_trial(ray_session, tmp_path, capsys):
+    # progress reports are throttled, so the count travels as a running total per trial
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path),
+            "--no-figures", "--pack", "4", "--set", "train.lr=1e30"]  # float32 overflows
+    assert SWEEP.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1/1 trials done, 0 running, 0 failed, 4 members diverged" in out
+    assert "finished: 0 ok, 4 diverged, 0 failed, 0 missing" in out

@@ -175,3 +175,8 @@ def test_throughput_records_and_the_cached_matmul_peak(tmp_path, monkeypatch):
     key = next(k for k in known if k.endswith(f"float32|threads={torch.get_num_threads()}"))
     cache.write_text(json.dumps({**known, key: 123.0}))
     assert throughput.matmul_peak(torch.device("cpu"), torch.float32) == 123.0
+    # an unwritable cache leaves the fraction empty instead of failing the member
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("ICL_CACHE", str(blocker / "cache"))
+    assert throughput.matmul_peak(torch.device("cpu"), torch.float32) is None
