@@ -62,11 +62,11 @@ benchmarks/out/perf-<timestamp>-tmp/, removed at the end unless `--keep`.
 
 Ray is started in this process (address="local": never a running cluster) and shut down
 between parts whose CPU counts differ; the parts run in the order a, b, d, c (b and d share
-one Ray), the table lists them a-d. Full settings on the 2-core VM take roughly 75 minutes
-(an estimate from the quick run's rates: a ~4, b ~8, d ~9, c ~50, i.e. 200 configs x ~1.5 s
-x 2 sides x 5 repeats); `--quick` about 2 (part a at the cpu size only; add
+one Ray), the table lists them a-d. Measured on the 2-core VM at full settings: a 220 s,
+b 300 s, d 440 s, c ~9 minutes per repeat (200 configs x ~1.4 s x 2 sides), so the default
+5 repeats take about an hour; `--quick` about 2 minutes (part a at the cpu size only; add
 `--sizes cpu,paper` for both, +30 s). `--parts c --repeats 1` is the cheap way to one
-overhead number at full size (~10 minutes).
+overhead number at full size.
 """
 
 from __future__ import annotations
