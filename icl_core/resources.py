@@ -99,11 +99,13 @@ def auto_pack(group: list[MemberConfig], res: TrialResources, cluster_cpus: floa
     CPU trials: WAVES trials per slot, so a slow trial still leaves others to balance the load,
     but no more trials than there are minutes of estimated training (6 x params x tokens x
     steps at CPU_FLOPS; at least one trial per slot), so start-up (a Ray worker, imports) is
-    not paid for a few seconds of training.
+    not paid for a few seconds of training; with a single slot, one trial.
     """
     if res.gpu:
         return max(1, math.ceil(len(group) / max(1, math.floor(cluster_gpus / res.gpu))))
     slots = max(1, math.floor(cluster_cpus / max(res.cpu, 1)))
+    if slots == 1:  # trials run back to back: splitting them only adds start-ups
+        return len(group)
     seconds = sum(step_flops(m) * m.train.steps for m in group) / (CPU_FLOPS * max(res.cpu, 1))
     trials = min(slots * WAVES, max(slots, math.ceil(seconds / MIN_TRIAL_S)))
     return max(1, math.ceil(len(group) / trials))

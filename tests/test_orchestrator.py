@@ -188,6 +188,8 @@ def test_auto_packing_and_stack_order():
     trials = plan_trials(long, cluster_gpus=0, cpus=1, pack="auto", cluster_cpus=2)
     assert [len(g) for g, _ in trials] == [5] * 8 and trials[0][0] == long[:5]
     assert [len(g) for g, _ in plan_trials(long[:3], 0, 1, "auto", cluster_cpus=2)] == [1, 1, 1]
+    # one slot: trials would run back to back, so one trial holds them all
+    assert [len(g) for g, _ in plan_trials(long, 0, 1, "auto", cluster_cpus=1)] == [40]
     # GPU: a 1/8 share -> 8 slots, one wave, the largest stacks
     on_gpu = [resolve_member({**tiny_member(), "seed": s}) for s in range(40)]
     assert [len(g) for g, _ in plan_trials(on_gpu, 1, 1, "auto", cluster_cpus=2)] == [5] * 8
