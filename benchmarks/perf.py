@@ -44,8 +44,8 @@ benchmarks/out/perf-<timestamp>-tmp/, removed at the end unless `--keep`.
     Ray: `ray.init(num_cpus=--num-cpus (os.cpu_count()))`, reused by the CLI.
 
 (c) Overhead of the sweep path. `--configs-c` (200) configs as in (b) through Sweep.main
-    with `--pack-c` (default `auto`: here 4 trials of 50) members per trial on a Ray started
-    with num_cpus=1, vs the same
+    with `--pack-c` (default `auto`: one slot, so one trial of 200) members per trial on a Ray
+    started with num_cpus=1, vs the same
     training in a plain Python loop in this process (per member: MemberRun, train_until(steps),
     the same final `evaluate(..., True, eval_prompts(member))`, rows kept in a list), both on
     one core (torch threads 1). Reported: overhead = sweep wall / loop wall - 1.
