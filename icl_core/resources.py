@@ -118,12 +118,11 @@ def plan_trials(
     """Group members into trials of up to `pack` members with equal resources ("auto": see
     `auto_pack`). Where a trial will stack its members (a GPU trial, or `stack="always"`),
     members that can share a stack (icl_core.stacked.stack_key) are put side by side."""
-    from icl_core.stacked import STACK_MODES, stack_key, trial_stack_mode
+    from icl_core.stacked import check_stack_mode, stack_key, trial_stack_mode
 
     if pack != "auto" and (not isinstance(pack, int) or pack < 1):
         raise ValueError(f"pack must be an integer >= 1 or 'auto', got {pack!r}")
-    if stack not in STACK_MODES:
-        raise ValueError(f"stack {stack!r}; valid choices: {', '.join(STACK_MODES)}")
+    check_stack_mode(stack)
     groups: dict[TrialResources, list[MemberConfig]] = {}
     for member in members:
         groups.setdefault(member_resources(member, cluster_gpus, cpus), []).append(member)

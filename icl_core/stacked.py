@@ -54,12 +54,9 @@ def stack_key(member: MemberConfig) -> str | None:
                       sort_keys=True)
 
 
-def use_stacking(member: MemberConfig, mode: str) -> bool:
+def check_stack_mode(mode: str) -> None:
     if mode not in STACK_MODES:
         raise ValueError(f"stack mode {mode!r}; valid choices: {', '.join(STACK_MODES)}")
-    if mode == "never" or stack_key(member) is None:
-        return False
-    return mode == "always" or resolve_device(member.device).type == "cuda"
 
 
 def trial_stack_mode(mode: str, gpu_share: float) -> str:
@@ -68,14 +65,16 @@ def trial_stack_mode(mode: str, gpu_share: float) -> str:
 
 
 def stack_groups(members: list[MemberConfig], mode: str) -> list[list[int]]:
-    """Indices of `members` grouped into stacks (groups of one train alone), in order."""
+    """Indices of `members` grouped into stacks (groups of one train alone), in order; `auto`
+    stacks members whose device resolves to CUDA."""
+    check_stack_mode(mode)
     groups: dict[str, list[int]] = {}
     out: list[list[int]] = []
     for i, member in enumerate(members):
-        if not use_stacking(member, mode):
+        key = None if mode == "never" else stack_key(member)
+        if key is None or (mode == "auto" and resolve_device(member.device).type != "cuda"):
             out.append([i])
             continue
-        key = stack_key(member)
         if key not in groups:
             groups[key] = []
             out.append(groups[key])

@@ -26,20 +26,15 @@ def _fused(params: list) -> dict:
     return {"fused": True} if params and all(p.is_cuda for p in params) else {}
 
 
-def _adam(params, cfg: TrainConfig):
-    params = list(params)
-    return torch.optim.Adam(
-        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay,
-        **_fused(params),
-    )
+def _adam_family(cls):
+    """Adam / AdamW from the config (weight decay: L2 for Adam, decoupled for AdamW)."""
 
+    def make(params, cfg: TrainConfig):
+        params = list(params)
+        return cls(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                   weight_decay=cfg.weight_decay, **_fused(params))
 
-def _adamw(params, cfg: TrainConfig):
-    params = list(params)
-    return torch.optim.AdamW(
-        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay,
-        **_fused(params),
-    )
+    return make
 
 
 def _lbfgs(params, cfg: TrainConfig):
@@ -50,7 +45,8 @@ def _lbfgs(params, cfg: TrainConfig):
 
 # Online optimizers see a fresh batch every step; FIXED_BATCH ones train on one batch drawn
 # once (from its own seed, so a resumed run redraws the same batch).
-OPTIMIZERS = {"adam": _adam, "adamw": _adamw, "lbfgs": _lbfgs}
+OPTIMIZERS = {"adam": _adam_family(torch.optim.Adam), "adamw": _adam_family(torch.optim.AdamW),
+              "lbfgs": _lbfgs}
 FIXED_BATCH = {"lbfgs"}
 
 

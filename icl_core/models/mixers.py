@@ -21,6 +21,12 @@ def register_mixer(name: str):
     return wrap
 
 
+def causal_keep(q: torch.Tensor) -> torch.Tensor:
+    """(T, T) bool: query t sees keys s <= t (T from queries shaped (..., T, d))."""
+    T = q.shape[-2]
+    return torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+
+
 @register_mixer("attention")
 class SoftmaxAttention(nn.Module):
     """Multi-head softmax attention (Liu et al. Eq. 1), causal when the task needs it."""
@@ -50,9 +56,7 @@ class SoftmaxAttention(nn.Module):
         if self.stacked:  # vmap has no batching rule for every SDPA kernel: plain matmuls
             scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
             if self.causal:
-                T = q.shape[-2]
-                keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-                scores = scores.masked_fill(~keep, float("-inf"))
+                scores = scores.masked_fill(~causal_keep(q), float("-inf"))
             return scores.softmax(-1) @ v
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
@@ -115,8 +119,7 @@ class ReLUAttention(SoftmaxAttention):
         T = q.shape[-2]
         scores = torch.relu(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5)  # (B, H, T, T)
         if self.causal:
-            keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-            scores = scores.masked_fill(~keep, 0.0)
+            scores = scores.masked_fill(~causal_keep(q), 0.0)
             n = torch.arange(1, T + 1, device=q.device, dtype=scores.dtype)  # (T,)
         else:
             n = torch.full((T,), float(T), device=q.device, dtype=scores.dtype)
