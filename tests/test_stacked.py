@@ -167,3 +167,15 @@ def test_grouping_rule():
     assert stack_groups(mixed, "auto") == expected
     with pytest.raises(ValueError, match="valid choices: auto, always, never"):
         stack_groups(seeds, "sometimes")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_stacked_equals_one_after_another_on_cuda(tmp_path):
+    members = float64_seeds(tiny_member(train__grad_clip=0.05), seeds=(0, 1, 2), steps=20)
+    for m in members:
+        m["device"] = "cuda"  # fused Adam, device generators, vmap on the GPU
+    for stack in ("never", "auto"):  # auto stacks on CUDA
+        run_trial(TrialSpec("s", "t", str(tmp_path / stack), members, stack=stack))
+    stacked = rows_sorted(tmp_path / "auto")
+    assert set(stacked["stack_size"]) == {3}
+    assert_same_numbers(rows_sorted(tmp_path / "never"), stacked)

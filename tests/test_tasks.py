@@ -71,3 +71,16 @@ def test_eval_grid_points_are_tasks():
     from icl_core.evaluate import eval_max_len
 
     assert eval_max_len(member) == 10  # positions sized for the longest evaluated prompt
+
+
+def test_masked_mse_is_the_mean_over_supervised_tokens_only():
+    from icl_core.tasks import Batch, masked_mse
+
+    g = torch.Generator().manual_seed(0)
+    pred = torch.randn(4, 7, 3, generator=g, dtype=torch.float64)
+    targets = torch.randn(4, 7, 3, generator=g, dtype=torch.float64)
+    mask = torch.tensor([False, True, False, True, True, False, True])
+    pred[:, ~mask] = float("inf")  # unsupervised outputs never reach the loss
+    expected = (pred[:, mask] - targets[:, mask]).pow(2).mean()
+    got = masked_mse(pred, Batch(pred.clone(), targets, mask))
+    torch.testing.assert_close(got, expected, rtol=1e-14, atol=0)

@@ -180,3 +180,19 @@ def test_throughput_records_and_the_cached_matmul_peak(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv("ICL_CACHE", str(blocker / "cache"))
     assert throughput.matmul_peak(torch.device("cpu"), torch.float32) is None
+
+
+@pytest.mark.slow
+def test_compiled_member_trains_to_the_eager_numbers(tmp_path):
+    # torch.compile takes ~30 s on a CPU: run with `pytest -m slow`
+    eager = resolve_member(tiny_member(dtype="float64", device="cpu"))
+    compiled = resolve_member(tiny_member(dtype="float64", device="cpu", train__compile=True))
+    assert eager.hash != compiled.hash
+    runs = {}
+    for name, member in (("eager", eager), ("compiled", compiled)):
+        run = MemberRun(member)
+        run.train_until(20)
+        runs[name] = run
+    assert list(runs["compiled"].model.state_dict()) == list(runs["eager"].model.state_dict())
+    np.testing.assert_allclose([r["value"] for r in runs["compiled"].rows],
+                               [r["value"] for r in runs["eager"].rows], rtol=1e-8)
