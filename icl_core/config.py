@@ -321,6 +321,9 @@ def to_plain(obj: Any) -> Any:
 # Fields that do not change what is computed; excluded from the config hash so a sweep
 # started on one machine can be extended on another.
 NON_SEMANTIC = ("device", "train.checkpoint_every", "eval.chunk")
+# Fields added with a fix that changed what their default computes: always in the hash (even at
+# their default), so rows written before the fix are never taken for finished by a re-run.
+ALWAYS_HASHED = ("model.loop_norm",)  # looped models: the per-loop final LayerNorm
 
 
 def config_hash(plain: dict, defaults: dict | None = None) -> str:
@@ -329,11 +332,13 @@ def config_hash(plain: dict, defaults: dict | None = None) -> str:
     Non-semantic fields are dropped, and so are fields at their default value (names always
     stay), so adding a field with a default keeps every existing hash: extend-by-hash works
     across versions. The rule that follows: never change a default; add a field instead.
+    A fix that changes what existing configs compute adds a field listed in ALWAYS_HASHED.
     """
     defaults = defaults or {}
     flat = {
         k: v for k, v in flatten(plain).items()
-        if k not in NON_SEMANTIC and (k.endswith(".name") or k not in defaults or defaults[k] != v)
+        if k not in NON_SEMANTIC
+        and (k.endswith(".name") or k in ALWAYS_HASHED or k not in defaults or defaults[k] != v)
     }
     text = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

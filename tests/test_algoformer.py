@@ -37,19 +37,22 @@ def task_of(name, **fields):
 def test_forward_equals_the_tied_block_applied_by_hand(name):
     model = looped_model(name, loops=5, layers=2)
     x = torch.randn(3, 9, 3, dtype=F64)
-    e = model.read_in(x) + model.wpe(torch.arange(9))
-    for block in model.pre:
-        e = block(e)
+    pos = torch.arange(9)
+
+    def body(b, h):  # one GPT-2 body: positions, blocks, final LayerNorm
+        h = h + b.wpe(pos)
+        for block in b.blocks:
+            h = block(h)
+        return b.ln_f(h)
+
+    e = model.read_in(x)
+    if name == "algoformer":
+        e = body(model.pre, e)
     z = torch.zeros_like(e)
     by_hand = {}
     for t in range(1, 8):
-        z = z + e  # input injection
-        for block in model.loop:  # the same weights every iteration
-            z = block(z)
-        h = z
-        for block in model.post:
-            h = block(h)
-        by_hand[t] = model.read_out(model.ln_f(h))
+        z = body(model.loop, z + e)  # input injection; the same weights every iteration
+        by_hand[t] = model.read_out(body(model.post, z) if name == "algoformer" else z)
     torch.testing.assert_close(model(x), by_hand[5], rtol=0, atol=1e-12)
     outs = model.loop_outputs(x, [1, 3, 7])
     for t in (1, 3, 7):
@@ -59,10 +62,11 @@ def test_forward_equals_the_tied_block_applied_by_hand(name):
 def test_algoformer_has_L_layers_in_pre_loop_and_post():
     for L in (1, 3):
         algo, loop = looped_model("algoformer", layers=L), looped_model("looped", layers=L)
-        assert len(algo.pre) == len(algo.loop) == len(algo.post) == L
-        assert len(loop.pre) == len(loop.post) == 0 and len(loop.loop) == L
-        block = sum(p.numel() for p in algo.loop.parameters())
-        assert algo.num_params() == loop.num_params() + 2 * block  # the loop counts once
+        assert len(algo.pre.blocks) == len(algo.loop.blocks) == len(algo.post.blocks) == L
+        assert isinstance(loop.pre, torch.nn.Identity) and isinstance(loop.post, torch.nn.Identity)
+        assert len(loop.loop.blocks) == L
+        body = sum(p.numel() for p in algo.loop.parameters()) - algo.loop.wpe.weight.numel()
+        assert algo.num_params() == loop.num_params() + 2 * body  # the loop counts once
 
 
 def test_looped_model_is_causal():

@@ -1,13 +1,23 @@
 """Looped transformer (Yang et al. 2024) and AlgoFormer (pre + looped + post; Eq. 2 of the
 AlgoFormer paper): depth by *iterations* of one weight-tied block instead of stacked layers.
 
-    e     = read_in(x) + wpe(pos)                       (B, T, W)
-    e     = TF_pre(e)                                   AlgoFormer only: `layers` blocks
-    z_0   = 0;   z_t = TF_loop(z_{t-1} + e)             input injection [code: Yang z = f(z + x)]
-    ŷ_t   = read_out(ln_f(TF_post(z_t)))                AlgoFormer: `layers` blocks; looped: none
+    G(h)  = ln_f(blocks(h + wpe(pos)))                  one GPT-2 body, as GPT2Model runs it
+    e     = G_pre(read_in(x))                           AlgoFormer; looped: e = read_in(x)
+    z_0   = 0;   z_t = G_loop(z_{t-1} + e)              input injection [code: Yang z = f(z + x)]
+    ŷ_t   = read_out(G_post(z_t))                       AlgoFormer; looped: read_out(z_t)
 
-TF_loop is `layers` GPT-2 blocks (pre-LN, causal, ReLU MLP: the project's transformer.Block)
-with one set of weights, run t times. `forward` returns ŷ after `eval_loops` iterations (0:
+Each G is `layers` GPT-2 blocks (pre-LN, causal, ReLU MLP: the project's transformer.Block)
+between its own learned positions and its own final LayerNorm — exactly a Hugging Face
+`GPT2Model` called on `inputs_embeds` (a test copies our weights into one and compares per
+loop in float64). The looped body has one set of weights, run t times; like the reference
+[code: Yang's looped_transformer passes `output + embeds` through a `GPT2Model` every
+iteration], **positions are added and the final LayerNorm is applied at every loop**, so the
+state z_t stays on the LayerNorm's scale however many loops run. `loop_norm=False` is the
+ablation without that per-loop LayerNorm (one LayerNorm at the readout instead): the state's
+norm then grows about linearly with t (measured at init: |z_t|/|e| = 1.1, 8.7, 55 at t = 1, 8,
+50), so loops beyond T drift to wherever that growth takes them. Our MLP is ReLU; the
+reference's is GELU [code], the one deliberate difference (the project's blocks are ReLU
+throughout). `forward` returns ŷ after `eval_loops` iterations (0:
 the training T); `loop_outputs(x, ts)` returns ŷ_t for every requested t in one pass, which the
 evaluator uses for its `loop_iter` rows (`eval_loop_iters`, far beyond T).
 
@@ -51,6 +61,11 @@ class LoopedConfig:
     eval_loop_iters: tuple[int, ...] = ()
     curriculum_start: int = 0  # loop curriculum start T (0: off) [code: Yang starts low]
     curriculum_every: int = 500  # steps per +1 loop [code: Yang +2 every 500 steps; gap]
+    # final LayerNorm at the end of every loop, as GPT2Model ends in ln_f [code: Yang]; False:
+    # the ablation with one LayerNorm at the readout only (the state's norm grows with t).
+    # Always in the config hash (icl_core.config.ALWAYS_HASHED): rows of the model before the
+    # per-loop LayerNorm was added are never taken for this model's
+    loop_norm: bool = True
 
     @property
     def pre_post_layers(self) -> int:
@@ -95,16 +110,33 @@ def stack(cfg: LoopedConfig, n: int, causal: bool, max_len: int) -> nn.Sequentia
     return nn.Sequential(*(Block(cfg.block_config(), causal, max_len) for _ in range(n)))
 
 
+class Body(nn.Module):
+    """`n` GPT-2 blocks as `GPT2Model` runs them on `inputs_embeds`: learned positions added
+    first, the blocks, then the final LayerNorm (`final_norm=False`: none)."""
+
+    def __init__(self, cfg: LoopedConfig, n: int, causal: bool, max_len: int,
+                 final_norm: bool = True):
+        super().__init__()
+        self.wpe = nn.Embedding(max_len, cfg.width)
+        self.blocks = stack(cfg, n, causal, max_len)
+        self.ln_f = norm(cfg.width, cfg.layer_norm and final_norm)
+
+    def forward(self, h_BxTxW: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(h_BxTxW.shape[1], device=h_BxTxW.device)
+        return self.ln_f(self.blocks(h_BxTxW + self.wpe(pos)))
+
+
 class Looped(nn.Module):
     def __init__(self, cfg: LoopedConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         self.cfg, self.max_len = cfg, max_len
+        L = cfg.pre_post_layers
         self.read_in = nn.Linear(d_in, cfg.width)
-        self.wpe = nn.Embedding(max_len, cfg.width)
-        self.pre = stack(cfg, cfg.pre_post_layers, causal, max_len)  # empty: identity
-        self.loop = stack(cfg, cfg.layers, causal, max_len)  # the weight-tied block
-        self.post = stack(cfg, cfg.pre_post_layers, causal, max_len)
-        self.ln_f = norm(cfg.width, cfg.layer_norm)
+        self.pre = Body(cfg, L, causal, max_len) if L else nn.Identity()
+        self.loop = Body(cfg, cfg.layers, causal, max_len, final_norm=cfg.loop_norm)  # tied
+        self.post = Body(cfg, L, causal, max_len) if L else nn.Identity()
+        # the ablation without per-loop LayerNorm normalises once, before the readout
+        self.ln_out = norm(cfg.width, cfg.layer_norm and not cfg.loop_norm)
         self.read_out = nn.Linear(cfg.width, d_out)
         gpt2_init(self, cfg.init_std)
         self.step = 0  # training step, for the loop curriculum (set by training_loss)
@@ -114,15 +146,14 @@ class Looped(nn.Module):
         T = x_BxTxI.shape[1]
         if T > self.max_len:
             raise ValueError(f"sequence of {T} tokens exceeds max_len={self.max_len}")
-        pos = torch.arange(T, device=x_BxTxI.device)
-        return self.pre(self.read_in(x_BxTxI) + self.wpe(pos))  # (B, T, W)
+        return self.pre(self.read_in(x_BxTxI))  # (B, T, W)
 
     def readout(self, z_BxTxW: torch.Tensor) -> torch.Tensor:
-        return self.read_out(self.ln_f(self.post(z_BxTxW)))  # (B, T, O)
+        return self.read_out(self.ln_out(self.post(z_BxTxW)))  # (B, T, O)
 
     def iterate(self, e: torch.Tensor, z: torch.Tensor, n: int) -> torch.Tensor:
         for _ in range(n):
-            z = self.loop(z + e)  # input injection
+            z = self.loop(z + e)  # input injection; positions and final LN every loop
         return z
 
     # -- the model contract ----------------------------------------------------------------
@@ -170,5 +201,6 @@ class Looped(nn.Module):
         return torch.stack(losses).mean()
 
     def num_params(self) -> int:
-        """Trainable parameters without the positional table (the loop block counts once)."""
-        return sum(p.numel() for p in self.parameters()) - self.wpe.weight.numel()
+        """Trainable parameters without the positional tables (the loop body counts once)."""
+        positions = sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Embedding))
+        return sum(p.numel() for p in self.parameters()) - positions
