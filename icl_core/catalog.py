@@ -1,6 +1,7 @@
 """Every sweep file in `sweeps/`, loaded by name; and one plan over all of them.
 
     python -m icl_core.catalog --preset paper      # every study of every file, no Ray started
+    python -m icl_core.catalog --preset gpu        # ... with each study's H100 estimate
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from icl_core.sweep import Sweep
+from icl_core.sweep import PRESETS, Sweep
 
 SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sweeps"
 
@@ -44,14 +45,14 @@ def load_sweep(name: str) -> Sweep:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from icl_core.cli import build_parser, make_plans, print_plan
+    from icl_core.cli import build_parser, gpu_time, make_plans, print_plan
     from icl_core.config import ConfigError
 
     parser = argparse.ArgumentParser(description="Plan every sweep file (a dry run of all).")
-    parser.add_argument("--preset", default="paper")
+    parser.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)}")
     parser.add_argument("--plan-gpus", default="0", help="plan for a cluster with N GPUs")
     args = parser.parse_args(argv)
-    total = 0
+    total, seconds = 0, 0.0
     for name in sweep_names():
         sweep = load_sweep(name)
         sweep_args = build_parser(sweep).parse_args(
@@ -61,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"error: {name}: {exc}", file=sys.stderr)
             return 2
-        print_plan(sweep, plans, sweep_args)
+        seconds += print_plan(sweep, plans, sweep_args)
         total += sum(plan.trials for plan in plans)
-    print(f"all sweep files [{args.preset}]: {total} configs (grid members and search trials)")
+    print(f"all sweep files [{args.preset}]: {total} configs (grid members and search trials), "
+          f"{gpu_time(seconds)} on one H100-class GPU")
     return 0
 
 

@@ -200,21 +200,39 @@ def study_trials(plan: Plan, args, gpus: float, cpus: float, members=None) -> li
                        plan.study.cpus_per_trial, args.pack, cpus, args.stack)
 
 
-def print_plan(sweep: Sweep, plans: list[Plan], args) -> None:
-    """Trials, members per trial (and whether they stack) and resources per study."""
+def plan_gpu_seconds(plan: Plan) -> float:
+    """The planner's wall-time estimate of a study on one H100-class GPU, stacked
+    (icl_core.resources.estimate_gpu_seconds); a search counts every Optuna trial to its end."""
+    from icl_core.resources import estimate_gpu_seconds
+
+    if plan.is_search:  # trials differ in their sampled settings: none stack
+        return plan.num_samples * sum(estimate_gpu_seconds([p]) for p in plan.members)
+    return estimate_gpu_seconds(plan.members)
+
+
+def gpu_time(seconds: float) -> str:
+    return f"~{seconds / 60:.1f} GPU-min" + (f" ({seconds / 3600:.1f} GPU-h)"
+                                             if seconds >= 3600 else "")
+
+
+def print_plan(sweep: Sweep, plans: list[Plan], args) -> float:
+    """Trials, members per trial (and whether they stack), resources and the estimated time
+    on one H100-class GPU per study; returns the total estimate in seconds."""
     import torch
 
     from icl_core.stacked import stack_groups, trial_stack_mode
 
     gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
     cpus = cluster_cpus()
-    total = 0
+    total, seconds = 0, 0.0
     for plan in plans:
         study = plan.study
+        estimate = plan_gpu_seconds(plan)
+        seconds += estimate
         if plan.is_search:
             print(f"{sweep.name}/{study.name} [{args.preset}]: {plan.trials} trials "
                   f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
-                  f"1 member per trial -- {study.doc}")
+                  f"1 member per trial, {gpu_time(estimate)} on one H100 -- {study.doc}")
             total += plan.trials
             continue
         trials = study_trials(plan, args, gpus, cpus)
@@ -228,11 +246,14 @@ def print_plan(sweep: Sweep, plans: list[Plan], args) -> None:
                    + (f"{stacked} stacks of {max(stacks)} or fewer trained at once"
                       if stacked else "one after another"))
         print(f"{sweep.name}/{study.name} [{args.preset}]: {len(trials)} trials "
-              f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial "
-              f"-- {study.doc}")
+              f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial, "
+              f"{gpu_time(estimate)} on one H100 -- {study.doc}")
         total += len(trials)
     where = f"{gpus:g} GPU(s)" if gpus else "CPU only (no GPU)"
-    print(f"total: {total} trials in {len(plans)} studies, planned for {cpus:g} CPU(s), {where}")
+    print(f"total: {total} trials in {len(plans)} studies, planned for {cpus:g} CPU(s), {where}; "
+          f"{gpu_time(seconds)} on one H100-class GPU (planner estimate, stacks one after "
+          "another)")
+    return seconds
 
 
 def run_study(sweep, plan: Plan, store, provenance, args) -> int:

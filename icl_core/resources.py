@@ -1,7 +1,8 @@
 """The one resource planner: CPU/GPU per trial from the config, and members per trial.
 
 GPU share by model size, so small trials share a GPU: the work of one training step,
-6 x params x tokens (FLOPs), picks the fraction
+6 x params x tokens (FLOPs; a looped block's weights count once per loop iteration), picks
+the fraction
 
     < 1e9  -> 1/8     (launch-bound: eight such trials keep one GPU busy)
     < 1e10 -> 1/4
@@ -12,6 +13,10 @@ A member with device "cpu", or a cluster without GPUs, gets no GPU. Members of e
 resources are packed `pack` to a trial (one process: start-up cost paid once; `auto` picks
 the size from the number of members and slots); a GPU trial stacks members that differ only
 in their seeds (icl_core.stacked), so those are planned side by side.
+
+`estimate_gpu_seconds`: the wall time of a study's members on one H100-class GPU, from the
+same FLOP count and a stated rate model (below); `--dry-run` prints it per study, and the
+`gpu` presets are sized by it (<= 20 min a study).
 """
 
 from __future__ import annotations
@@ -39,8 +44,27 @@ class TrialResources:
         return f"{self.cpu:g} CPU" + (f" + {self.gpu:g} GPU" if self.gpu else "")
 
 
+@dataclass(frozen=True)
+class StepShape:
+    """What the planner knows of one member's step, from its config (no weights built).
+
+    params: weights applied per token in a training step, a weight counted once per pass
+      through it (a looped block's weights once per loop iteration; a pass without gradients,
+      the first T - ΔT iterations, as 1/3 of a pass with them); `seq`: tokens per prompt
+      (1 for a model that reads the flattened prompt once); `layers`: layer passes of one
+      training step (what sets the launch floor); `eval_params`, `eval_layers`: the same for
+      one forward pass at evaluation (a looped model runs to its largest reported loop count).
+    """
+
+    params: float
+    seq: int
+    layers: float
+    eval_params: float
+    eval_layers: float
+
+
 @functools.lru_cache(maxsize=4096)
-def _params_and_seq(model_json: str, task_json: str, task_seed: int) -> tuple[int, int]:
+def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     import json
 
     from icl_core.models import MODELS, num_params
@@ -52,24 +76,58 @@ def _params_and_seq(model_json: str, task_json: str, task_seed: int) -> tuple[in
     # a model that reads the flattened prompt once (the FFN) applies each weight once per
     # prompt, not once per token
     seq = 1 if getattr(model_cfg, "whole_prompt", False) else task.seq_len
+    if hasattr(model_cfg, "loops"):  # looped / algoformer: the block runs once per loop
+        return _looped_shape(model_cfg, task.d_in, task.d_out, seq)
     if hasattr(model_cfg, "param_count"):
-        return model_cfg.param_count(task.d_in, task.d_out, task.seq_len), seq
-    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
-        model = MODELS.build(model_cfg, d_in=task.d_in, d_out=task.d_out, max_len=task.seq_len,
-                             causal=task.causal)
-    return num_params(model), seq
+        params = model_cfg.param_count(task.d_in, task.d_out, task.seq_len)
+    else:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+            model = MODELS.build(model_cfg, d_in=task.d_in, d_out=task.d_out,
+                                 max_len=task.seq_len, causal=task.causal)
+        params = num_params(model)
+    layers = float(getattr(model_cfg, "depth", None) or getattr(model_cfg, "layers", None)
+                   or max(1.0, RECURRENT_PASSES_PER_TOKEN.get(model_cfg.name, 0) * task.seq_len))
+    return StepShape(params, seq, layers, params, layers)
+
+
+# models without a depth / layers field count one layer pass, but a recurrent one pays for its
+# steps in sequence: one pass per 6 tokens (an H100 measured a bidirectional-GRU step at
+# ~10 ms for 64 tokens, attention models of any length up to 32 at 2-6 ms)
+RECURRENT_PASSES_PER_TOKEN = {"bigru": 1 / 6}
+
+
+def _looped_shape(cfg, d_in: int, d_out: int, seq: int) -> StepShape:
+    """Yang et al.'s window loss (models/looped.py): pre once, T0 = T - ΔT loop iterations
+    without gradients, then ΔT iterations each followed by post + readout with gradients; at
+    evaluation the loop runs to the largest reported count, post + readout after each."""
+    import dataclasses
+
+    block = cfg.block_config()
+    io = dataclasses.replace(block, depth=0).param_count(d_in, d_out, seq)
+    per_layer = block.param_count(d_in, d_out, seq) - io
+    L, pp, T = cfg.layers, cfg.pre_post_layers, cfg.loops
+    window, t0 = min(cfg.window, T), max(T - cfg.window, 0)
+    loop_passes = (t0 / 3 + window) * L
+    layers = pp + loop_passes + window * pp
+    params = io * window + per_layer * layers
+    iters = sorted(set(cfg.eval_loop_iters) or range(1, 2 * T + 1))
+    eval_layers = pp + iters[-1] * L + len(iters) * pp
+    eval_params = io * len(iters) + per_layer * eval_layers
+    return StepShape(params, seq, layers, eval_params, eval_layers)
+
+
+def step_shape(member: MemberConfig) -> StepShape:
+    import json
+
+    return _step_shape(json.dumps(to_plain(member.model), sort_keys=True),
+                       json.dumps(to_plain(member.task), sort_keys=True), member.task_seed)
 
 
 def step_flops(member: MemberConfig) -> float:
-    """6 x params x tokens of one training step (the model is built on the meta device)."""
-    import json
-
-    params, seq = _params_and_seq(
-        json.dumps(to_plain(member.model), sort_keys=True),
-        json.dumps(to_plain(member.task), sort_keys=True),
-        member.task_seed,
-    )
-    return 6.0 * params * seq * member.train.batch_size
+    """6 x params x tokens of one training step (the model is built on the meta device; a
+    looped block's weights count once per loop iteration, see `StepShape`)."""
+    shape = step_shape(member)
+    return 6.0 * shape.params * shape.seq * member.train.batch_size
 
 
 def gpu_fraction(member: MemberConfig) -> float:
@@ -135,3 +193,79 @@ def plan_trials(
         size = auto_pack(group, res, cluster_cpus, cluster_gpus) if pack == "auto" else pack
         trials += [(group[i:i + size], res) for i in range(0, len(group), size)]
     return trials
+
+
+# --------------------------------------------------------------- GPU wall-time estimate
+# The planner's rate model of one H100-class GPU, eager PyTorch (no torch.compile):
+#   one training step of a stack of K members (members differing only in their seeds train as
+#   one vmapped model, icl_core.stacked) takes
+#       max(STEP_FLOOR_S + LAYER_PASS_S x layer passes,  K x step_flops / GPU_RATE[dtype])
+#   Small models are launch-bound: a floor of 2 ms a step (batch sampling, loss, fused Adam,
+#   scheduler, Python) plus 0.75 ms per layer pass, forward and backward (~60-90 kernel
+#   launches at ~10 us, vmap dispatch included); the one H100 measurement on record (a
+#   sparse-retrieval step of 2-6 ms at any N <= 32, docs/REPRODUCTION.md) sits in this range.
+#   Large ones pay their FLOPs at 30 % of the dense peak: float32 matmuls run without TF32
+#   (PyTorch's default, and the precision studies need full float32), 67 TFLOP/s (H100 SXM
+#   FP32), so 2.0e13 FLOP/s; float64 34 TFLOP/s (FP64 without tensor cores); bfloat16
+#   ~990 TFLOP/s dense. A looped block counts once per loop iteration (StepShape).
+#   L-BFGS (fixed batch, never stacked) runs lbfgs_max_iter closures a step, each iteration
+#   walking its history twice with a host read per stored pair (torch.optim.LBFGS passes a
+#   tensor as alpha): LBFGS_PAIR_S per pair and walk (a dot, a multiply, an axpy, the read).
+#   Evaluation, each member alone, every `eval.every` steps and at the end: one forward over
+#   n_prompts per evaluation point in chunks of eval.chunk (and one more per iterative-
+#   inference step), max(chunks x (EVAL_FLOOR_S + LAYER_PASS_S / 3 x passes), 2 x params x
+#   tokens / rate). Plus STACK_OVERHEAD_S per stack (build, warm-up, the final evaluation's
+#   CPU baselines, rows).
+# Stacks run one after another on the one GPU: trials sharing it concurrently (the planner
+# gives small ones 1/8 GPU) are not credited, nor are stop rules (eval.stop_below,
+# train.stop_loss: the cap is estimated), nor ASHA's early stops in a search: an upper bound.
+# Not modelled: the ReLU-teacher studies' teacher-network baseline (trained on the CPU at the
+# final evaluation), checkpoint writes, Ray start-up.
+GPU_PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
+GPU_UTILISATION = 0.3
+GPU_RATE = {k: v * GPU_UTILISATION for k, v in GPU_PEAK.items()}
+STEP_FLOOR_S = 2e-3
+LAYER_PASS_S = 0.75e-3
+EVAL_FLOOR_S = 1e-3
+LBFGS_PAIR_S = 30e-6
+STACK_OVERHEAD_S = 5.0
+
+
+def _lbfgs_mean_history(iterations: int, history: int) -> float:
+    """Mean stored pairs over `iterations` L-BFGS iterations (the history fills, then stays)."""
+    if iterations <= history:
+        return iterations / 2
+    return history - history * history / (2 * iterations)
+
+
+def _eval_seconds(member: MemberConfig, shape: StepShape) -> float:
+    cfg, steps = member.eval, member.train.steps
+    evaluations = 1 + ((steps - 1) // cfg.every if cfg.every and steps else 0)
+    chunks = math.ceil(cfg.n_prompts / cfg.chunk)
+    floor = chunks * (EVAL_FLOOR_S + LAYER_PASS_S / 3 * shape.eval_layers)
+    compute = 2.0 * shape.eval_params * shape.seq * cfg.n_prompts / GPU_RATE[member.dtype]
+    passes = 1 + max(cfg.infer_steps, default=0)  # iterative inference: a forward per step
+    return evaluations * len(cfg.grid) * passes * max(floor, compute)
+
+
+def estimate_gpu_seconds(members: list[MemberConfig]) -> float:
+    """Estimated wall time of `members` on one H100-class GPU, stacked where they can be
+    (members that differ only in their seeds share a step); see the rate model above."""
+    from icl_core.stacked import stack_key
+
+    stacks: dict[str, list[MemberConfig]] = {}
+    for member in members:
+        stacks.setdefault(stack_key(member) or member.hash, []).append(member)
+    total = 0.0
+    for stack in stacks.values():
+        first, k = stack[0], len(stack)
+        cfg, shape = first.train, step_shape(first)
+        floor = STEP_FLOOR_S + LAYER_PASS_S * shape.layers
+        step = max(floor, k * step_flops(first) / GPU_RATE[first.dtype])
+        if cfg.optimizer == "lbfgs":
+            iterations = cfg.steps * cfg.lbfgs_max_iter
+            pairs = _lbfgs_mean_history(iterations, cfg.lbfgs_history)
+            step = cfg.lbfgs_max_iter * (step + 2 * pairs * LBFGS_PAIR_S)
+        total += STACK_OVERHEAD_S + cfg.steps * step
+        total += sum(_eval_seconds(m, shape) for m in stack)
+    return total

@@ -5,12 +5,16 @@
         figure="depth",                    # analysis figure it regenerates
         base={"task": {...}, "model": {...}, "train": {...}, "eval": {...}},
         grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]},
-        presets={"smoke": Preset(...), "cpu": Preset(...), "paper": Preset(...)},
+        presets={"smoke": Preset(...), "cpu": Preset(...), "gpu": Preset(...),
+                 "paper": Preset(...)},
     )
     SWEEP = Sweep("depth_scaling", [STUDY])
     if __name__ == "__main__":
         SWEEP.main()
 
+Every study has the four presets of PRESETS: smoke (seconds: tests, CI), cpu (minutes on a
+2-core laptop), gpu (one H100-class GPU, <= 20 min a study by the planner's estimate,
+icl_core.resources.estimate_gpu_seconds) and paper (the paper's own settings).
 A preset's `overrides` (dotted keys) change the base config and its `grid` replaces axes of
 the study grid. Planning expands the grid, applies CLI `--set` overrides, and validates
 every member config before anything is launched.
@@ -32,7 +36,7 @@ from icl_core.config import (
     type_hints,
 )
 
-PRESETS = ("smoke", "cpu", "paper")
+PRESETS = ("smoke", "cpu", "gpu", "paper")
 
 
 @dataclass

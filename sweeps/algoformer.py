@@ -52,6 +52,18 @@ CPU_TASKS = [{"name": "rep_regression", "dim": 5, "n_points": 20, "hidden": 5},
 CPU = {"train.lr": 1e-3, "train.warmup_steps": 50, "train.steps": 800,
        "train.report_every": 100, "train.checkpoint_every": 400, "eval.n_prompts": 500}
 
+# One H100-class GPU (<= 20 min per study, icl_core.resources.estimate_gpu_seconds): the cpu
+# tasks (d = 5, N = 20; CoT N = 10), the paper's (T, ΔT) = (20, 15), 8 heads and 12-layer
+# standard transformer, but width 64 (the paper: 256; a loop step at 256 is FLOP-bound, 16x
+# the FLOPs of 64) and no loop curriculum (it would spend most of a short run below T);
+# Adam lr 1e-3 (400 warmup), 5000 steps (cpu: 800; the paper: 500k), 3 seeds trained stacked.
+GPU_LOOP = {"width": 64, "heads": 8, "layers": 1, "loops": 20, "window": 15}
+GPU_MODELS = [{"name": "transformer", "width": 64, "depth": 12, "heads": 8},
+              {"name": "looped", **GPU_LOOP}, {"name": "algoformer", **GPU_LOOP}]
+GPU = {"train.lr": 1e-3, "train.warmup_steps": 400, "train.steps": 5000,
+       "train.report_every": 250, "train.checkpoint_every": 1000, "eval.n_prompts": 1000}
+SEEDS = {"seed": [0, 1, 2]}
+
 # seconds (tests, CI): <= 5 members for the whole file
 SMOKE_LOOP = {"width": 8, "heads": 2, "layers": 1, "loops": 2, "window": 1,
               "eval_loop_iters": [1, 2, 4]}
@@ -72,7 +84,8 @@ EXAMPLES = Study(
                                  {"name": "looped", **SMOKE_LOOP}),
                                 ({"name": "cot_mlp", "dim": 3, "n_points": 3, "layers": 2},
                                  {"name": "algoformer", **SMOKE_LOOP})]}),
-        "cpu": Preset(overrides=CPU, grid={"task": CPU_TASKS, "model": CPU_MODELS}),
+        "cpu": Preset(overrides=CPU, grid={"task": CPU_TASKS, "model": CPU_MODELS, **SEEDS}),
+        "gpu": Preset(overrides=GPU, grid={"task": CPU_TASKS, "model": GPU_MODELS, **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -99,8 +112,16 @@ LOOPS = Study(
                                                      "n_points": 4, "hidden": 3}},
                         grid={"model": [{"name": "algoformer", **SMOKE_LOOP}]}),
         "cpu": Preset(overrides={**CPU, "task": CPU_TASKS[0]},
-                      grid=windows([4, 8], [1, 4], {"name": "algoformer", **CPU_LOOP,
-                                                    "eval_loop_iters": list(range(1, 51))})),
+                      grid={**windows([4, 8], [1, 4], {"name": "algoformer", **CPU_LOOP,
+                                                       "eval_loop_iters": list(range(1, 51))}),
+                            **SEEDS}),
+        # (T, ΔT) in {10, 20} x {5, 10, 15} at width 64, inference to 100 loops (the
+        # paper's), 8000 steps
+        "gpu": Preset(overrides={**GPU, "task": CPU_TASKS[0], "train.steps": 8000},
+                      grid={**windows([10, 20], [5, 10, 15],
+                                      {"name": "algoformer", **GPU_LOOP,
+                                       "eval_loop_iters": list(range(1, 101))}),
+                            **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -128,9 +149,17 @@ LAYERS_HEADS = Study(
                         grid={"model": [{"name": "algoformer", **SMOKE_LOOP, "heads": 1}]}),
         # (T, ΔT) = (4, 4) and 600 steps keep L = 2 affordable
         "cpu": Preset(overrides={**CPU, "task": CPU_TASKS[0], "train.steps": 600},
-                      grid=layers_heads([1, 2], [1, 2, 4],
-                                        {"name": "algoformer", **CPU_LOOP, "loops": 4,
-                                         "window": 4}, CPU_MODELS[0])),
+                      grid={**layers_heads([1, 2], [1, 2, 4],
+                                           {"name": "algoformer", **CPU_LOOP, "loops": 4,
+                                            "window": 4}, CPU_MODELS[0]),
+                            **SEEDS}),
+        # L in {1, 2, 4} x h in {2, 4, 8} at width 64 (the paper's L, h up to 8), (T, ΔT) =
+        # (4, 4) as at cpu scale (L = 4 loops 4 layers), 4000 steps
+        "gpu": Preset(overrides={**GPU, "task": CPU_TASKS[0], "train.steps": 4000},
+                      grid={**layers_heads([1, 2, 4], [2, 4, 8],
+                                           {"name": "algoformer", **GPU_LOOP, "loops": 4,
+                                            "window": 4}, GPU_MODELS[0]),
+                            **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -160,7 +189,15 @@ VS_NEWTON = Study(
                                            "eval_loop_iters": list(range(1, 31))},
                                  "eval.gd_steps": list(range(0, 31))},
                       grid={"task.noise_std": [0.0, 0.1, 1.0],
-                            ("model.loops", "model.window"): [(6, 6)]}),
+                            ("model.loops", "model.window"): [(6, 6)], **SEEDS}),
+        # d = 5, N = 20 all-prefix (cpu: d = 3, as d = 5 learnt nothing in 600 steps; here
+        # 5000), the paper's (T, ΔT) = (20, 15) and (10, 10), width 64, loops and iterations
+        # to 50 (the paper's)
+        "gpu": Preset(overrides={**GPU, "task.dim": 5, "task.n_points": 20,
+                                 "model": {"name": "algoformer", **GPU_LOOP,
+                                           "eval_loop_iters": list(range(1, 51))}},
+                      grid={"task.noise_std": [0.0, 0.1, 1.0],
+                            ("model.loops", "model.window"): [(20, 15), (10, 10)], **SEEDS}),
         "paper": Preset(),
     },
 )

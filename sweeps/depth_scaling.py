@@ -11,7 +11,8 @@ depth, against OLS and GD on the same test prompts in float32 and float64. The p
 depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/GD (~1e-14).
 
     python sweeps/depth_scaling.py --preset smoke      # seconds
-    python sweeps/depth_scaling.py --preset cpu        # <= 20 min on 2 cores
+    python sweeps/depth_scaling.py --preset cpu        # minutes a study on 2 cores
+    python sweeps/depth_scaling.py --preset gpu        # one H100, <= 20 min a study (estimate)
     ray job submit --working-dir . -- python sweeps/depth_scaling.py --preset paper
 
 Settings and the choices where the paper is silent: see sweeps/bases.py (LIU_LS).
@@ -21,6 +22,9 @@ from bases import (
     CPU_FEATURES,
     CPU_LS,
     CPU_PRIMITIVES,
+    GPU_FEATURES,
+    GPU_LS,
+    GPU_PRIMITIVES,
     LIU_FEATURES,
     LIU_LS,
     LIU_PRIMITIVES,
@@ -42,6 +46,9 @@ LEAST_SQUARES = Study(
                         grid={"model.depth": [1, 2], "seed": [0, 1]}),
         "cpu": Preset(overrides={**CPU_LS, "train.steps": 4000},
                       grid={"model.depth": [1, 2, 3, 4, 6], "seed": [0, 1, 2]}),
+        # the paper's task, width and batch (bases.GPU_LS), depths to 16 of the paper's 64
+        "gpu": Preset(overrides=GPU_LS,
+                      grid={"model.depth": [1, 2, 4, 8, 12, 16], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -62,7 +69,12 @@ DEPTH_WIDTH = Study(
         # a small preview, so the whole file's cpu preset stays within ~20 min on 2 cores
         "cpu": Preset(overrides={**CPU_LS, "train.steps": 2000},
                       grid={"model.depth": [1, 2, 4], "model.width": [16],
-                            ("task.dim", "task.n_points"): [(3, 20)], "seed": [0]}),
+                            ("task.dim", "task.n_points"): [(3, 20)], "seed": [0, 1, 2]}),
+        # depth 1-8 x width 32-128 x D = 5, 10 at 8000 steps, 3 seeds
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 8000, "train.step_size": 800},
+                      grid={"model.depth": [1, 2, 4, 8], "model.width": [32, 64, 128],
+                            ("task.dim", "task.n_points"): [(5, 20), (10, 40)],
+                            "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -78,7 +90,11 @@ LS_MIXER = Study(
     presets={
         "smoke": Preset(overrides=SMOKE_LS, grid={"model.depth": [1], "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "task.n_points": 10},
-                      grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1]}),
+                      grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]}),
+        # the paper's N = 20, D = 5, width 64, batch 256 (bases.GPU_LS); depths to 12 at 16k
+        # steps
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 16_000, "train.step_size": 1600},
+                      grid={"model.depth": [1, 2, 4, 8, 12], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -95,7 +111,11 @@ PRIMITIVES_DEPTH = Study(
     presets={
         "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.depth": [1],
                                                           "model.layer_norm": [False]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.depth": [1, 2, 4]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.depth": [1, 2, 4],
+                                                      "seed": [0, 1, 2]}),
+        # the paper's depths 1-8 and width 64 at the cpu task size, 4000 steps, stacked seeds
+        "gpu": Preset(overrides=GPU_PRIMITIVES, grid={"model.depth": [1, 2, 4, 8],
+                                                      "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -117,6 +137,7 @@ CONSTRUCTION = Study(
         "smoke": Preset(overrides={"eval.n_prompts": 100, "eval.gd_steps": [0, 1, 10]},
                         grid={"model.steps": [0, 1, 10]}),
         "cpu": Preset(),  # seconds: the paper's own setting
+        "gpu": Preset(),
         "paper": Preset(),
     },
 )
@@ -132,7 +153,11 @@ FEATURES_DEPTH = Study(
     presets={
         "smoke": Preset(overrides=SMOKE_FEATURES, grid={"task.features": [0, 2],
                                                         "model.depth": [1], "seed": [0]}),
-        "cpu": Preset(overrides=CPU_FEATURES, grid={"model.depth": [1, 2, 4], "seed": [0]}),
+        "cpu": Preset(overrides=CPU_FEATURES, grid={"model.depth": [1, 2, 4],
+                                                    "seed": [0, 1, 2]}),
+        # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
+        "gpu": Preset(overrides=GPU_FEATURES, grid={"model.depth": [1, 2, 4, 8],
+                                                    "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -163,7 +188,10 @@ EXPLICIT_GRADIENT = Study(
         "smoke": Preset(overrides={**SMOKE_FEATURES, "eval.infer_steps": [0, 5]},
                         grid={**gradient_models([2], frozen_depth=3), "seed": [0]}),
         "cpu": Preset(overrides=CPU_FEATURES, grid={**gradient_models([1, 2, 3]),
-                                                    "seed": [0]}),
+                                                    "seed": [0, 1, 2]}),
+        # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
+        "gpu": Preset(overrides=GPU_FEATURES, grid={**gradient_models([1, 2, 3, 4, 6, 8]),
+                                                    "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

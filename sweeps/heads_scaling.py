@@ -4,7 +4,17 @@ multiply_heads is the paper's panel: the MULTIPLY primitive, 2 layers, dim 256, 
 {1, 2, 4, 8}. least_squares_heads asks the same question of fixed-N least squares.
 """
 
-from bases import CPU_LS, CPU_PRIMITIVES, LIU_LS, LIU_PRIMITIVES, SMOKE_LS, SMOKE_PRIMITIVES
+from bases import (
+    CPU_LS,
+    CPU_PRIMITIVES,
+    GPU_LS,
+    GPU_PRIMITIVES,
+    GPU_PRIMITIVES_LONG,
+    LIU_LS,
+    LIU_PRIMITIVES,
+    SMOKE_LS,
+    SMOKE_PRIMITIVES,
+)
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -17,6 +27,8 @@ LEAST_SQUARES_HEADS = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={"model.heads": [1, 2], "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
                       grid={"model.heads": [1, 2, 4, 8], "seed": [0, 1, 2]}),
+        # the paper's dim 256, heads, task and batch (bases.GPU_LS: 20k steps)
+        "gpu": Preset(overrides=GPU_LS),
         "paper": Preset(),
     },
 )
@@ -31,7 +43,12 @@ HEADS_WIDTH = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={"model.heads": [2], "model.width": [8],
                                                   "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
-                      grid={"model.heads": [1, 2, 4], "model.width": [16, 32], "seed": [0, 1]}),
+                      grid={"model.heads": [1, 2, 4], "model.width": [16, 32],
+                            "seed": [0, 1, 2]}),
+        # heads 1-8 x width 64-256 at 10k steps (bases.GPU_LS otherwise)
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 10_000, "train.step_size": 1000},
+                      grid={"model.heads": [1, 2, 4, 8], "model.width": [64, 128, 256],
+                            "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -44,7 +61,11 @@ MULTIPLY_HEADS = Study(
     grid={"model.heads": [1, 2, 4, 8], "seed": [0]},
     presets={
         "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.heads": [1, 2]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.heads": [1, 2, 4, 8]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.heads": [1, 2, 4, 8],
+                                                      "seed": [0, 1, 2]}),
+        # the paper's dim 256 and heads at the cpu task size, 20k steps
+        "gpu": Preset(overrides={**GPU_PRIMITIVES, **GPU_PRIMITIVES_LONG, "model.width": 256},
+                      grid={"model.heads": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

@@ -12,7 +12,7 @@ Without a cluster, run plain Optuna with a persistent journal (open it in optuna
     python sweeps/hpo_lr.py --preset cpu --optuna-journal results/hpo_lr.journal
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import CPU_LS, GPU_LS, LIU_LS, SMOKE_LS
 
 from icl_core.search import Search
 from icl_core.sweep import Preset, Sweep
@@ -31,6 +31,11 @@ WIDTH_LR = Search(
         "smoke": Preset(overrides=SMOKE_LS, grid={"model.width": [8]}, num_samples=3),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 2, "train.steps": 2000},
                       grid={"model.width": [16, 32]}, num_samples=12),
+        # widths 32-128 (the paper's 2-layer model, D = 5, batch range), 4000 steps, 16 trials
+        # a width (an upper bound: ASHA stops poor trials early)
+        "gpu": Preset(overrides={**GPU_LS, "model.depth": 2, "train.steps": 4000,
+                                 "train.step_size": 1000},
+                      grid={"model.width": [32, 64, 128]}, num_samples=16),
         "paper": Preset(num_samples=64),
     },
 )

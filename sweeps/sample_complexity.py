@@ -33,7 +33,7 @@ distribution. `--set 'eval.grid=[{},{"test_dist":"simple","simple":true}]'` adds
 variant (the first point still decides the stop).
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import CPU_LS, GPU_LS, LIU_LS, SMOKE_LS
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -53,6 +53,9 @@ LEAST_SQUARES_DIM = Study(
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 2, "eval.every": 250,
                                  "eval.n_prompts": 300},
                       grid={**dims(2, 3, 4, 6), "seed": [0, 1, 2]}),
+        # the paper's 4 layers, width and batch, D = 2-8, 20k steps, the curve every 500
+        "gpu": Preset(overrides={**GPU_LS, "eval.every": 500},
+                      grid={**dims(2, 3, 4, 6, 8), "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -66,7 +69,11 @@ DIM_DEPTH = Study(
         "smoke": Preset(overrides={**SMOKE_LS, "eval.every": 10},
                         grid={**dims(2), "model.depth": [1], "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "eval.every": 250, "eval.n_prompts": 300},
-                      grid={**dims(2, 3, 4), "model.depth": [1, 2], "seed": [0, 1]}),
+                      grid={**dims(2, 3, 4), "model.depth": [1, 2], "seed": [0, 1, 2]}),
+        # D = 2-8 x depth 2-8, 10k steps, the curve every 250
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 10_000, "train.step_size": 1000,
+                                 "train.report_every": 250, "eval.every": 250},
+                      grid={**dims(2, 4, 8), "model.depth": [2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -99,6 +106,13 @@ PAPER_MODELS = str_models(100, 10, 1000, 500, steps=15_625)
 # needs the most samples) 16000 x 64 ≈ 1e6 as in the paper
 CPU_STR = {"task.dim": 5, "train.report_every": 20, "eval.n_prompts": 1000, "eval.every": 20}
 CPU_MODELS = str_models(64, 5, 256, 128, steps=4000, ffn_steps=16_000)
+# One H100-class GPU (<= 20 min per study, icl_core.resources.estimate_gpu_seconds, at the
+# caps: the stop rule ends most runs earlier): the paper's d = 10 and model sizes, 3 seeds;
+# caps 7500 steps x 64 = 480k samples, the FFN (which needs the most) the paper's 1e6; 2000
+# test prompts every 20 steps (the paper: 5000 every 10).
+GPU_STR = {"train.report_every": 20, "eval.n_prompts": 2000, "eval.every": 20}
+GPU_MODELS = str_models(100, 10, 1000, 500, steps=7500, ffn_steps=15_625)
+SEEDS = {"seed": [0, 1, 2]}
 SMOKE_STR = {"task.dim": 3, "train.batch_size": 16, "train.report_every": 10,
              "eval.n_prompts": 50, "eval.every": 10}
 SMOKE_MODELS = str_models(8, 2, 16, 8, steps=20)
@@ -123,6 +137,9 @@ STR_1 = Study(
                                                    "task.n_points": [3, 4], "seed": [0]}),
         "cpu": Preset(overrides=CPU_STR, grid={**CPU_MODELS, "task.n_points": [4, 8, 16, 32],
                                                "seed": [0, 1, 2]}),
+        # N = 4-32 with the paper's reference point N = 12 (the paper: 2-64)
+        "gpu": Preset(overrides=GPU_STR, grid={**GPU_MODELS, "task.n_points": [4, 8, 12, 16, 32],
+                                               **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -141,7 +158,10 @@ STR_SIMPLE = Study(
                         grid={**only(SMOKE_MODELS, "mha_mlp"), "task.n_points": [4],
                               "seed": [0]}),
         "cpu": Preset(overrides={**CPU_STR, "eval.stop_below": 0.05},
-                      grid={**CPU_MODELS, "task.n_points": [8, 16, 32], "seed": [0, 1]}),
+                      grid={**CPU_MODELS, "task.n_points": [8, 16, 32], "seed": [0, 1, 2]}),
+        # N = 25, 29, 33, 64 (the paper: 25-33 and beyond); the test every 100 (the paper's)
+        "gpu": Preset(overrides={**GPU_STR, "eval.every": 100},
+                      grid={**GPU_MODELS, "task.n_points": [25, 29, 33, 64], **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -158,7 +178,11 @@ STR_HEADS = Study(
                         grid={"model.heads": [1, 2], "task.n_points": [4], "seed": [0]}),
         "cpu": Preset(overrides={**CPU_STR, "task.dim": 4, "train.steps": 6000,
                                  "model.mlp_width": 64},
-                      grid={"model.heads": [1, 2], "task.n_points": [8, 16, 32], "seed": [0, 1]}),
+                      grid={"model.heads": [1, 2], "task.n_points": [8, 16, 32],
+                            "seed": [0, 1, 2]}),
+        # the paper's d = 10, model, N and cap
+        "gpu": Preset(overrides=GPU_STR, grid={"model.heads": [1, 2],
+                                               "task.n_points": [8, 16, 32, 64], **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -190,6 +214,7 @@ STR_ATTENTION = Study(
                                  "eval.n_prompts": 2000},
                       grid={"model": [{"name": "mha_mlp", "mlp_width": 64},
                                       {"name": "attention_mlp", "mlp_width": 64}]}),
+        "gpu": Preset(grid=SEEDS),  # the paper's settings, 3 seeds (paper: 1)
         "paper": Preset(),
     },
 )

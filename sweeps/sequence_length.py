@@ -6,7 +6,7 @@
 * fixed_n_points -- fixed-N least squares at N in {5, 10, 20, 40}: query MSE vs N.
 """
 
-from bases import CPU_LS, LIU_LS, SMOKE_LS
+from bases import CPU_LS, GPU_LS, LIU_LS, SMOKE_LS
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -21,6 +21,8 @@ ICL_PREFIX = Study(
     presets={
         "smoke": Preset(overrides={**SMOKE_LS, "task.n_points": 6}, grid={"seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 4, "task.n_points": 10}),
+        # the paper's model (12 layers), N = 20, D = 5 and batch, 80k steps
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 80_000, "train.step_size": 8000}),
         "paper": Preset(),
     },
 )
@@ -34,6 +36,8 @@ FIXED_N_POINTS = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={"task.n_points": [4, 8], "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
                       grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]}),
+        # the paper's 4 layers, D = 5, width and batch, 40k steps
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 40_000, "train.step_size": 4000}),
         "paper": Preset(),
     },
 )
@@ -48,7 +52,11 @@ N_DEPTH = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={"task.n_points": [5], "model.depth": [1],
                                                   "seed": [0]}),
         "cpu": Preset(overrides=CPU_LS, grid={"task.n_points": [5, 10, 20, 40],
-                                             "model.depth": [1, 2], "seed": [0, 1]}),
+                                             "model.depth": [1, 2], "seed": [0, 1, 2]}),
+        # N 5-80 x depth 2-8, the paper's D = 5, width and batch, 10k steps
+        "gpu": Preset(overrides={**GPU_LS, "train.steps": 10_000, "train.step_size": 1000},
+                      grid={"task.n_points": [5, 10, 20, 40, 80], "model.depth": [2, 4, 8],
+                            "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

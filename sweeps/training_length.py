@@ -6,7 +6,16 @@ multiply_steps is the paper's panel (MULTIPLY, 1-layer Transformer and BaseConv 
 least_squares_steps asks it of fixed-N least squares.
 """
 
-from bases import CPU_LS, CPU_PRIMITIVES, LIU_LS, LIU_PRIMITIVES, SMOKE_LS, SMOKE_PRIMITIVES
+from bases import (
+    CPU_LS,
+    CPU_PRIMITIVES,
+    GPU_LS,
+    GPU_PRIMITIVES,
+    LIU_LS,
+    LIU_PRIMITIVES,
+    SMOKE_LS,
+    SMOKE_PRIMITIVES,
+)
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -14,6 +23,9 @@ from icl_core.sweep import Preset, Study, Sweep
 def steps_axis(*steps: int) -> dict:
     """(train.steps, train.step_size = steps / 100) pairs, as in the paper."""
     return {("train.steps", "train.step_size"): [(s, max(1, s // 100)) for s in steps]}
+
+
+PAPER_DECAY = {"train.gamma": 0.9}  # the paper's StepLR factor (the cpu presets use 0.8)
 
 
 LEAST_SQUARES_STEPS = Study(
@@ -25,6 +37,11 @@ LEAST_SQUARES_STEPS = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={**steps_axis(10, 20), "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 1},
                       grid={**steps_axis(300, 1000, 3000, 10_000), "seed": [0, 1, 2]}),
+        # 1e3-1e5 steps (the paper: 1e5-1e8), the paper's task, width, batch and StepLR
+        # (x0.9 every steps/100)
+        "gpu": Preset(overrides={**GPU_LS, **PAPER_DECAY},
+                      grid={**steps_axis(1000, 3000, 10_000, 30_000, 100_000),
+                            "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -39,7 +56,10 @@ STEPS_DEPTH = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={**steps_axis(10), "model.depth": [1],
                                                   "seed": [0]}),
         "cpu": Preset(overrides=CPU_LS, grid={**steps_axis(300, 1000, 3000),
-                                             "model.depth": [1, 2], "seed": [0, 1]}),
+                                             "model.depth": [1, 2], "seed": [0, 1, 2]}),
+        # 1e3-3e4 steps x depth 2-8, the paper's task, width, batch and StepLR
+        "gpu": Preset(overrides={**GPU_LS, **PAPER_DECAY}, grid={**steps_axis(1000, 3000, 10_000, 30_000),
+                                             "model.depth": [2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -54,7 +74,12 @@ MULTIPLY_STEPS = Study(
     presets={
         "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={**steps_axis(10, 20)}),
         "cpu": Preset(overrides=CPU_PRIMITIVES,
-                      grid={**steps_axis(300, 1000, 3000, 10_000)}),
+                      grid={**steps_axis(300, 1000, 3000, 10_000), "seed": [0, 1, 2]}),
+        # 1e3-1e5 steps (the paper: 1e5-1e8), the paper's width, batch and StepLR (x0.9 every
+        # steps/100), the cpu task size (bases.GPU_PRIMITIVES)
+        "gpu": Preset(overrides={**GPU_PRIMITIVES, **PAPER_DECAY},
+                      grid={**steps_axis(1000, 3000, 10_000, 30_000, 100_000),
+                            "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

@@ -5,7 +5,17 @@ multiply_width and multiply_mlp are the paper's panels (MULTIPLY, 2-layer transf
 least_squares_width asks the width question of fixed-N least squares.
 """
 
-from bases import CPU_LS, CPU_PRIMITIVES, LIU_LS, LIU_PRIMITIVES, SMOKE_LS, SMOKE_PRIMITIVES
+from bases import (
+    CPU_LS,
+    CPU_PRIMITIVES,
+    GPU_LS,
+    GPU_PRIMITIVES,
+    GPU_PRIMITIVES_LONG,
+    LIU_LS,
+    LIU_PRIMITIVES,
+    SMOKE_LS,
+    SMOKE_PRIMITIVES,
+)
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -18,6 +28,9 @@ LEAST_SQUARES_WIDTH = Study(
         "smoke": Preset(overrides=SMOKE_LS, grid={"model.width": [4, 8], "seed": [0]}),
         "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
                       grid={"model.width": [8, 16, 32, 64], "seed": [0, 1, 2]}),
+        # the paper's widths, task and batch (bases.GPU_LS), 40k steps
+        "gpu": Preset(overrides={**GPU_LS, "model.depth": 2, "train.steps": 40_000,
+                                 "train.step_size": 4000}),
         "paper": Preset(),
     },
 )
@@ -30,7 +43,11 @@ MULTIPLY_WIDTH = Study(
     grid={"model.width": [32, 64, 128, 256], "seed": [0]},
     presets={
         "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.width": [4, 8]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.width": [16, 32, 64]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.width": [16, 32, 64],
+                                                      "seed": [0, 1, 2]}),
+        # the paper's widths 32-256 at the cpu task size, 20k steps (bases.GPU_PRIMITIVES)
+        "gpu": Preset(overrides={**GPU_PRIMITIVES, **GPU_PRIMITIVES_LONG},
+                      grid={"model.width": [32, 64, 128, 256], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )
@@ -43,7 +60,11 @@ MULTIPLY_MLP = Study(
     grid={"model.mlp_ratio": [1, 2, 4, 8], "seed": [0]},
     presets={
         "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.mlp_ratio": [1, 2]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.mlp_ratio": [1, 2, 4, 8]}),
+        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.mlp_ratio": [1, 2, 4, 8],
+                                                      "seed": [0, 1, 2]}),
+        # the paper's dim 256 and ratios at the cpu task size, 20k steps
+        "gpu": Preset(overrides={**GPU_PRIMITIVES, **GPU_PRIMITIVES_LONG, "model.width": 256},
+                      grid={"model.mlp_ratio": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

@@ -16,7 +16,7 @@ def base_study(**grid) -> Study:
         name="s",
         base=tiny_member(),
         grid=grid or {"model.depth": [1, 2], "seed": [0]},
-        presets={p: Preset() for p in ("smoke", "cpu", "paper")},
+        presets={p: Preset() for p in ("smoke", "cpu", "gpu", "paper")},
     )
 
 
@@ -110,5 +110,5 @@ def test_grid_expansion_and_bad_grids():
     ]
     with pytest.raises(ConfigError, match="grid.model.depth: must be a non-empty list"):
         base_study(**{"model.depth": []}).members("cpu")
-    with pytest.raises(ConfigError, match="--preset: unknown 'huge'; valid choices: smoke, cpu, paper"):
+    with pytest.raises(ConfigError, match="--preset: unknown 'huge'; valid choices: smoke, cpu, gpu, paper"):
         base_study().members("huge")

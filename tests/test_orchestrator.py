@@ -16,9 +16,17 @@ import pytest
 from conftest import tiny_member
 
 from icl_core import catalog
+from icl_core.cli import build_parser, make_plans, plan_gpu_seconds
 from icl_core.config import resolve_member
-from icl_core.resources import gpu_fraction, member_resources, plan_trials, step_flops
+from icl_core.resources import (
+    estimate_gpu_seconds,
+    gpu_fraction,
+    member_resources,
+    plan_trials,
+    step_flops,
+)
 from icl_core.search import best_settings
+from icl_core.stacked import stack_key
 from icl_core.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +82,65 @@ def test_dry_run_of_every_paper_preset_lists_thousands(capsys):
     assert total >= 1000
     assert "depth_scaling/least_squares [paper]: " in out and "trials (30 configs)" in out
     assert "0.125 GPU" in out and "1 GPU" in out  # small and large models get different shares
+
+
+def test_dry_run_of_every_gpu_preset_fits_20_minutes_a_study_on_one_h100(capsys):
+    """The issue's sizing rule: every grid study's gpu preset is estimated at <= 20 min on one
+    H100-class GPU (stacked), with >= 3 seeds, and is bigger than its cpu preset: more training
+    FLOPs, and a longer estimate wherever the cpu preset's members can stack at all (a cpu
+    preset whose members cannot stack, e.g. with step skipping, pays the GPU's launch floor per
+    member). A study whose cpu preset is already the paper's setting keeps it. (Searches are
+    estimated with every trial run to its end, an upper bound ASHA cuts: not held to it.)"""
+    def work(plan):
+        return sum(step_flops(m) * m.train.steps for m in plan.members)
+
+    estimates = {}
+    for name in catalog.sweep_names():
+        sweep = catalog.load_sweep(name)
+        plans = {p: make_plans(sweep, build_parser(sweep).parse_args(["--preset", p]))
+                 for p in ("cpu", "gpu")}
+        for cpu, gpu in zip(plans["cpu"], plans["gpu"], strict=True):
+            if gpu.is_search:
+                continue
+            label = f"{name}/{gpu.study.name}"
+            seconds = estimates[label] = plan_gpu_seconds(gpu)
+            assert seconds <= 20 * 60, f"{label}: gpu preset estimated at {seconds / 60:.1f} min"
+            if {m.hash for m in cpu.members} == {m.hash for m in gpu.members}:
+                assert gpu.study.presets["cpu"] == gpu.study.presets["paper"], label
+                continue
+            assert len({m.seed for m in gpu.members}) >= 3, f"{label}: fewer than 3 seeds"
+            assert work(gpu) > work(cpu), label
+            if all(stack_key(m) for m in cpu.members):
+                assert seconds > plan_gpu_seconds(cpu), label
+    assert len(estimates) >= 30
+    assert catalog.main(["--preset", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "depth_scaling/least_squares [gpu]: " in out and " GPU-min on one H100 -- " in out
+    assert "all sweep files [gpu]: " in out and "on one H100-class GPU" in out.splitlines()[-1]
+
+
+def test_gpu_estimate_grows_with_steps_seeds_and_loops():
+    one = resolve_member(tiny_member(train__steps=1000))
+    longer = resolve_member(tiny_member(train__steps=4000))
+    assert estimate_gpu_seconds([longer]) > estimate_gpu_seconds([one]) > 0
+    # seeds of one config share a step (stacked): a small model's three seeds cost less than
+    # three times one; distinct configs add up
+    seeds = [resolve_member({**tiny_member(train__steps=1000), "seed": s}) for s in range(3)]
+    assert estimate_gpu_seconds([one]) < estimate_gpu_seconds(seeds) \
+        < 3 * estimate_gpu_seconds([one])
+    deeper = resolve_member(tiny_member(train__steps=1000, model__depth=8))
+    assert estimate_gpu_seconds([one, deeper]) > estimate_gpu_seconds([deeper]) \
+        > estimate_gpu_seconds([one])
+    # a looped block's weights count once per loop iteration (T0 without gradients a third)
+    loop = {"name": "looped", "width": 16, "heads": 2, "layers": 1, "loops": 4, "window": 4}
+    looped = [resolve_member(tiny_member(model={**loop, "loops": t, "window": min(t, 4)}))
+              for t in (4, 8, 16)]
+    flops = [step_flops(m) for m in looped]
+    assert flops[0] < flops[1] < flops[2]
+    block = resolve_member(tiny_member(model={"name": "transformer", "width": 16, "heads": 2,
+                                              "depth": 1}))
+    assert step_flops(looped[0]) > 3 * step_flops(block)  # 4 passes of about one block's work
+    assert estimate_gpu_seconds(looped[:1]) < estimate_gpu_seconds(looped[2:])
 
 
 def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
