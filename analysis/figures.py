@@ -1,12 +1,11 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
-Shared steps live here too: which members count (status "ok"), the final evaluation of each
-member (its largest step, the query position) and the reference predictors' levels.
+The shared data steps (which members count, each member's final evaluation, the reference
+predictors' levels) live in analysis.frames and are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -16,72 +15,38 @@ import numpy as np
 import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+from analysis.figures_algoformer import ALGOFORMER_FIGURES
+from analysis.figures_deep import DEEP_FIGURES
 from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
+from analysis.figures_precision import PRECISION_FIGURES
+from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
-from analysis.plotting import COLORS, band, draw_fit, log_axes, reference_line, save, style
-
-# (predictor, legend label, line style): the classical references on the same test prompts.
-REFERENCES = (
-    ("ols_float32", "OLS float32", ":"),
-    ("ols_float64", "OLS float64", ":"),
-    ("gd_float32", "GD float32", "--"),
-    ("gd_float64", "GD float64", "--"),
+from analysis.frames import (  # noqa: F401  (re-exported: the figures' shared steps)
+    REFERENCES,
+    STATS,
+    cell_regime,
+    final_eval,
+    labels,
+    member_counts,
+    reference_levels,
+    var_y,
 )
+from analysis.plotting import (
+    COLORS,
+    band,
+    draw_fit,
+    draw_references,
+    fit_label,
+    hollow,
+    log_axes,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
+from analysis.verdicts import regime_notes
+
 MIN_FIT_DEPTHS = 3
-STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
-
-
-def member_counts(rows: pl.DataFrame) -> tuple[int, int]:
-    """(members with status "ok", members excluded: diverged or failed)."""
-    status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
-    ok = int((status == "ok").sum())
-    return ok, status.len() - ok
-
-
-def final_eval(rows: pl.DataFrame, metric: str = "mse", test_dist: str = "train") -> pl.DataFrame:
-    """Rows of `ok` members at each member's last evaluated step and its last position
-    (the query after all in-context examples)."""
-    out = rows.filter(
-        (pl.col("status") == "ok") & (pl.col("metric") == metric)
-        & (pl.col("test_dist") == test_dist)
-    )
-    out = out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
-    position = pl.col("position").fill_null(-1)
-    return out.filter(position == position.max().over("config_hash"))
-
-
-def reference_levels(final: pl.DataFrame) -> dict[str, tuple[float, int | None]]:
-    """{predictor: (per-prompt median MSE, GD iterations or None)} over members; iterative
-    predictors at their largest iteration count (the converged reference)."""
-    names = [name for name, _, _ in REFERENCES]
-    it = pl.col("infer_iter").fill_null(-1)
-    refs = final.filter(pl.col("predictor").is_in(names) & (pl.col("statistic") == "median"))
-    refs = refs.filter(it == it.max().over("predictor"))
-    levels = refs.group_by("predictor").agg(
-        pl.col("value").median(), pl.col("infer_iter").max()
-    )
-    return {r["predictor"]: (r["value"], r["infer_iter"]) for r in levels.iter_rows(named=True)}
-
-
-def var_y(rows: pl.DataFrame) -> float:
-    """Var(y) of linear regression with x, w ~ N(0, I_D): D (+ noise_std^2); NaN if unknown."""
-    ok = rows.filter(pl.col("status") == "ok")
-    if "task.dim" not in ok.columns:
-        return math.nan
-    dims = ok["task.dim"].drop_nulls().unique().to_list()
-    noises = [0.0]
-    if "task.noise_std" in ok.columns:
-        noises = ok["task.noise_std"].drop_nulls().unique().to_list() or [0.0]
-    if len(dims) != 1 or len(noises) != 1:
-        warnings.warn(f"Var(y): members differ (task.dim {dims}, noise_std {noises})", stacklevel=2)
-        return math.nan
-    return float(dims[0]) + float(noises[0]) ** 2
-
-
-def _labels(rows: pl.DataFrame, column: str) -> str:
-    if column not in rows.columns:
-        return "?"
-    return "/".join(str(v) for v in sorted(rows[column].drop_nulls().unique().to_list())) or "?"
 
 
 def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -116,13 +81,17 @@ def _fit_depth(seeds: pl.DataFrame, n_boot: int, seed: int) -> tuple[Fit | None,
                           points["seed"].to_numpy(), form="saturating", n_boot=n_boot, seed=seed)
     except (ValueError, RuntimeError) as exc:
         return None, f"no fit: {exc}"
+    fit.claim_sign = 1  # the claim: depth helps (b > 0)
     return fit, ""
 
 
 def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
                  n_boot: int = 1000, seed: int = 0, **_context) -> dict:
     """Query MSE vs depth (log-log): median over seeds of the per-prompt median, IQR band,
-    OLS/GD references, and a saturating fit c + a L^-b over seed-level points."""
+    OLS/GD and trivial-predictor references, and a saturating fit c + a L^-b over seed-level
+    points (claim: b > 0; drawn as unresolved otherwise). Depths where the model is not in the
+    learned regime get a ring, and the panel says "not testable at this scale" when no
+    depth is."""
     if "model.depth" not in rows.columns:
         raise ValueError("depth figure: rows lack the 'model.depth' column")
     ok, excluded = member_counts(rows)
@@ -131,30 +100,29 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
     if depths.height == 0:
         raise ValueError(f"depth figure: no final 'mse' rows of ok members ({excluded} excluded)")
     fit, note = _fit_depth(seeds, n_boot, seed)
-    refs = reference_levels(final)
+    regime = cell_regime(final.with_columns(pl.col("model.depth").cast(pl.Float64).alias(
+        "depth")), ["depth"])
 
     style()
     fig, ax = plt.subplots()
     log_axes(ax)
     x, y = depths["depth"].to_numpy(), depths["median"].to_numpy()
-    band(ax, x, y, depths["q25"], depths["q75"], "transformer (median, IQR over prompts)",
-         COLORS["model"])
+    band(ax, x, y, depths["q25"], depths["q75"], "transformer (median over seeds; band: "
+         "IQR over prompts)", COLORS["model"])
+    out = regime.filter(pl.col("learned").not_())
+    hollow(ax, out["depth"], out["model"], COLORS["model"])
     if fit is not None:
-        draw_fit(ax, fit, (x.min(), x.max()), label=f"fit c + a L$^{{-b}}$: {fit.label()}")
-    for predictor, label, line_style in REFERENCES:
-        if predictor in refs:
-            value, iters = refs[predictor]
-            text = f"{label} ({iters} it.)" if iters is not None else label
-            reference_line(ax, value, text, line_style, COLORS[predictor])
+        draw_fit(ax, fit, (x.min(), x.max()), label=fit_label(fit, "fit c + a L$^{-b}$"))
+    refs = draw_references(ax, final)
     if note:
         ax.text(0.02, 0.02, note, transform=ax.transAxes, fontsize=7, color="0.3")
+    regime_note(ax, regime_notes(regime, x="depth"))
     ax.set_xticks(x)
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("depth L (layers)")
     ax.set_ylabel("query MSE (per-prompt median)")
-    study = f"{_labels(rows, 'sweep')}/{_labels(rows, 'study')}"
-    ax.set_title(f"{study}: query MSE vs depth ({_labels(rows, 'dtype')})")
+    ax.set_title(study_title(rows, labels(rows, "dtype")), fontsize=9)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     paths = save(fig, out_dir, name)
     plt.close(fig)
@@ -165,16 +133,10 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
         "fit": fit, "note": note, "excluded": excluded, "ok": ok, "paths": paths,
         "best_depth": int(best_depth) if best_depth.is_integer() else best_depth,
         "best_median_mse": float(y[best]), "var_y": var_y(rows),
-        "references": {k: v for k, (v, _) in refs.items()},
+        "references": refs, "regime": regime,
         "ax": ax, "x": x, "y": y, "table": depths,
     }
 
-
-# Imported here, not on top: analysis.figures_precision uses the helpers above.
-from analysis.figures_algoformer import ALGOFORMER_FIGURES  # noqa: E402
-from analysis.figures_deep import DEEP_FIGURES  # noqa: E402
-from analysis.figures_precision import PRECISION_FIGURES  # noqa: E402
-from analysis.figures_retrieval import RETRIEVAL_FIGURES  # noqa: E402
 
 # name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
 FIGURES: dict[str, Callable[..., dict]] = {

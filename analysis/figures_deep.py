@@ -10,7 +10,10 @@
 * deep_scaling: 1 - R² at the training length vs depth, one curve per width, with a
   saturating fit c + a L^-b per width; and 1 - R² vs k per model with a fit of the best.
 
-Every value is a mean over members (seeds) of a row; statistic "pooled" unless noted.
+Every value is a mean over members (seeds) of a row; statistic "pooled" unless noted. The
+trivial predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their
+rows exist, and a panel whose transformer does not clear the best of them by the R² margin
+(analysis.verdicts.LEARNED_R2_GAP) at the training length says "not testable at this scale".
 """
 
 from __future__ import annotations
@@ -22,14 +25,34 @@ import numpy as np
 import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.fit import B_MAX, fit_scaling
-from analysis.plotting import COLORS, draw_fit, log_axes, save, style
+from analysis.fit import fit_scaling
+from analysis.frames import cell_regime
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    draw_fit,
+    figure_legend,
+    fit_label,
+    grid_ticks,
+    hollow,
+    legend_right,
+    log_axes,
+    look,
+    panel_note,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
+from analysis.verdicts import TRIVIAL, final_rows, regime_notes
 
 MIXER_LABEL = {"relu_attention": "ReLU attention", "attention": "softmax attention"}
+MIXER_COLORS = {"relu_attention": PALETTE[0], "attention": PALETTE[3]}
 NET, OLS = "teacher_net_float32", "ols_float64"
-STYLE = {"model": ("transformer (ICL)", "-", COLORS["model"]),
-         NET: ("trained N-layer net (best epoch)", "--", "tab:orange"),
-         OLS: ("least squares", ":", "0.4")}
+LABELS = {"model": "transformer (ICL)", NET: look(NET).label, OLS: "least squares"}
+STATISTIC = "pooled"  # R² pooled over the test prompts
 
 
 def r2_table(rows: pl.DataFrame, statistic: str = "pooled") -> pl.DataFrame:
@@ -61,17 +84,27 @@ def _at(table: pl.DataFrame, k: int, **where) -> float:
     return float(hit[0]) if hit.size else float("nan")
 
 
+def shift_regime(rows: pl.DataFrame, k: int) -> pl.DataFrame:
+    """The learned-regime table of the transformer's pooled R² at k in-context examples per
+    (mixer, teacher depth, test mixture): R² >= the best trivial predictor's + 0.05."""
+    final = final_rows(rows, "r2", test_dist=None, position="all").filter(
+        pl.col("position") == k)
+    return cell_regime(final, ["model.mixer", "task.depth", "test_dist"], statistic=STATISTIC,
+                       metric="r2")
+
+
 def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
                       **_context) -> dict:
     table = r2_table(rows)
     if table.height == 0:
         raise ValueError("deep_shift: no final r2 rows of ok members")
     model = table.filter(pl.col("predictor") == "model")
-    refs = table.filter(pl.col("predictor").is_in([NET, OLS]))
+    refs = table.filter(pl.col("predictor").is_in([NET, OLS, *TRIVIAL]))
     depths = sorted(model["task.depth"].unique().to_list())
     dists = sorted(model["test_dist"].unique().to_list(), key=_mix)
     n_train = int(model["task.n_points"].max())
-    paths, summary = [], {"fit": None, "excluded": 0, "n_train": n_train}
+    regime = shift_regime(rows, n_train)
+    paths, summary = [], {"fit": None, "excluded": 0, "n_train": n_train, "regime": regime}
     lines = []
     style()
     for mixer in sorted(model["model.mixer"].unique().to_list()):
@@ -80,43 +113,50 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
         for i, depth in enumerate(depths):
             for j, dist in enumerate(dists):
                 ax, low = axes[i, j], 0.0
-                for predictor, source in (("model", model.filter(pl.col("model.mixer") == mixer)),
-                                          (NET, refs), (OLS, refs)):
+                sources = [("model", model.filter(pl.col("model.mixer") == mixer)),
+                           *[(p, refs) for p in (NET, OLS, *TRIVIAL)]]
+                for predictor, source in sources:
                     x, y = _curve(source, predictor=predictor, **{"task.depth": depth},
                                   test_dist=dist)
-                    if x.size:
-                        label, ls, color = STYLE[predictor]
-                        ax.plot(x, y, ls=ls, color=color, label=label,
-                                marker="o" if predictor != "model" else None, markersize=2)
-                        low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
+                    if not x.size:
+                        continue
+                    if predictor == "model":
+                        ax.plot(x, y, color=COLORS["model"], label=LABELS["model"])
+                    else:
+                        baseline_curve(ax, predictor, x, y, label=LABELS.get(predictor))
+                    low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
                 ax.axvline(n_train, color="0.6", lw=0.8, ls="-.")
                 ax.set_ylim(max(low, -1.0) - 0.05, 1.02)
-                if low < -1.0:
-                    ax.text(0.98, 0.02, f"clipped: min {low:.2g}", transform=ax.transAxes,
-                            ha="right", fontsize=6, color="0.3")
-                if i == 0:
-                    ax.set_title(f"ω₂ = {_mix(dist):g}")
+                clipped = f" (clipped: min {low:.2g})" if low < -1.0 else ""
+                cell = regime.filter((pl.col("model.mixer") == mixer)
+                                     & (pl.col("task.depth") == depth)
+                                     & (pl.col("test_dist") == dist))
+                if cell.height and cell["learned"][0] is False:
+                    regime_note(ax, ["not testable at this scale",
+                                     f"R² gap {cell['margin'][0]:+.2f} at k = {n_train}"],
+                                loc="lower left")
+                ax.set_title(f"ω₂ = {_mix(dist):g}{clipped}" if i == 0 else clipped.strip(),
+                             fontsize=8)
                 if j == 0:
-                    ax.set_ylabel(f"N = {depth}\nR²")
+                    ax.set_ylabel(f"N = {depth}\nR² ({STATISTIC})")
                 if i == len(depths) - 1:
                     ax.set_xlabel("in-context examples k")
-        axes[0, 0].legend(fontsize=6, loc="lower right")
-        fig.suptitle(f"{MIXER_LABEL.get(mixer, mixer)}: R² vs k (trained on {n_train} pairs)",
-                     y=1.0)
+        fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
+                     f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
         fig.tight_layout()
+        figure_legend(fig, axes.flat)
         paths += save(fig, out_dir, f"{name}_{mixer}")
         plt.close(fig)
     # summary: R² at the training length vs ω₂, and the change past the training length
     fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
                              figsize=(3.2 * len(depths), 3.0))
-    colors = {"relu_attention": "tab:blue", "attention": "tab:red"}
     for i, depth in enumerate(depths):
         ax = axes[0, i]
         mixes = [_mix(d) for d in dists]
         for mixer in sorted(model["model.mixer"].unique().to_list()):
             src = model.filter(pl.col("model.mixer") == mixer)
             vals = [_at(src, n_train, **{"task.depth": depth}, test_dist=d) for d in dists]
-            ax.plot(mixes, vals, "o-", color=colors.get(mixer), label=MIXER_LABEL.get(mixer))
+            ax.plot(mixes, vals, "o-", color=MIXER_COLORS.get(mixer), label=MIXER_LABEL.get(mixer))
             for d in dists:
                 k_max = int(src.filter(pl.col("test_dist") == d)["position"].max())
                 at_train = _at(src, n_train, **{"task.depth": depth}, test_dist=d)
@@ -130,11 +170,18 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
                for d in dists]
         for d, v in zip(dists, net, strict=True):
             summary[f"r2_net_N{depth}_{d}_k{n_train}"] = v
-        ax.plot(mixes, net, "s--", color="tab:orange", label="trained N-layer net")
+        baseline_curve(ax, NET, mixes, net, label="trained N-layer net")
+        for predictor in TRIVIAL:
+            vals = [_at(refs, n_train, predictor=predictor, **{"task.depth": depth}, test_dist=d)
+                    for d in dists]
+            if np.isfinite(vals).any():
+                baseline_curve(ax, predictor, mixes, vals)
         ax.set_title(f"teacher depth N = {depth}")
         ax.set_xlabel("test mixture ω₂")
-    axes[0, 0].set_ylabel(f"R² at k = {n_train}")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].set_ylabel(f"R² ({STATISTIC}) at k = {n_train}")
+    axes[0, 0].legend(fontsize=6)
+    fig.suptitle(f"{study_title(rows)}: R² at the training length", fontsize=9)
+    fig.tight_layout()
     paths += save(fig, out_dir, f"{name}_summary")
     plt.close(fig)
     paths += baseline_epochs_figure(rows, out_dir, f"{name}_baseline_epochs")
@@ -178,32 +225,56 @@ def fig3_ks(n_train: int) -> list[int]:
 
 def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
                       **_context) -> dict:
-    table = r2_table(rows).filter(pl.col("predictor") == "model")
+    """Fig 3: R² vs transformer depth at k = 0.3, 0.6, 0.9 x the training length, one panel
+    per attention type; the best trivial predictor's R² at each k as a thin line of the k's
+    colour; (depth, k) cells short of the learned-regime margin get a ring."""
+    full = r2_table(rows)
+    table = full.filter(pl.col("predictor") == "model")
     if table.height == 0:
         raise ValueError("deep_depth: no final r2 rows of ok members")
     n_train = int(table["task.n_points"].max())
     ks = fig3_ks(n_train)
     mixers = sorted(table["model.mixer"].unique().to_list())
+    final = final_rows(rows, "r2", test_dist=None, position="all").filter(
+        pl.col("position").is_in(ks))
+    regime = cell_regime(final, ["model.mixer", "position", "model.depth"], statistic=STATISTIC,
+                         metric="r2")
+    trivial = full.filter(pl.col("predictor").is_in(list(TRIVIAL)) & pl.col("position").is_in(ks))
+    trivial = trivial.group_by("predictor", "position").agg(pl.col("r2").mean())
     style()
     fig, axes = plt.subplots(1, len(mixers), squeeze=False, sharey=True,
-                             figsize=(3.6 * len(mixers), 3.2))
-    summary: dict = {"fit": None, "excluded": 0, "ks": ks}
+                             figsize=(3.6 * len(mixers) + 2.4, 3.4), layout="constrained")
+    summary: dict = {"fit": None, "excluded": 0, "ks": ks, "regime": regime}
     notes = []
+    colors = dict(zip(ks, PALETTE, strict=False))
     for ax, mixer in zip(axes[0], mixers, strict=True):
         src = table.filter((pl.col("model.mixer") == mixer) & pl.col("position").is_in(ks))
         for k in ks:
             curve = src.filter(pl.col("position") == k).sort("model.depth")
             depth, r2 = curve["model.depth"].to_numpy(), curve["r2"].to_numpy()
-            ax.plot(depth, r2, "o-", label=f"k = {k}")
+            ax.plot(depth, r2, "o-", color=colors[k], label=f"k = {k}")
+            out = regime.filter((pl.col("model.mixer") == mixer) & (pl.col("position") == k)
+                                & pl.col("learned").not_())
+            hollow(ax, out["model.depth"], out["model"], colors[k])
+            best = trivial.filter(pl.col("position") == k).sort("r2", descending=True)
+            if best.height:
+                predictor, value = best.row(0)[0], float(best["r2"][0])
+                ax.axhline(value, color=colors[k], lw=0.8, ls=look(predictor).dash,
+                           label=f"best trivial at k = {k}: {look(predictor).label} = "
+                                 f"{value:.2f}")
             summary.update({f"r2_{mixer}_L{d}_k{k}": float(v)
                             for d, v in zip(depth, r2, strict=True)})
             notes.append(f"{mixer} k={k}: " + ", ".join(f"L{d} {v:.3f}" for d, v in
                                                         zip(depth, r2, strict=True)))
+        part = regime.filter(pl.col("model.mixer") == mixer).with_columns(
+            pl.format("k = {}", "position").alias("k"))
+        regime_note(ax, regime_notes(part, group="k", x="model.depth"))
         ax.set_xticks(sorted(table["model.depth"].unique().to_list()))
         ax.set_title(MIXER_LABEL.get(mixer, mixer))
         ax.set_xlabel("transformer depth (blocks)")
-    axes[0, 0].set_ylabel("R² (pooled)")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].set_ylabel(f"R² ({STATISTIC})")
+    legend_right(axes[0], axes[0, -1])
+    fig.suptitle(study_title(rows), fontsize=9)
     paths = save(fig, out_dir, name)
     plt.close(fig)
     summary.update(paths=paths, table=table, note="; ".join(notes))
@@ -211,29 +282,46 @@ def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
 
 
 def _fit(x, y, groups, n_boot, seed=0):
-    """A saturating fit c + a x^-b, or (None, why): too few points, or an exponent at its
-    bound (|b| = B_MAX: a step or a flat curve, not a power law)."""
+    """A saturating fit c + a x^-b with the claim b > 0 (1 - R² falls), or (None, why) when
+    there are too few points; a fit that is not resolved (at the bound |b| = B_MAX: a step or a
+    flat curve; CI nan or spanning 0) is returned with its status as the note."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = fit_scaling(x, y, groups, form="saturating", n_boot=n_boot, seed=seed)
     except (ValueError, RuntimeError) as exc:
         return None, f"no fit: {exc}"
-    if abs(fit.params["b"]) >= 0.99 * B_MAX or abs(fit.params["b"]) < 0.01:
-        return None, (f"no law: b = {fit.params['b']:.3g} (a step or a flat curve; 1-R² "
-                      f"spans {np.min(y):.3g}..{np.max(y):.3g})")
+    fit.claim_sign = 1
+    if fit.status != "ok":
+        return fit, (f"no law: fit unresolved ({fit.status}; 1-R² spans "
+                     f"{np.min(y):.3g}..{np.max(y):.3g})")
     return fit, ""
+
+
+def _trivial_error(rows: pl.DataFrame) -> pl.DataFrame:
+    """(predictor, position, err = 1 - R²) of the trivial predictors, means over members."""
+    triv = final_rows(rows, "r2", test_dist=None, position="all").filter(
+        pl.col("predictor").is_in(list(TRIVIAL)) & (pl.col("statistic") == STATISTIC))
+    return triv.group_by("predictor", "position").agg((1 - pl.col("value")).mean().alias(
+        "err")).sort("predictor", "position")
 
 
 def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
                         n_boot: int = 1000, **_context) -> dict:
+    """1 - R² at the training length vs depth per width, with a saturating fit per width;
+    1 - R² vs k per model with a fit of the best; the trivial predictors' 1 - R² on both.
+    Fits that are not resolved are drawn dotted and labelled "unresolved (why)"."""
     ok = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == "r2")
-                     & (pl.col("predictor") == "model") & (pl.col("statistic") == "pooled"))
+                     & (pl.col("predictor") == "model") & (pl.col("statistic") == STATISTIC))
     ok = ok.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
     if ok.height == 0:
         raise ValueError("deep_scaling: no final r2 rows of ok members")
     n_train = int(ok["task.n_points"].max())
     ok = ok.with_columns((1 - pl.col("value")).alias("err"))
+    trivial = _trivial_error(rows)
+    regime = cell_regime(final_rows(rows, "r2", test_dist=None, position="all").filter(
+        pl.col("position") == n_train), ["model.width", "model.depth"], statistic=STATISTIC,
+        metric="r2")
     style()
     fig, (ax_l, ax_k) = plt.subplots(1, 2, figsize=(9.5, 3.6))
     log_axes(ax_l)
@@ -244,26 +332,30 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
         pts = at_train.filter(pl.col("model.width") == width).sort("model.depth")
         line, = ax_l.plot(*pts.group_by("model.depth").agg(pl.col("err").mean()).sort(
             "model.depth").to_numpy().T, "o", label=f"width {width}")
+        out = regime.filter((pl.col("model.width") == width) & pl.col("learned").not_())
+        hollow(ax_l, out["model.depth"], 1 - out["model"], line.get_color())
         fit, note = _fit(pts["model.depth"].to_numpy(), pts["err"].to_numpy(),
                          pts["seed"].to_numpy(), n_boot)
         if fit is not None:
             fits.append(fit)
             x = pts["model.depth"].to_numpy()
-            draw_fit(ax_l, fit, (x.min(), x.max()), label=f"w{width}: {fit.label()}",
+            draw_fit(ax_l, fit, (x.min(), x.max()), label=fit_label(fit, f"w{width}"),
                      color=line.get_color())
-            notes.append(f"width {width}: 1-R² = {fit.label()}")
-        else:
-            notes.append(f"width {width}: {note}")
+        notes.append(f"width {width}: {note or '1-R² = ' + fit.label()}")
+    for predictor, value in trivial.filter(pl.col("position") == n_train).select(
+            "predictor", "err").iter_rows():
+        baseline_line(ax_l, predictor, value, f" (1 - R², k = {n_train})")
     depths = sorted(at_train["model.depth"].unique().to_list())
     ax_l.set_xticks(depths)
     if at_train["err"].max() < 3 * at_train["err"].min():  # < half a decade: linear y reads
         ax_l.set_yscale("linear")
     ax_l.xaxis.set_major_formatter(ScalarFormatter())
     ax_l.xaxis.set_minor_formatter(NullFormatter())
-    ax_l.text(0.02, 0.02, "\n".join(n for n in notes if "no " in n), transform=ax_l.transAxes,
-              fontsize=6, color="0.3")
+    panel_note(ax_l, [n for n in notes if "no " in n], fontsize=6)
+    part = regime.with_columns(pl.format("width {}", "model.width").alias("w"))
+    regime_note(ax_l, regime_notes(part, group="w", x="model.depth"))
     ax_l.set_xlabel("transformer depth L")
-    ax_l.set_ylabel(f"1 - R² at k = {n_train}")
+    ax_l.set_ylabel(f"1 - R² ({STATISTIC}) at k = {n_train}")
     ax_l.legend(fontsize=6)
     # 1 - R² vs k for every model; a fit c + a k^-b of the best one (k >= 1)
     models = ok.group_by("model.depth", "model.width", "position").agg(pl.col("err").mean())
@@ -276,6 +368,10 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
         ax_k.plot(curve["position"], curve["err"], lw=1.4 if is_best else 0.6,
                   alpha=1 if is_best else 0.4, color="k" if is_best else None,
                   label=f"best: L={depth}, w={width}" if is_best else None)
+    for predictor in TRIVIAL:
+        part = trivial.filter((pl.col("predictor") == predictor) & (pl.col("position") >= 1))
+        if part.height:
+            baseline_curve(ax_k, predictor, part["position"], part["err"])
     curve = ok.filter((pl.col("model.depth") == best["model.depth"])
                       & (pl.col("model.width") == best["model.width"])
                       & (pl.col("position") >= 1) & (pl.col("position") <= n_train))
@@ -283,20 +379,20 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
                          curve["seed"].to_numpy(), n_boot)
     if fit_k is not None:
         fits.append(fit_k)
-        draw_fit(ax_k, fit_k, (1, float(ok["position"].max())), label=f"fit k ≤ {n_train}: "
-                 f"{fit_k.label()}", color="tab:red")
-        notes.append(f"best model vs k: 1-R² = {fit_k.label()}")
-    else:
-        notes.append(f"best model vs k: {note_k}")
+        draw_fit(ax_k, fit_k, (1, float(ok["position"].max())),
+                 label=fit_label(fit_k, f"fit k ≤ {n_train}"), color=PALETTE[3])
+    notes.append(f"best model vs k: {note_k or '1-R² = ' + fit_k.label()}")
     ax_k.axvline(n_train, color="0.6", lw=0.8, ls="-.")
+    grid_ticks(ax_k, ok["position"].filter(ok["position"] >= 1).unique().to_list())
     ax_k.set_xlabel("in-context examples k")
-    ax_k.set_ylabel("1 - R²")
+    ax_k.set_ylabel(f"1 - R² ({STATISTIC})")
     ax_k.legend(fontsize=6)
+    fig.suptitle(study_title(rows), fontsize=9)
     fig.tight_layout()
     paths = save(fig, out_dir, name)
     plt.close(fig)
     # "fit" stays None: these fits are of different curves, not alternative forms of one
-    return {"fit": None, "fits": fits, "excluded": 0, "paths": paths,
+    return {"fit": None, "fits": fits, "excluded": 0, "paths": paths, "regime": regime,
             "best_depth": best["model.depth"], "best_width": best["model.width"],
             "best_err": float(best["err"]), "note": "; ".join(notes)}
 

@@ -16,7 +16,22 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from analysis.plotting import COLORS, log_axes, save, style
+from analysis.frames import cell_regime
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    hollow,
+    log_axes,
+    regime_note,
+    ridge_solves,
+    save,
+    study_title,
+    style,
+    trivial_lines,
+)
+from analysis.verdicts import final_rows, regime_notes, trivial_levels
 from icl_core.artifacts import load_artifact
 from icl_core.closed_forms import dist_to_identity, lsa_optimal_loss, sigma_from_spectrum
 
@@ -96,11 +111,11 @@ def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_converg
     with_b = "dist_b" in curves[0]
     panels = L + (L - 1 if with_b else 0) + 1
     style()
-    fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels, 3.0))
+    fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels, 3.2), layout="constrained")
     for i in range(L):
         ax = axes[i]
         for key, color, label in (("dist_sigma", COLORS["model"], r"Dist($\Sigma^{1/2}A_i\Sigma^{1/2}$, I)"),
-                                  ("dist_a", "tab:red", r"Dist($A_i$, I)")):
+                                  ("dist_a", PALETTE[3], r"Dist($A_i$, I)")):
             mean, std = _mean_std([c[key][:, i] for c in curves])
             ax.plot(steps, mean, color=color, label=label)
             ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2)
@@ -111,8 +126,8 @@ def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_converg
     for j in range(L - 1 if with_b else 0):
         ax = axes[L + j]
         mean, std = _mean_std([c["dist_b"][:, j] for c in curves])
-        ax.plot(steps, mean, color="tab:green")
-        ax.fill_between(steps, mean - std, mean + std, color="tab:green", alpha=0.2)
+        ax.plot(steps, mean, color=PALETTE[2])
+        ax.fill_between(steps, mean - std, mean + std, color=PALETTE[2], alpha=0.2)
         ax.set_ylim(0, 1)
         ax.set_title(f"Dist(B_{j}, I)")
         ax.set_xlabel("L-BFGS iteration")
@@ -129,10 +144,15 @@ def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_converg
     f_star = None
     if first["model.form"] == "sparse" and first["task.w_law"] == "inverse":
         f_star = lsa_optimal_loss(n, d, L)
-        ax.axhline(f_star, color="tab:orange", ls="--", label=f"$f_{L}^*$ = {f_star:.3g}")
+        ax.axhline(f_star, color=PALETTE[1], ls="--", label=f"$f_{L}^*$ = {f_star:.3g}")
+    final = final_rows(rows, "mse")
+    trivial_lines(ax, trivial_levels(final, "mean"), ridge_solves=ridge_solves(final))
+    regime = cell_regime(final, [], statistic="mean", metric="mse")
+    regime_note(ax, regime_notes(regime))
     ax.set_title("ICL loss (mean over seeds)")
     ax.set_xlabel("L-BFGS iteration")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
+    fig.suptitle(study_title(rows), fontsize=10)
     paths = save(fig, out_dir, name)
     plt.close(fig)
     paths += heatmaps(curves[0], out_dir, f"{name}_heatmaps")
@@ -192,11 +212,26 @@ def lsa_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_scaling",
     x = table[axis].to_numpy()
     ax.plot(x, table["median"], "o-", color=COLORS["model"], label="trained LSA (median over seeds)")
     ax.fill_between(x, table["lo"], table["hi"], color=COLORS["model"], alpha=0.2)
-    ax.plot(x, table["f_star"], "s--", color="tab:orange", label="$f_L^*$ (closed form)")
+    ax.plot(x, table["f_star"], "s--", color=PALETTE[1], label="$f_L^*$ (closed form)")
     log_axes(ax, x=axis == "task.n_points", y=True)
+    final = final_rows(rows, "mse")
+    trivial = trivial_levels(final, "mean", by=[axis])
+    for predictor in trivial["predictor"].unique().sort().to_list():
+        part = trivial.filter(pl.col("predictor") == predictor).sort(axis)
+        note = " (solves the task: not a bar)" if predictor == "ridge" and ridge_solves(
+            final) else ""
+        if part[axis].n_unique() == 1:
+            baseline_line(ax, predictor, float(part["value"][0]), note)
+        else:
+            baseline_curve(ax, predictor, part[axis], part["value"], note)
+    regime = cell_regime(final, [axis], statistic="mean", metric="mse")
+    out = regime.filter(pl.col("learned").not_())
+    hollow(ax, out[axis], out["model"], COLORS["model"])
+    regime_note(ax, regime_notes(regime, x=axis))
     ax.set_xlabel("layers L" if axis == "model.layers" else "context length n")
-    ax.set_ylabel("ICL test loss")
-    ax.legend()
+    ax.set_ylabel("ICL test loss (mean over prompts)")
+    ax.set_title(study_title(rows), fontsize=9)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     paths = save(fig, out_dir, name)
     plt.close(fig)
     ratio = (table["median"] / table["f_star"]).to_list()

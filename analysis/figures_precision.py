@@ -15,7 +15,12 @@ shared/notes/paper_least_squares_precision.md §5).
   against w* under iterative inference (right), with GD.
 
 Every figure: fn(rows, out_dir, name=..., n_boot=1000, seed=0, **_context) -> summary dict
-(see analysis.figures.depth_figure); members not "ok" are excluded and counted.
+(see analysis.figures.depth_figure); members not "ok" are excluded and counted. Every figure
+draws the trivial predictors (zero, prompt mean, ridge; thin grey, values in the legend) where
+their rows exist, rings the cells outside the learned regime and says "not testable at this
+scale" under a panel whose model never clears the bar (analysis.verdicts); fits that are not
+resolved (analysis.fit.fit_status) are drawn dotted and labelled "unresolved (why)". Data
+shaping lives in analysis.frames, the shared look in analysis.plotting.
 """
 
 from __future__ import annotations
@@ -28,152 +33,55 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-import seaborn as sns
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.fit import Fit, fit_scaling
+from analysis.frames import (
+    GD,
+    OLS,
+    STATS,
+    cell_regime,
+    excluded_note,
+    final_eval,
+    labels,
+    last_step,
+    levels,
+    number,
+    reference_levels,
+    require,
+    short,
+    trivial_levels,
+    with_hue,
+)
+from analysis.frames import members as _members
 from analysis.plotting import (
     COLORS,
+    LOOKS,
+    PALETTE,
     band,
+    baseline_curve,
+    baseline_line,
     draw_fit,
+    draw_references,
     fit_label,
+    grid_ticks,
+    hollow,
+    legend_right,
     log_axes,
-    reference_line,
+    palette,
+    panel_note,
+    regime_note,
+    ridge_solves,
     save,
+    study_title,
     style,
+    trivial_lines,
 )
+from analysis.verdicts import TRIVIAL, regime_notes
 
-BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
-                "position", "test_dist", "predictor")
-STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
 MIN_FIT_X = 3  # distinct x values a hue needs before it is fitted
-GD = ("gd_float32", "gd_float64")
-OLS = ("ols_float32", "ols_float64")
 # Panels in the paper's order; other facets are sorted.
 FACET_ORDER = {"task.op": ("read", "affine", "multiply")}
-PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
-CONSTRUCTION_COLORS = {"construction float32": COLORS["model"], "construction float64": "#9467bd"}
-
-
-# ---------------------------------------------------------------------------------- shared
-
-
-def _require(rows: pl.DataFrame, figure: str, columns) -> None:
-    """ValueError naming the figure and every column the rows lack."""
-    missing = [c for c in (*BASE_COLUMNS, *columns) if c not in rows.columns]
-    if missing:
-        raise ValueError(f"{figure} figure: rows lack the column(s) "
-                         f"{', '.join(repr(c) for c in missing)}")
-
-
-def _members(rows: pl.DataFrame, figure: str) -> tuple[int, int]:
-    """(ok, excluded) member counts; ValueError when no member is ok."""
-    ok, excluded = member_counts(rows)
-    if ok == 0:
-        raise ValueError(f"{figure} figure: no ok members ({excluded} excluded: "
-                         f"diverged/failed/pruned)")
-    return ok, excluded
-
-
-def _excluded_note(excluded: int) -> list[str]:
-    return [f"{excluded} member(s) excluded (not ok: diverged/failed)"] if excluded else []
-
-
-def _study(rows: pl.DataFrame) -> str:
-    return f"{_labels(rows, 'sweep')}/{_labels(rows, 'study')}"
-
-
-def _short(column: str) -> str:
-    return column.rsplit(".", 1)[-1]
-
-
-def _hue_part(column: str) -> pl.Expr:
-    """One column's share of a hue label (null: left out of the label)."""
-    c = pl.col(column)
-    if column == "model.layer_norm":
-        return (pl.when(c.is_null()).then(pl.lit(None, pl.String))
-                .when(c.cast(pl.Boolean)).then(pl.lit("LN on")).otherwise(pl.lit("LN off")))
-    if column == "task.features":
-        return pl.lit("k=") + c.cast(pl.String)
-    if column == "model.construction_layers":  # trained from scratch: nothing to add
-        return pl.when(c > 0).then(pl.lit("frozen k=") + c.cast(pl.String))
-    if column in PLAIN_HUES:
-        return c.cast(pl.String)
-    return pl.lit(f"{_short(column)}=") + c.cast(pl.String)
-
-
-def _with_hue(frame: pl.DataFrame, hue: tuple[str, ...]) -> tuple[pl.DataFrame, list[str]]:
-    """frame with a readable "hue" label column ("baseconv, LN off", "attention, k=1"), and
-    the labels in the order of the hue columns' values."""
-    if not hue:
-        return frame.with_columns(pl.lit("model").alias("hue")), ["model"]
-    label = pl.concat_str([_hue_part(c) for c in hue], separator=", ", ignore_nulls=True)
-    frame = frame.with_columns(
-        pl.when(label == "").then(pl.lit("model")).otherwise(label).alias("hue"))
-    order = frame.select(*hue, "hue").unique().sort(list(hue), nulls_last=True)
-    return frame, order["hue"].unique(maintain_order=True).to_list()
-
-
-def _levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
-            ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(unit-level: keys, unit, median, q25, q75 (medians over configs sharing them);
-    key-level: medians over units of each statistic, n = units). unit "seed" for trained
-    members, "config_hash" for baselines (a median over members)."""
-    stats = frame.filter(pl.col("statistic").is_in(STATS))
-    empty = pl.DataFrame(schema={**{k: frame.schema[k] for k in keys},
-                                 **{s: pl.Float64 for s in STATS}, "n": pl.UInt32})
-    if stats.height == 0:
-        return empty.drop("n"), empty
-    per_unit = (stats.group_by(*keys, unit, "statistic").agg(pl.col("value").median())
-                .pivot(on="statistic", index=[*keys, unit], values="value"))
-    per_unit = per_unit.with_columns(
-        [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in per_unit.columns]
-    ).sort(*keys, unit)
-    table = per_unit.group_by(*keys).agg(
-        *[pl.col(s).median() for s in STATS], pl.col(unit).n_unique().alias("n")
-    ).sort(keys)
-    return per_unit, table
-
-
-def _grid_ticks(ax, values) -> None:
-    """Ticks at a small grid's own values (depths, widths) on a log x axis."""
-    values = sorted({float(v) for v in values if v is not None and v > 0})
-    if values and ax.get_xscale() == "log" and len(values) <= 12 and max(values) <= 4096:
-        ax.set_xticks(values)
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(NullFormatter())
-
-
-def _palette(labels: list[str]) -> dict[str, object]:
-    if len(labels) == 1:
-        return {labels[0]: COLORS["model"]}
-    return dict(zip(labels, sns.color_palette("colorblind", len(labels)), strict=True))
-
-
-def _legend(axes, ax) -> None:
-    """One legend right of `ax` with every labelled artist of `axes` (duplicates once)."""
-    seen: dict[str, object] = {}
-    for a in axes:
-        for handle, label in zip(*a.get_legend_handles_labels(), strict=True):
-            seen.setdefault(label, handle)
-    if seen:
-        ax.legend(list(seen.values()), list(seen), loc="center left", bbox_to_anchor=(1.01, 0.5))
-
-
-def _references(ax, final: pl.DataFrame) -> dict[str, float]:
-    """OLS / GD levels of these final rows as horizontal lines; {predictor: level}."""
-    refs = reference_levels(final)
-    for predictor, label, line_style in REFERENCES:
-        if predictor in refs:
-            value, iters = refs[predictor]
-            text = f"{label} ({iters} it.)" if iters is not None else label
-            reference_line(ax, value, text, line_style, COLORS[predictor])
-    return {k: v for k, (v, _) in refs.items()}
-
-
-def _number(value: float) -> float | int:
-    value = float(value)
-    return int(value) if value.is_integer() else value
+CONSTRUCTION_COLORS = {"construction float32": COLORS["model"], "construction float64": PALETTE[1]}
 
 
 def _finish(fig, out_dir, name: str) -> list[Path]:
@@ -182,31 +90,25 @@ def _finish(fig, out_dir, name: str) -> list[Path]:
     return paths
 
 
-def _last_step(rows: pl.DataFrame, metric: str) -> pl.DataFrame:
-    """Rows of ok members at each member's last evaluated step, every position."""
-    out = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == metric)
-                      & (pl.col("test_dist") == "train"))
-    return out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
-
-
 # ------------------------------------------------------------------------------ icl_prefix
 
 
 def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_prefix",
                       n_boot: int = 1000, seed: int = 0, **_context) -> dict:
     """Query MSE vs the number of in-context examples k (Fig 1): the model (median over seeds
-    of the per-prompt median, IQR band) and OLS float32/float64 at the same positions; a
-    dotted line at k = D. plateau / ols_float32_floor: medians over k > D; gap_orders =
-    log10(plateau / ols_float32_floor)."""
-    _require(rows, name, ["task.dim"])
+    of the per-prompt median, IQR band), OLS float32/float64 and the trivial predictors at the
+    same positions; a dotted line at k = D. plateau / ols_float32_floor: medians over k > D;
+    gap_orders = log10(plateau / ols_float32_floor). Positions k > D where the model is not
+    in the learned regime get a ring and the panel says so."""
+    require(rows, name, ["task.dim"])
     ok, excluded = _members(rows, name)
-    last = _last_step(rows, "mse").filter(pl.col("position").is_not_null())
+    last = last_step(rows, "mse").filter(pl.col("position").is_not_null())
     model = last.filter(pl.col("predictor") == "model")
-    _, table = _levels(model, ["position"])
+    _, table = levels(model, ["position"])
     if table.height == 0:
         raise ValueError(f"{name} figure: no per-position 'mse' rows of the model "
                          f"({excluded} members excluded)")
-    notes = _excluded_note(excluded)
+    notes = excluded_note(excluded)
     dims = sorted(rows.filter(pl.col("status") == "ok")["task.dim"].drop_nulls().unique().to_list())
     if not dims:
         raise ValueError(f"{name} figure: no ok member has a 'task.dim'")
@@ -222,6 +124,8 @@ def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_
             "position", pl.col("value").alias(predictor))
         table = table.join(part, on="position", how="left")
     table = table.sort("position")
+    trivial = trivial_levels(last, "median", by=["position"])
+    regime = cell_regime(last.filter(pl.col("position") > dim), ["position"])
 
     determined = table.filter(pl.col("position") > dim)
     plateau = determined["median"].drop_nulls().median() if determined.height else None
@@ -242,38 +146,50 @@ def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_
     ax.set_yscale("log")
     k = table["position"].to_numpy()
     band(ax, k, table["median"], table["q25"], table["q75"],
-         "model (median, IQR over prompts)", COLORS["model"])
-    for predictor, label, _ in REFERENCES:
-        if predictor in OLS and table[predictor].drop_nulls().len():
-            part = table.filter(pl.col(predictor).is_not_null())
-            ax.plot(part["position"], part[predictor], marker="s", markersize=3,
-                    linestyle=":", color=COLORS[predictor], label=label)
+         "model (median over seeds; band: IQR over prompts)", COLORS["model"])
+    out = regime.filter(pl.col("learned").not_())
+    hollow(ax, out["position"], out["model"], COLORS["model"])
+    for predictor in OLS:
+        part = table.filter(pl.col(predictor).is_not_null())
+        if part.height:
+            level = determined[predictor].drop_nulls().median()
+            note = f" (k > D: {level:.2g})" if level is not None else ""
+            baseline_curve(ax, predictor, part["position"], part[predictor], note)
+    for predictor in TRIVIAL:
+        part = trivial.filter(pl.col("predictor") == predictor).sort("position")
+        if part.height:
+            note = " (solves the task: not a bar)" if predictor == "ridge" and ridge_solves(
+                last) else ""
+            baseline_curve(ax, predictor, part["position"], part["value"], note)
     ax.axvline(dim, linestyle=":", color="0.4", linewidth=1.0, label=f"k = D = {dim}")
     ax.text(dim, 0.98, "under-determined ", transform=ax.get_xaxis_transform(), ha="right",
             va="top", fontsize=7, color="0.3")
     ax.text(dim, 0.98, " determined", transform=ax.get_xaxis_transform(), ha="left",
             va="top", fontsize=7, color="0.3")
     if math.isfinite(gap):
-        ax.text(0.98, 0.02, f"gap {gap:.1f} orders (k > D)", transform=ax.transAxes,
-                ha="right", fontsize=7, color="0.3")
+        panel_note(ax, [f"gap {gap:.1f} orders (k > D; medians)"], loc="lower right",
+                   fontsize=7)
+    regime_note(ax, [f"k > D: {t}" for t in regime_notes(regime, x="position")])
     ax.set_xlabel("in-context examples k")
     ax.set_ylabel("query MSE (per-prompt median)")
-    ax.set_title(f"{_study(rows)}: MSE vs prefix length ({_labels(rows, 'dtype')})")
+    ax.set_title(study_title(rows, labels(rows, "dtype")), fontsize=9)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     paths = _finish(fig, out_dir, name)
     return {
         "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
         "table": table, "dim": dim, "plateau": plateau, "ols_float32_floor": floor,
-        "ols_float64_floor": floor64, "gap_orders": gap, "ax": ax,
+        "ols_float64_floor": floor64, "gap_orders": gap, "ax": ax, "regime": regime,
+        "trivial": trivial,
     }
 
 
 # ----------------------------------------------------------------------------- mse_vs_axis
 
 
-def _fit_hue(points: pl.DataFrame, label: str, form: str, n_boot: int, seed: int
-             ) -> tuple[Fit | None, list[str]]:
-    """A `form` fit of one hue's seed-level points (positive medians), or None and why."""
+def _fit_hue(points: pl.DataFrame, label: str, form: str, n_boot: int, seed: int,
+             claim_sign: int | None = 1) -> tuple[Fit | None, list[str]]:
+    """A `form` fit of one hue's seed-level points (positive medians), or None and why; the
+    fit carries the claim's sign (+1: the error falls as x grows) for `fit_status`."""
     points = points.filter(pl.col("median") > 0)
     n_x = points["x"].n_unique()
     if n_x < MIN_FIT_X:
@@ -285,26 +201,35 @@ def _fit_hue(points: pl.DataFrame, label: str, form: str, n_boot: int, seed: int
                               points["seed"].to_numpy(), form=form, n_boot=n_boot, seed=seed)
     except (ValueError, RuntimeError) as exc:
         return None, [f"{label}: no fit: {exc}"]
-    return fit, [f"{label}: {w.message}" for w in caught]
+    fit.claim_sign = claim_sign
+    why = [f"{label}: {w.message}" for w in caught]
+    if fit.status != "ok":
+        why.append(f"{label}: fit unresolved ({fit.status})")
+    return fit, why
 
 
 def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None, *, x: str,
                 hue=(), facet: str | None = None, metric: str = "mse", form: str | None = None,
                 xlabel: str | None = None, log_x: bool = True, n_boot: int = 1000,
-                seed: int = 0, **_context) -> dict:
+                seed: int = 0, claim_sign: int | None = 1, **_context) -> dict:
     """Final `metric` (per-prompt median at each member's last step) against config axis `x`:
     one line per hue (median over seeds, band = median over seeds of the per-prompt q25/q75),
-    one panel per `facet` value (shared log y), OLS/GD reference levels where those rows
-    exist, and a `form` fit per hue with >= 3 distinct x (seed-level points).
+    one panel per `facet` value (shared log y), OLS/GD and trivial-predictor levels where
+    those rows exist (values in the legend), and a `form` fit per hue with >= 3 distinct x
+    (seed-level points), drawn as unresolved when `fit_status` (claim: the fit's exponent has
+    `claim_sign`, +1 = the error falls as x grows) is not "ok". Cells where the model is not
+    in the learned regime get a ring; a hue with none in it is marked "not testable at
+    this scale" on its panel.
 
     Summary: table (facet, hue, x, median, q25, q75, n_seeds), fits (list of Fit),
     fits_by_label {label: Fit}, fit (the first or None), best {hue: (x, median)} (per facet
-    when faceted: {facet: {hue: (x, median)}}), references, paths, note, ok, excluded."""
+    when faceted: {facet: {hue: (x, median)}}), references, regime (the learned-regime table
+    per facet, hue, x), paths, note, ok, excluded."""
     hue = tuple(hue)
-    name = name or f"mse_vs_{_short(x)}"
-    _require(rows, name, [x, *hue, *([facet] if facet else [])])
+    name = name or f"mse_vs_{short(x)}"
+    require(rows, name, [x, *hue, *([facet] if facet else [])])
     ok, excluded = _members(rows, name)
-    notes = _excluded_note(excluded)
+    notes = excluded_note(excluded)
     final = final_eval(rows, metric=metric)
     final = final.with_columns(
         (pl.col(facet).cast(pl.String) if facet else pl.lit("")).alias("facet"))
@@ -317,14 +242,19 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
         raise ValueError(f"{name} figure: no final {metric!r} rows of the model from ok members "
                          f"({excluded} excluded)")
     model = model.with_columns(pl.col(x).cast(pl.Float64).alias("x"))
-    model, hues = _with_hue(model, hue)
-    seeds, table = _levels(model, ["facet", "hue", "x"])
+    model, hues = with_hue(model, hue)
+    seeds, table = levels(model, ["facet", "hue", "x"])
     table = table.rename({"n": "n_seeds"})
+    hue_of = model.select("config_hash", "hue", "x").unique("config_hash")
+    trivial_rows = final.filter(pl.col("predictor").is_in(list(TRIVIAL))).join(
+        hue_of, on="config_hash", how="inner")
+    regime = cell_regime(pl.concat([model, trivial_rows], how="diagonal_relaxed"),
+                         ["facet", "hue", "x"], metric=metric)
 
     facets = table["facet"].unique().to_list()
     order = FACET_ORDER.get(facet or "", ())
     facets.sort(key=lambda v: (order.index(v) if v in order else len(order), v))
-    colors = _palette(hues)
+    colors = palette(hues)
     fits: dict[str, Fit] = {}
     best: dict = {}
     references: dict = {}
@@ -338,30 +268,34 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
     for ax, fv in zip(axes, facets, strict=True):
         log_axes(ax, x=log_x, y=True)
         panel = table.filter(pl.col("facet") == fv)
+        panel_regime = regime.filter(pl.col("facet") == fv)
         panel_best = {}
         for h in hues:
             line = panel.filter(pl.col("hue") == h).sort("x")
             if line.height == 0:
                 continue
             band(ax, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+            out = panel_regime.filter((pl.col("hue") == h) & pl.col("learned").not_())
+            hollow(ax, out["x"], out["model"], colors[h])
             i = int(np.nanargmin(line["median"].fill_null(np.inf).to_numpy()))
-            panel_best[h] = (_number(line["x"][i]), float(line["median"][i]))
+            panel_best[h] = (number(line["x"][i]), float(line["median"][i]))
             if form is None:
                 continue
-            key = f"{_short(facet)}={fv}: {h}" if facet else h
+            key = f"{short(facet)}={fv}: {h}" if facet else h
             points = seeds.filter((pl.col("facet") == fv) & (pl.col("hue") == h))
-            fit, why = _fit_hue(points, key, form, n_boot, seed)
+            fit, why = _fit_hue(points, key, form, n_boot, seed, claim_sign)
             notes += why
             if fit is not None:
                 fits[key] = fit
                 span = (float(line["x"].min()), float(line["x"].max()))
                 draw_fit(ax, fit, span, label=fit_label(fit, prefix=f"fit {h}"),
                          color=colors[h])
-        refs = _references(ax, final.filter(pl.col("facet") == fv))
-        _grid_ticks(ax, panel["x"].to_list())
+        refs = draw_references(ax, final.filter(pl.col("facet") == fv), inline=bool(facet))
+        regime_note(ax, regime_notes(panel_regime, group="hue", x="x"))
+        grid_ticks(ax, panel["x"].to_list())
         ax.set_xlabel(xlabel)
         if facet:
-            ax.set_title(f"{_short(facet)}: {fv}")
+            ax.set_title(f"{short(facet)}: {fv}")
             best[fv] = panel_best
             references[fv] = refs
         else:
@@ -370,26 +304,26 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
     query = names == {"linear_regression"}  # else: all outputs (primitives), or w (features)
     what = metric.upper() if metric != "mse" else ("query MSE" if query else "MSE")
     axes[0].set_ylabel(f"{what} (per-prompt median)")
-    title = f"{_study(rows)}: {what} vs {xlabel} ({_labels(rows, 'dtype')})"
+    title = study_title(rows, labels(rows, "dtype"))
     if facet:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     else:
-        axes[0].set_title(title)
+        axes[0].set_title(title, fontsize=9)
     if notes and form is not None:
-        axes[0].text(0.02, 0.02, "\n".join(t for t in notes if "no fit" in t)[:300],
-                     transform=axes[0].transAxes, fontsize=6, color="0.3")
-    _legend(axes, axes[-1])
+        panel_note(axes[0], ["\n".join(t for t in notes if "no fit" in t)[:300]])
+    legend_right(axes, axes[-1])
     paths = _finish(fig, out_dir, name)
 
     if not facet:
         table = table.with_columns(pl.lit(None, pl.String).alias("facet"))
+        regime = regime.with_columns(pl.lit(None, pl.String).alias("facet"))
     fit_list = list(fits.values())
     return {
         "fit": fit_list[0] if fit_list else None, "fits": fit_list, "fits_by_label": fits,
         "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
         "table": table.select("facet", "hue", "x", *STATS, "n_seeds"), "best": best,
         "references": references, "axis": x, "facets": facets if facet else [],
-        "axes": axes,
+        "axes": axes, "regime": regime,
     }
 
 
@@ -402,9 +336,9 @@ def construction_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "co
     (Fig 5): per-prompt median MSE against GD iterations (model.steps for the construction,
     infer_iter for GD), one construction line per dtype, GD float32/float64 (medians over
     members). max_rel_diff {dtype: max over common iterations of |construction - GD| / GD}."""
-    _require(rows, name, ["model.steps", "dtype", "infer_iter"])
+    require(rows, name, ["model.steps", "dtype", "infer_iter"])
     ok, excluded = _members(rows, name)
-    notes = _excluded_note(excluded)
+    notes = excluded_note(excluded)
     final = final_eval(rows)
     model = final.filter((pl.col("predictor") == "model") & pl.col("model.steps").is_not_null())
     if "model.name" in final.columns:
@@ -414,14 +348,14 @@ def construction_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "co
                          f"member with 'model.steps' ({excluded} members excluded)")
     model = model.with_columns(pl.col("model.steps").cast(pl.Int64).alias("iter"),
                                pl.col("dtype").cast(pl.String))
-    _, cons = _levels(model, ["dtype", "iter"])
+    _, cons = levels(model, ["dtype", "iter"])
     cons = cons.with_columns((pl.lit("construction ") + pl.col("dtype")).alias("line"))
     gd = final.filter(pl.col("predictor").is_in(GD) & pl.col("infer_iter").is_not_null())
     gd = gd.with_columns(pl.col("infer_iter").cast(pl.Int64).alias("iter"))
-    _, gd_table = _levels(gd, ["predictor", "iter"], unit="config_hash")
+    _, gd_table = levels(gd, ["predictor", "iter"], unit="config_hash")
     gd_table = gd_table.with_columns(
         pl.col("predictor").str.replace("gd_", "").alias("dtype"),
-        pl.col("predictor").replace({p: label for p, label, _ in REFERENCES}).alias("line"))
+        pl.col("predictor").replace({p: LOOKS[p].label for p in GD}).alias("line"))
     if gd_table.height == 0:
         notes.append("no GD rows with infer_iter: nothing to compare against")
 
@@ -446,25 +380,28 @@ def construction_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "co
     style()
     fig, ax = plt.subplots()
     ax.set_yscale("log")
+    # the curves coincide where the construction is GD: nested widths keep each visible
+    widths = {"construction float32": 3.4, "construction float64": 1.8}
     for label in cons["line"].unique().sort().to_list():
         part = cons.filter(pl.col("line") == label).sort("iter")
-        band(ax, part["iter"], part["median"], part["q25"], part["q75"], label,
-             CONSTRUCTION_COLORS.get(label))
-    for predictor, label, _ in REFERENCES:
+        drawn = band(ax, part["iter"], part["median"], part["q25"], part["q75"],
+                     f"{label} (min {floor[label]:.2g})", CONSTRUCTION_COLORS.get(label))
+        drawn.set_linewidth(widths.get(label, 1.8))
+        drawn.set_alpha(0.7)
+    for predictor in GD:
         part = gd_table.filter(pl.col("predictor") == predictor).sort("iter")
         if part.height:
-            drawn = band(ax, part["iter"], part["median"], part["q25"], part["q75"], label,
-                         COLORS[predictor])
-            drawn.set_linestyle("--")
-            drawn.set_markersize(2)
-    for predictor, (value, _) in reference_levels(final).items():
-        if predictor in OLS:
-            label = next(text for name, text, _ in REFERENCES if name == predictor)
-            reference_line(ax, value, label, ":", COLORS[predictor])
-            floor[label] = value
+            text = f" (min {floor[LOOKS[predictor].label]:.2g})"
+            baseline_curve(ax, predictor, part["iter"], part["median"], text).set_zorder(3)
+    refs = reference_levels(final, names=OLS)
+    for predictor in OLS:
+        if predictor in refs:
+            baseline_line(ax, predictor, refs[predictor][0])
+            floor[LOOKS[predictor].label] = refs[predictor][0]
+    trivial_lines(ax, trivial_levels(final, "median"))  # not trained: no regime to judge
     ax.set_xlabel("GD iterations (construction: model.steps)")
     ax.set_ylabel("MSE of the output vs target (per-prompt median)")
-    ax.set_title(f"{_study(rows)}: BaseConv GD construction vs GD")
+    ax.set_title(study_title(rows), fontsize=9)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     paths = _finish(fig, out_dir, name)
     return {
@@ -494,37 +431,44 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
                              name: str = "explicit_gradient", n_boot: int = 1000, seed: int = 0,
                              **_context) -> dict:
     """Fig 7. Left: gradient MSE (metric "mse") vs depth of the members trained from scratch
-    (construction_layers 0), one line per (mixer, layer norm). Right: w_mse (the iterate w_i
-    against w*) vs inference iteration for the members at the frozen members' depth, one line
-    per (mixer, layer norm, frozen layers), with GD float32/float64. final {label: median
-    w_mse at the line's largest infer_iter}."""
+    (construction_layers 0), one line per (mixer, layer norm), with the trivial predictors'
+    levels; cells outside the learned regime get a ring, a hue with none inside is
+    "not testable at this scale". Right: w_mse (the iterate w_i against w*) vs inference
+    iteration for the members at the frozen members' depth, one line per (mixer, layer norm,
+    frozen layers), with GD float32/float64 (and trivial levels where w_mse rows exist).
+    final {label: median w_mse at the line's largest infer_iter}."""
     hue_left = ("model.mixer", "model.layer_norm")
     hue_right = (*hue_left, "model.construction_layers")
-    _require(rows, name, ["model.depth", *hue_right, "infer_iter"])
+    require(rows, name, ["model.depth", *hue_right, "infer_iter"])
     ok, excluded = _members(rows, name)
-    notes = _excluded_note(excluded)
+    notes = excluded_note(excluded)
 
-    left = final_eval(rows, metric="mse").filter(
-        (pl.col("predictor") == "model") & (pl.col("model.construction_layers") == 0)
-        & pl.col("model.depth").is_not_null())
+    final_left = final_eval(rows, metric="mse")
+    scratch = final_left.filter((pl.col("model.construction_layers") == 0)
+                                & pl.col("model.depth").is_not_null())
+    left = scratch.filter(pl.col("predictor") == "model")
     if left.height == 0:
         raise ValueError(f"{name} figure: no final 'mse' rows of ok members trained from "
                          f"scratch (model.construction_layers == 0; {excluded} excluded)")
-    left = left.with_columns(pl.col("model.depth").cast(pl.Float64).alias("x"))
-    left, hues_left = _with_hue(left, hue_left)
-    _, table_left = _levels(left, ["hue", "x"])
+    scratch = scratch.with_columns(pl.col("model.depth").cast(pl.Float64).alias("x"))
+    scratch, hues_left = with_hue(scratch, hue_left)
+    left = scratch.filter(pl.col("predictor") == "model")
+    _, table_left = levels(left, ["hue", "x"])
     table_left = table_left.rename({"n": "n_seeds"})
+    regime = cell_regime(scratch, ["hue", "x"])
 
     depth = _frozen_depth(rows)
-    w = final_eval(rows, metric="w_mse").filter(pl.col("infer_iter").is_not_null())
-    w = w.with_columns(pl.col("infer_iter").cast(pl.Int64).alias("x"))
+    w = final_eval(rows, metric="w_mse")
+    w_trivial = trivial_levels(w.filter(pl.col("model.depth") == depth), "median")
+    w = w.filter(pl.col("infer_iter").is_not_null()).with_columns(
+        pl.col("infer_iter").cast(pl.Int64).alias("x"))
     right = w.filter((pl.col("predictor") == "model") & (pl.col("model.depth") == depth))
-    right, hues_right = _with_hue(right, hue_right)
-    _, model_right = _levels(right, ["hue", "x"])
-    _, gd_right = _levels(w.filter(pl.col("predictor").is_in(GD)), ["predictor", "x"],
-                          unit="config_hash")
-    labels = {p: label for p, label, _ in REFERENCES}
-    gd_right = gd_right.with_columns(pl.col("predictor").replace(labels).alias("hue"))
+    right, hues_right = with_hue(right, hue_right)
+    _, model_right = levels(right, ["hue", "x"])
+    _, gd_right = levels(w.filter(pl.col("predictor").is_in(GD)), ["predictor", "x"],
+                         unit="config_hash")
+    gd_right = gd_right.with_columns(
+        pl.col("predictor").replace({p: LOOKS[p].label for p in GD}).alias("hue"))
     columns = ["hue", "x", *STATS, "n"]
     table_right = pl.concat([model_right.select(columns), gd_right.select(columns)],
                             how="vertical_relaxed").rename({"hue": "line"})
@@ -534,17 +478,21 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
         pl.col("x") == pl.col("x").max().over("line")).iter_rows(named=True)}
 
     style()
-    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(10.5, 3.8))
-    colors = _palette(list(dict.fromkeys([*hues_left, *hues_right])))
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(11.5, 4.0), layout="constrained")
+    colors = palette(list(dict.fromkeys([*hues_left, *hues_right])))
     log_axes(ax_l)
     for h in hues_left:
         line = table_left.filter(pl.col("hue") == h).sort("x")
         band(ax_l, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
-    _grid_ticks(ax_l, table_left["x"].to_list())
+        out = regime.filter((pl.col("hue") == h) & pl.col("learned").not_())
+        hollow(ax_l, out["x"], out["model"], colors[h])
+    trivial_lines(ax_l, trivial_levels(scratch, "median"))
+    regime_note(ax_l, regime_notes(regime, group="hue", x="x"))
+    grid_ticks(ax_l, table_left["x"].to_list())
     ax_l.set_xlabel("depth L (layers)")
     ax_l.set_ylabel("gradient MSE (per-prompt median)")
     ax_l.set_title("explicit gradient: trained from scratch")
-    ax_l.legend(loc="best")
+    ax_l.legend(loc="best", fontsize=6)
 
     ax_r.set_yscale("log")
     for h in hues_right:
@@ -554,22 +502,20 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     for predictor in GD:
         line = gd_right.filter(pl.col("predictor") == predictor).sort("x")
         if line.height:
-            drawn = band(ax_r, line["x"], line["median"], line["q25"], line["q75"],
-                         labels[predictor], COLORS[predictor])
-            drawn.set_linestyle("--")
-            drawn.set_markersize(2)
+            baseline_curve(ax_r, predictor, line["x"], line["median"])
+    trivial_lines(ax_r, w_trivial)
     if table_right.height == 0:
         ax_r.text(0.5, 0.5, "no w_mse rows", transform=ax_r.transAxes, ha="center")
     ax_r.set_xlabel("inference iteration i")
     ax_r.set_ylabel("MSE of w_i vs w* (per-prompt median)")
     ax_r.set_title(f"iterative inference, depth {depth}")
     ax_r.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.suptitle(f"{_study(rows)}: explicit gradient ({_labels(rows, 'dtype')})")
+    fig.suptitle(study_title(rows, labels(rows, "dtype")), fontsize=10)
     paths = _finish(fig, out_dir, name)
     return {
         "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
         "table_left": table_left, "table_right": table_right.sort("line", "x"),
-        "final": final, "depth": depth, "axes": [ax_l, ax_r],
+        "final": final, "depth": depth, "axes": [ax_l, ax_r], "regime": regime,
     }
 
 
@@ -595,13 +541,3 @@ PRECISION_FIGURES = {
     "construction": construction_figure,
     "explicit_gradient": explicit_gradient_figure,
 }
-
-# Imported last: analysis.figures imports this module (for FIGURES) after defining these
-# helpers, so either module may be imported first.
-from analysis.figures import (  # noqa: E402
-    REFERENCES,
-    _labels,
-    final_eval,
-    member_counts,
-    reference_levels,
-)

@@ -13,7 +13,9 @@
   contrast of the (query w_t, key w_j) block: mean |diag| / mean |off-block entries|.
 
 The metric is the test MSE averaged over prompts and positions (statistic "mean"), which
-Var(y) = 1 normalises, as in the paper.
+Var(y) = 1 normalises, as in the paper. A threshold panel is "not testable at this scale" at
+the N whose best trivial predictor (no retrieval, zero, ...) is not clearly worse than the
+threshold (analysis.verdicts.THRESHOLD_RATIO): reaching it there says nothing about learning.
 """
 
 from __future__ import annotations
@@ -25,23 +27,32 @@ import numpy as np
 import polars as pl
 from matplotlib.colors import PowerNorm
 
-from analysis.plotting import log_axes, save, style
+from analysis.frames import cell_regime, excluded_note, members
+from analysis.plotting import (
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    grid_ticks,
+    log_axes,
+    palette,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
+from analysis.verdicts import TRIVIAL, final_rows, regime_notes, threshold_regime, trivial_levels
 from icl_core.tasks.sparse_retrieval import code_dim
-
-
-def _fp():
-    """figures_precision's shared helpers (imported late: it imports analysis.figures, which
-    registers this module's figures)."""
-    from analysis import figures_precision
-
-    return figures_precision
 
 N_COL, ARCH = "task.n_points", "model.name"
 NAMES = {"attention_mlp": "transformer (full W_QK)", "mha_mlp": "transformer (peer MHA)",
          "ffn": "FFN", "bigru": "bidirectional GRU"}
-ARCH_COLORS = {"attention_mlp": "#1f77b4", "mha_mlp": "#9467bd", "ffn": "#2ca02c",
-               "bigru": "#d62728"}
+ARCH_COLORS = {"attention_mlp": PALETTE[0], "mha_mlp": PALETTE[4], "ffn": PALETTE[2],
+               "bigru": PALETTE[3]}
+# one marker per architecture: filled on its median line, open where its runs are censored
+ARCH_MARKERS = {"attention_mlp": "o", "mha_mlp": "s", "ffn": "D", "bigru": "^"}
+CENSORED_SPREAD = 0.06  # censored markers sit at N x (1 + 0.06)^(i - centre), one i per model
+STATISTIC = "mean"  # the test MSE is the mean over prompts and positions
 
 
 class NStarFit:
@@ -58,6 +69,7 @@ class NStarFit:
             "architecture": r[ARCH], "b": r.get("gamma"), "b_lo": r.get("gamma_lo"),
             "b_hi": r.get("gamma_hi"), "n_points": r.get("n_configs"), "decades": r.get("decades"),
             "n_censored": r.get("n_censored"), "fit_notes": r.get("note") or r.get("dropped"),
+            "status": r.get("status") or ("no fit" if r.get("gamma") is None else "ok"),
             **medians,
         }
 
@@ -101,52 +113,86 @@ def n_star_markdown(tables: dict[float, pl.DataFrame]) -> str:
     return "# n*: samples to reach the threshold (median over seeds)\n" + "\n".join(lines) + "\n"
 
 
+def _trivial_by_n(rows: pl.DataFrame) -> dict[float, tuple[str, float]]:
+    """{N: (best trivial predictor, its mean test MSE)} at each member's last step (empty
+    when the rows hold no trivial predictor)."""
+    levels = trivial_levels(final_rows(rows, "mse"), STATISTIC, by=[N_COL])
+    best = levels.sort("value").group_by(N_COL, maintain_order=True).first()
+    return {float(n): (p, float(v)) for n, p, v in best.select(N_COL, "predictor", "value")
+            .iter_rows()}
+
+
+def threshold_notes(threshold: float, trivial: dict[float, tuple[str, float]]) -> list[str]:
+    """'not testable at this scale' lines of a threshold panel: the N where the threshold is
+    not below THRESHOLD_RATIO x the best trivial predictor's error."""
+    bad = {n: threshold_regime(threshold, v, p) for n, (p, v) in trivial.items()}
+    bad = {n: r for n, r in bad.items() if r.learned is False}
+    if not bad:
+        return []
+    where = "every N" if len(bad) == len(trivial) else \
+        "N = " + ", ".join(f"{n:g}" for n in sorted(bad))
+    worst = bad[max(bad, key=lambda n: threshold / bad[n].trivial)]
+    return [f"not testable at this scale at {where}:", worst.text()]
+
+
+def _label(arch: str, fit_row: dict) -> str:
+    label = NAMES[arch]
+    if fit_row.get("gamma") is None:
+        return label
+    status = fit_row.get("status") or "ok"
+    if status != "ok":
+        return f"{label}\nγ unresolved ({status})"
+    return f"{label}\nγ = {fit_row['gamma']:.2f} [{fit_row['gamma_lo']:.2f}, " \
+           f"{fit_row['gamma_hi']:.2f}]"
+
+
 def str_sample_complexity_figure(rows: pl.DataFrame, out_dir, name="str_sample_complexity",
                                  n_boot: int = 1000, storage=None,
-                                 thresholds=(0.7, 0.5, 0.3)) -> dict:
-    ok, excluded = _fp()._members(rows, name)
+                                 thresholds=(0.7, 0.5, 0.3), **_context) -> dict:
+    ok, excluded = members(rows, name)
     shown, notes = reachable(rows, thresholds)
     if not shown:
         raise ValueError(f"{name}: no threshold in {thresholds} is reachable")
     curves = _curves(rows)
+    trivial = _trivial_by_n(rows)
     style()
-    fig, axes = plt.subplots(1, len(shown), figsize=(4.4 * len(shown), 3.8), squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(1, len(shown), figsize=(5.6 * len(shown), 3.8), squeeze=False,
+                             sharey=True, layout="constrained")
     archs = [a for a in NAMES if a in set(curves[ARCH])]
-    colors = ARCH_COLORS
+    centre = (len(archs) - 1) / 2
     fits, tables = [], {}
     for ax, threshold in zip(axes[0], shown, strict=True):
         table = n_star_table(curves, threshold, by=[ARCH, N_COL])
         tables[threshold] = table
         compared = compare_architectures(table, N_COL, group=ARCH, n_boot=n_boot)
-        for arch in archs:
+        for i, arch in enumerate(archs):
             part = table.filter(pl.col(ARCH) == arch).sort(N_COL)
-            color = colors[arch]
+            color, marker = ARCH_COLORS[arch], ARCH_MARKERS[arch]
             for (_seed,), run in part.group_by(["seed"], maintain_order=True):
                 reached = run.filter(~pl.col("censored"))
                 ax.plot(reached[N_COL], reached["n_star"], color=color, alpha=0.25, lw=0.8)
             cens = part.filter(pl.col("censored"))
-            ax.scatter(cens[N_COL], cens["x_max"], marker="^", facecolors="none",
-                       edgecolors=color, s=24, zorder=3)
+            shift = (1 + CENSORED_SPREAD) ** (i - centre)
+            ax.scatter(cens[N_COL] * shift, cens["x_max"], marker=marker, facecolors="none",
+                       edgecolors=color, s=26, linewidths=1.0, zorder=3)
             med = part.group_by(N_COL).agg(
                 pl.col("n_star").filter(~pl.col("censored")).median().alias("m"),
                 (pl.col("censored").sum() * 2 < pl.len()).alias("ok")).sort(N_COL)
             med = med.filter(pl.col("ok"))
             fit_row = compared.filter(pl.col(ARCH) == arch).to_dicts()[0]
-            label = NAMES[arch]
-            if fit_row.get("gamma") is not None:
-                label += f"\nγ = {fit_row['gamma']:.2f} [{fit_row['gamma_lo']:.2f}, " \
-                         f"{fit_row['gamma_hi']:.2f}]"
-            ax.plot(med[N_COL], med["m"], color=color, lw=2.2, marker="o", ms=4, label=label)
+            ax.plot(med[N_COL], med["m"], color=color, lw=2.2, marker=marker, ms=4,
+                    label=_label(arch, fit_row))
             fits.append(NStarFit(fit_row, threshold))
-        ax.set_title(f"test MSE ≤ {threshold:g}", fontsize=9)
-        ax.legend(fontsize=6, loc="best")
+        ax.scatter([], [], marker="o", facecolors="none", edgecolors="0.3", s=26,
+                   label="open marker: not reached by the cap\n(censored; offset per model)")
+        ax.set_title(f"samples to mean test MSE ≤ {threshold:g}", fontsize=9)
+        regime_note(ax, threshold_notes(threshold, trivial))
+        ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
         ax.set_xlabel("sequence length N")
         log_axes(ax)
-        _fp()._grid_ticks(ax, table[N_COL].to_list())
-    axes[0][0].set_ylabel("samples n* (▲: not reached by the cap)")
-    fig.suptitle(f"{rows['study'][0]}: samples to reach the threshold (faint: seeds; "
-                 "γ: n* ∝ N^γ, 95% CI)", fontsize=10)
+        grid_ticks(ax, table[N_COL].to_list())
+    axes[0][0].set_ylabel("samples n* (median over seeds; faint: seeds)")
+    fig.suptitle(f"{study_title(rows)} (γ: n* ∝ N^γ, 95% CI)", fontsize=10)
     paths = save(fig, out_dir, name)
     plt.close(fig)
     md = Path(out_dir) / "n_star.md"
@@ -154,20 +200,25 @@ def str_sample_complexity_figure(rows: pl.DataFrame, out_dir, name="str_sample_c
     gammas = "; ".join(
         f"{f.row[ARCH]} γ={f.row['gamma']:.2f}" if f.row.get("gamma") is not None
         else f"{f.row[ARCH]} no γ" for f in fits if f.threshold == shown[0])
+    testable = {t: threshold_notes(t, trivial) for t in shown}
     return {"paths": [*paths, md], "fits": fits, "ok": ok, "excluded": excluded,
-            "note": "; ".join([f"@{shown[0]:g}: {gammas}", *notes, *_fp()._excluded_note(excluded)])}
+            "trivial": trivial, "not_testable": {t: v for t, v in testable.items() if v},
+            "note": "; ".join([f"@{shown[0]:g}: {gammas}", *notes, *excluded_note(excluded),
+                               *[f"@{t:g}: {' '.join(v)}" for t, v in testable.items() if v]])}
 
 
 def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int = 1000,
-                     storage=None, threshold: float = 0.3) -> dict:
-    ok, excluded = _fp()._members(rows, name)
+                     storage=None, threshold: float = 0.3, **_context) -> dict:
+    ok, excluded = members(rows, name)
     curves = _curves(rows)
     q = int(rows["task.q"].drop_nulls()[0])
+    final = final_rows(rows, "mse")
+    trivial = trivial_levels(final, STATISTIC)
     style()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), layout="constrained")
     n_values = sorted(curves[N_COL].unique().to_list())
     heads = sorted(curves["model.heads"].unique().to_list())
-    colors = _fp()._palette([str(n) for n in n_values])
+    colors = palette([str(n) for n in n_values])
     for h in heads:
         for n in n_values:
             part = curves.filter((pl.col("model.heads") == h) & (pl.col(N_COL) == n))
@@ -178,9 +229,11 @@ def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int 
             left.axhline(1 - h / q, color="grey", lw=0.8, ls="--")
             left.text(curves["samples"].min(), 1 - h / q, f" 1 - H/q = {1 - h / q:g}",
                       fontsize=7, va="bottom")
-    left.axhline(threshold, color="black", lw=0.8)
+    left.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g} ({STATISTIC})")
+    for predictor, value in trivial.select("predictor", "value").iter_rows():
+        baseline_line(left, predictor, value, " (median over N)")
     left.set_xlabel("training samples")
-    left.set_ylabel("test MSE (mean)")
+    left.set_ylabel(f"test MSE ({STATISTIC} over prompts; median over seeds)")
     log_axes(left)
     best = curves.group_by("model.heads", N_COL, "seed").agg(pl.col("value").min().alias("best"))
     for h in heads:
@@ -188,13 +241,22 @@ def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int 
             pl.col("best").median()).sort(N_COL)
         right.plot(part[N_COL], part["best"], marker="o", ls="-" if h >= q else ":",
                    label=f"H = {h}")
-    right.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g}")
+    by_n = trivial_levels(final, STATISTIC, by=[N_COL])
+    for predictor in TRIVIAL:
+        part = by_n.filter(pl.col("predictor") == predictor).sort(N_COL)
+        if part.height:
+            baseline_curve(right, predictor, part[N_COL], part["value"])
+    right.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g} ({STATISTIC})")
+    regime = _heads_regime(final)
+    # H < q is claimed to fail: only H >= q must clear the learned-regime bar
+    regime_note(right, regime_notes(regime.filter(pl.col("model.heads") >= q), group="H",
+                                    x=N_COL))
     right.set_xlabel("sequence length N")
-    right.set_ylabel("best test MSE (median over seeds)")
+    right.set_ylabel(f"best test MSE ({STATISTIC}; median over seeds)")
     log_axes(right)
-    _fp()._grid_ticks(right, n_values)
-    right.legend()
-    fig.suptitle(f"{rows['study'][0]}: q = {q}, one attention layer with H heads", fontsize=10)
+    grid_ticks(right, n_values)
+    right.legend(fontsize=6)
+    fig.suptitle(study_title(rows), fontsize=10)
     left.legend(fontsize=6, ncol=2)
     paths = save(fig, out_dir, name)
     plt.close(fig)
@@ -206,8 +268,14 @@ def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int 
     summary.update({f"reached_H{h}": f"{r}/{n}" for h, r, n in reached.iter_rows()})
     note = "; ".join(f"H={h}: best MSE median {v:.3g}, reached {threshold:g} in "
                      f"{summary[f'reached_H{h}']} runs" for h, v in levels.iter_rows())
-    return {"paths": paths, "ok": ok, "excluded": excluded, **summary,
-            "note": "; ".join([note, *_fp()._excluded_note(excluded)])}
+    return {"paths": paths, "ok": ok, "excluded": excluded, **summary, "regime": regime,
+            "note": "; ".join([note, *excluded_note(excluded)])}
+
+
+def _heads_regime(final: pl.DataFrame) -> pl.DataFrame:
+    """The learned-regime table per (H, N) of the final mean test MSE (H as "H = 1")."""
+    final = final.with_columns(pl.format("H = {}", "model.heads").alias("H"))
+    return cell_regime(final, ["H", "model.heads", N_COL], statistic=STATISTIC, metric="mse")
 
 
 def qk_contrast(qk: np.ndarray, d: int, d_e: int) -> float:
@@ -220,17 +288,17 @@ def qk_contrast(qk: np.ndarray, d: int, d_e: int) -> float:
 
 
 def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_boot: int = 1000,
-                         storage=None) -> dict:
+                         storage=None, **_context) -> dict:
     from analysis.store import load_artifact
 
-    ok, excluded = _fp()._members(rows, name)
-    members = (rows.filter(pl.col("status") == "ok")
+    ok, excluded = members(rows, name)
+    trained = (rows.filter(pl.col("status") == "ok")
                .group_by("config_hash").agg(pl.all().first()).sort(ARCH, "task.simple"))
     style()
-    fig, axes = plt.subplots(1, members.height, figsize=(4.8 * members.height, 4.0),
+    fig, axes = plt.subplots(1, trained.height, figsize=(4.8 * trained.height, 4.0),
                              squeeze=False, layout="constrained")
     summary: dict = {}
-    for ax, m in zip(axes[0], members.iter_rows(named=True), strict=True):
+    for ax, m in zip(axes[0], trained.iter_rows(named=True), strict=True):
         steps, values = load_artifact(storage, m["sweep"], m["study"], m["config_hash"], "qk")
         qk = values[-1][0]  # the last recorded step, head 0: (E, E)
         d, n = int(m["task.dim"]), int(m[N_COL])
@@ -252,7 +320,7 @@ def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_bo
     plt.close(fig)
     note = "; ".join(f"{k.removeprefix('contrast_')}: {v:.1f}" for k, v in summary.items())
     return {"paths": paths, "ok": ok, "excluded": excluded, **summary,
-            "note": "; ".join([f"diagonal contrast {note}", *_fp()._excluded_note(excluded)])}
+            "note": "; ".join([f"diagonal contrast {note}", *excluded_note(excluded)])}
 
 
 RETRIEVAL_FIGURES = {

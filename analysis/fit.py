@@ -261,6 +261,14 @@ class Fit:
     corr: dict[str, float] = field(default_factory=dict)  # "p:q" -> bootstrap correlation
     boot_theta: Array | None = field(default=None, repr=False)  # (B, P) internal coordinates
     x_range: tuple[float, float] = (math.nan, math.nan)  # fitted x range
+    # the sign the claim needs of the first exponent (+1: b > 0, y falls as x grows; None:
+    # no claim); set by the figure that draws the fit, read by `fit_status`
+    claim_sign: int | None = None
+
+    @property
+    def status(self) -> str:
+        """'ok' or why the fit is unresolved (`fit_status` with the claim's sign)."""
+        return fit_status(self)
 
     @property
     def n_params(self) -> int:
@@ -307,6 +315,8 @@ class Fit:
             "holdout_log_error": self.holdout.get("log_error", math.nan),
             "holdout_rmsle": self.holdout.get("rmsle", math.nan),
             "huber_delta": HUBER_DELTA,
+            "claim_sign": self.claim_sign,
+            "status": self.status,
             "fit_notes": "; ".join(self.notes),
         })
         row.update({f"corr({k})": v for k, v in self.corr.items()})
@@ -327,6 +337,63 @@ class Fit:
             lo, hi = self.ci.get("d", (math.nan, math.nan))
             text += f", break d = {self.params['d']:.3g} [{lo:.3g}, {hi:.3g}]"
         return text
+
+
+# ------------------------------------------------------------------------ is it resolved?
+
+BOUND_NOTE = "reaches the parameter bounds"  # the bootstrap note of `fit_scaling`
+
+
+def exponents(fit) -> list[tuple[str, float, float, float, float | None]]:
+    """(name, value, lo, hi, bound) of the exponents a legend shows: a `Fit`'s form
+    exponents (bound B_MAX), or a fit exposing `gamma` and `ci` (n* ∝ N^γ; no bound)."""
+    if isinstance(fit, Fit):
+        return [(name, fit.params[name], *fit.ci.get(name, (math.nan, math.nan)), B_MAX)
+                for name in FORMS[fit.form].exponents]
+    lo, hi = getattr(fit, "ci", (math.nan, math.nan))
+    return [("γ", float(fit.gamma), float(lo), float(hi), None)]
+
+
+def fit_status(fit, claim_sign: int | None = None) -> str:
+    """'ok', or why a fit must be drawn and reported as unresolved, never as a law:
+
+    * "at bound b=20": an exponent (point estimate or a CI end) sits at the fitter's box
+      |b| = B_MAX, or over 2.5% of the bootstrap refits reach a bound ("CI at bound");
+    * "wrong sign (b = -18.5; the claim needs b > 0)": the first exponent's sign is not the
+      claim's (claim_sign +1: b > 0, y falls as x grows; -1: b < 0; None: no claim; default:
+      `fit.claim_sign`);
+    * "CI unresolved (nan)": no bootstrap CI (fewer than two seeds, or no refit);
+    * "CI spans 0 [-0.2, 0.4]": the claim needs a sign and the first exponent's CI includes 0
+      (no trend resolved; without a claim a flat law may be the finding);
+    * "break at the data edge": a broken power law's break outside the inner x values.
+
+    Works on a `Fit` and on `sample_complexity.GammaFit` (its γ)."""
+    sign = claim_sign if claim_sign is not None else getattr(fit, "claim_sign", None)
+    exps = exponents(fit)
+    for name, value, lo, hi, bound in exps:
+        if bound is not None:
+            edge = bound * (1.0 - 1e-3)
+            ends = [v for v in (value, lo, hi) if math.isfinite(v) and abs(v) >= edge]
+            if ends:
+                return f"at bound {name}={ends[0]:.3g}"
+    notes = getattr(fit, "notes", [])
+    for note in notes:  # "CI of b, c reaches the parameter bounds ...": exponents and breaks
+        if BOUND_NOTE in note:
+            names = note.removeprefix("CI of ").split(BOUND_NOTE)[0].strip().split(", ")
+            hit = [n for n in names if n in {e[0] for e in exps} | {"d"}]
+            if hit:
+                return f"CI at bound ({', '.join(hit)}: > 2.5% of refits at the fitter's box)"
+    name, value, lo, hi, _ = exps[0]
+    if sign and math.isfinite(value) and value * sign <= 0:
+        need = ">" if sign > 0 else "<"
+        return f"wrong sign ({name} = {value:.3g}; the claim needs {name} {need} 0)"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "CI unresolved (nan)"
+    if sign and lo <= 0.0 <= hi:
+        return f"CI spans 0 [{lo:.2g}, {hi:.2g}]"
+    if any(note.startswith("break at the edge") for note in notes):
+        return "break at the data edge"
+    return "ok"
 
 
 # ------------------------------------------------------------------------------ optimiser

@@ -25,7 +25,9 @@ import polars as pl
 
 from analysis.figures import FIGURES, final_eval, member_counts
 from analysis.fit import Fit, compare_forms
+from analysis.frames import cell_regime
 from analysis.store import MissingResults, locate, missing_message, read_rows
+from analysis.verdicts import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
 from icl_core import catalog
 from icl_core.catalog import sweep_names
 
@@ -63,7 +65,7 @@ def markdown_table(frame: pl.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-MD_COLUMNS = ("sweep", "study", "figure", "form", "estimates", "rms_log_residual", "n_points",
+MD_COLUMNS = ("sweep", "study", "figure", "form", "status", "estimates", "rms_log_residual", "n_points",
               "excluded", "decades", "aic", "delta_aic", "holdout_x", "holdout_log_error",
               "n_boot", "converged", "fit_notes")
 
@@ -80,8 +82,23 @@ def _estimates(row: dict) -> str:
     return "; ".join(parts)
 
 
-def write_fit_report(out_dir: Path, rows: list[dict]) -> list[Path]:
-    """fits.parquet (every column) and fits.md (a readable subset) in out_dir."""
+def regime_markdown(regime: pl.DataFrame | None) -> str:
+    """The figure's learned-regime table (analysis.verdicts) as a fits.md section ("" when
+    there is none or the rows hold no trivial predictor)."""
+    if not isinstance(regime, pl.DataFrame) or regime.height == 0 or \
+            regime["learned"].null_count() == regime.height:
+        return ""
+    shown = regime.drop([c for c in ("bar", "model_min", "model_max") if c in regime.columns])
+    return ("\n## Learned regime\n\nA cell is judged only if the model clears the best trivial "
+            f"predictor: error <= {LEARNED_ERROR_RATIO:g}x its error, R² >= its R² + "
+            f"{LEARNED_R2_GAP:g} (analysis.verdicts); otherwise: not testable at this scale."
+            "\n\n" + markdown_table(shown))
+
+
+def write_fit_report(out_dir: Path, rows: list[dict], regime: pl.DataFrame | None = None
+                     ) -> list[Path]:
+    """fits.parquet (every column) and fits.md (a readable subset, then the learned-regime
+    table when given) in out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     frame = pl.DataFrame(rows, strict=False, infer_schema_length=None)
     parquet, md = out_dir / "fits.parquet", out_dir / "fits.md"
@@ -95,12 +112,15 @@ def write_fit_report(out_dir: Path, rows: list[dict]) -> list[Path]:
     title = f"# Fits: {first['sweep']}/{first['study']}\n\n"
     method = ("Huber (delta = 1e-3) fits of log y, 95% bootstrap CIs over seeds (B = n_boot); "
               "AIC = n log(RSS/n) + 2k on log residuals; held-out: the largest x predicted "
-              "from the rest (mean log(y_pred / y)). All columns: fits.parquet.\n\n")
+              "from the rest (mean log(y_pred / y)). status: \"ok\", or why the fit is "
+              "unresolved (an exponent at the fitter's bound, the wrong sign for the claim, "
+              "a CI that is nan or spans 0: analysis.fit.fit_status); an unresolved fit is "
+              "not a law. All columns: fits.parquet.\n\n")
     trials = ", ".join(f"{k.removeprefix('trials_')} {first[k]}" for k in first
                        if k.startswith("trials_"))
     if trials:
         method += f"Trials: {trials}.\n\n"
-    md.write_text(title + method + markdown_table(shown))
+    md.write_text(title + method + markdown_table(shown) + regime_markdown(regime))
     return [parquet, md]
 
 
@@ -109,7 +129,7 @@ def describe(summary: dict) -> str:
     fit: Fit | None = summary.get("fit")
     if fit is None:
         return summary.get("note") or "no fit"
-    text = fit.label()
+    text = fit.label() if fit.status == "ok" else f"unresolved ({fit.status}): {fit.label()}"
     if len(summary.get("fits") or []) > 1:
         text = f"{fit.form} (best of {len(summary['fits'])} forms by AIC): {text}"
     if "c" in fit.ci:
@@ -127,15 +147,17 @@ def grid_axis(study, rows: pl.DataFrame) -> str | None:
 
 def generic_fits(rows: pl.DataFrame, study, n_boot: int = 1000, seed: int = 0) -> dict:
     """No figure: the final query MSE (per-prompt median) of ok members against the study's
-    grid axis, one point per (axis value, seed), compared across forms by AIC."""
+    grid axis, one point per (axis value, seed), compared across forms by AIC (the claim: the
+    error falls as the axis grows), and the learned-regime table per axis value."""
     ok, excluded = member_counts(rows)
     summary: dict = {"fits": [], "ok": ok, "excluded": excluded, "paths": []}
     axis = grid_axis(study, rows)
     if axis is None:
         summary["note"] = "no fit: the study has no single numeric grid axis besides seed"
         return summary
-    final = final_eval(rows).filter((pl.col("predictor") == "model")
-                                    & (pl.col("statistic") == "median"))
+    every = final_eval(rows)
+    summary["regime"] = cell_regime(every.filter(pl.col(axis).is_not_null()), [axis])
+    final = every.filter((pl.col("predictor") == "model") & (pl.col("statistic") == "median"))
     points = final.group_by(axis, "seed").agg(pl.col("value").median()).drop_nulls()
     summary["axis"] = axis
     try:
@@ -143,6 +165,8 @@ def generic_fits(rows: pl.DataFrame, study, n_boot: int = 1000, seed: int = 0) -
             warnings.simplefilter("always")
             summary["fits"] = compare_forms(points[axis].to_numpy(), points["value"].to_numpy(),
                                             points["seed"].to_numpy(), n_boot=n_boot, seed=seed)
+        for fit in summary["fits"]:
+            fit.claim_sign = 1  # the claim of a grid axis: the error falls as it grows
         summary["note"] = "; ".join(str(w.message) for w in caught)
         summary["fit"] = summary["fits"][0]
     except (ValueError, RuntimeError) as exc:
@@ -183,7 +207,8 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
             print(f"no figure registered for {label}{why}", flush=True)
             summary = generic_fits(rows, s, n_boot=n_boot)
         summary.update(sweep=sweep, study=s.name, figure=s.figure, coverage=coverage.to_dict())
-        summary["report"] = write_fit_report(out_dir, fit_rows(sweep, s.name, s.figure, summary))
+        summary["report"] = write_fit_report(out_dir, fit_rows(sweep, s.name, s.figure, summary),
+                                             summary.get("regime"))
         first = summary["paths"][0] if summary["paths"] else summary["report"][1]
         print(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
               f"members excluded", flush=True)

@@ -144,6 +144,14 @@ class GammaFit:
     n_boot: int = 0
     loo_range: tuple[float, float] = (math.nan, math.nan)  # γ over leave-one-config-out fits
     per_config: pl.DataFrame | None = field(default=None, repr=False)
+    claim_sign: int | None = None  # the sign a claim needs of γ (see analysis.fit.fit_status)
+
+    @property
+    def status(self) -> str:
+        """'ok' or why γ is unresolved (analysis.fit.fit_status)."""
+        from analysis.fit import fit_status
+
+        return fit_status(self)
 
     def predict(self, n) -> np.ndarray:
         """n* at N (the fitted line)."""
@@ -161,6 +169,7 @@ class GammaFit:
             "dropped": "; ".join(f"N={n:g}: {why}" for n, why in self.dropped),
             "weighting": self.weighting, "n_boot": self.n_boot,
             "gamma_loo_min": self.loo_range[0], "gamma_loo_max": self.loo_range[1],
+            "status": self.status,
         }
 
 

@@ -211,7 +211,7 @@ def test_depth_figure(depth_store, tmp_path):
     labels = [line.get_label() for line in ax.get_lines()]
     assert any(label.startswith("GD float32 (100 it.)") for label in labels)
     assert any("b = " in label for label in labels)  # the fitted curve with its exponent
-    assert "least_squares" in ax.get_title() and "float32" in ax.get_title()
+    assert ax.get_title() == "Liu et al. Fig 2: least squares, query MSE vs depth (float32)"
 
     fit = summary["fit"]
     assert fit is not None and fit.n_points == 12 and fit.n_groups == 3

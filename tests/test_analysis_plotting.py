@@ -96,7 +96,8 @@ STUDY = Study(
           "train": {"steps": 20, "batch_size": 8, "report_every": 10, "checkpoint_every": 10},
           "eval": {"n_prompts": 50, "baselines": ["ols"]}},
     grid={"model.width": [8, 16, 32, 64, 128], "seed": [0, 1, 2]},
-    presets={"smoke": Preset(grid={"model.width": [8, 16]}), "cpu": Preset(), "paper": Preset()},
+    presets={"smoke": Preset(grid={"model.width": [8, 16]}), "cpu": Preset(), "gpu": Preset(),
+             "paper": Preset()},
 )
 SWEEP = Sweep("generic_sweep", [STUDY])
 '''
@@ -134,5 +135,6 @@ def test_study_without_a_figure_still_gets_a_fit_report(tmp_path, monkeypatch, c
     assert (fits["trials_read"] == 15).all() and (fits["axis"] == "model.width").all()
     assert fits["b_lo"][0] <= 1.0 <= fits["b_hi"][0]
     md = (folder / "fits.md").read_text()
-    assert "| sweep | study | figure | form | estimates |" in md and "AIC" in md
+    assert "| sweep | study | figure | form | status | estimates |" in md and "AIC" in md
+    assert fits["status"][0] == "ok"  # b ~ 1 resolved, of the claimed sign
     assert not any(p.suffix == ".png" for p in folder.iterdir())

@@ -1,0 +1,180 @@
+"""Verdicts that can fail (analysis.verdicts): the learned-regime gate against trivial
+predictors, the seed rule, orderings that need separated seed ranges, gap / within / trend
+claims, on synthetic Polars rows with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from analysis.fit import B_MAX, fit_scaling, fit_status
+from analysis.verdicts import (
+    LEARNED_ERROR_RATIO,
+    LEARNED_R2_GAP,
+    MIN_SEEDS,
+    OUTCOMES,
+    Regime,
+    learned_regime,
+    ordering,
+    regime_notes,
+    seed_spreads,
+    spread,
+    threshold_regime,
+    verdict,
+)
+
+TRIVIAL_MSE = 3.0  # Var(y) of D = 3 least squares: what predicting the prompt mean costs
+
+
+def rows(levels: dict[str, list[float]], metric: str = "mse", trivial: dict | None = None,
+         task: str = "linear_regression") -> pl.DataFrame:
+    """One member per (mixer, seed): the model's final error levels[mixer][seed], the trivial
+    predictors' and OLS's on the same prompts, an earlier step worth 1e3 (ignored)."""
+    trivial = trivial if trivial is not None else {"prompt_mean": TRIVIAL_MSE, "zero": 3.3,
+                                                   "ridge": 1e-12}
+    out = []
+    for mixer, values in levels.items():
+        for seed, value in enumerate(values):
+            base = {"config_hash": f"{mixer}{seed}", "seed": seed, "status": "ok",
+                    "model.mixer": mixer, "model.depth": 2, "task.name": task, "metric": metric,
+                    "statistic": "median", "position": 20, "test_dist": "train",
+                    "infer_iter": None, "loop_iter": None}
+            out.append({**base, "predictor": "model", "step": 50, "value": 1e3})
+            out.append({**base, "predictor": "model", "step": 100, "value": value})
+            out.append({**base, "predictor": "ols_float32", "step": 100, "value": 1e-14})
+            out += [{**base, "predictor": p, "step": 100, "value": v} for p, v in trivial.items()]
+    return pl.DataFrame(out, schema_overrides={"infer_iter": pl.Int64, "loop_iter": pl.Int64})
+
+
+def cell(table: pl.DataFrame, mixer: str) -> dict:
+    return table.filter(pl.col("model.mixer") == mixer).row(0, named=True)
+
+
+def test_a_model_at_the_prompt_mean_is_not_testable():
+    table = learned_regime(rows({"attention": [3.0, 2.9, 3.1]}), by=["model.mixer"])
+    row = cell(table, "attention")
+    assert row["trivial_predictor"] == "prompt_mean"  # ridge solves least squares: not the bar
+    assert row["trivial"] == pytest.approx(TRIVIAL_MSE) and row["n_seeds"] == 3
+    assert row["learned"] is False and row["margin"] == pytest.approx(1.0)
+    assert row["bar"] == pytest.approx(LEARNED_ERROR_RATIO * TRIVIAL_MSE)
+    v = verdict("gap", a=[1e-14] * 3, b=[3.0, 2.9, 3.1], factor=1e5,
+                regimes=[Regime.from_row(row, "attention")], names=("OLS", "model"))
+    assert v.outcome == "not testable at this scale" and v.reason == "not learned"
+    assert "attention: not learned" in v.evidence and "needs <= 0.1x" in v.evidence
+
+
+def test_a_model_100x_better_than_trivial_is_judged():
+    table = learned_regime(rows({"attention": [0.03, 0.02, 0.04]}), by=["model.mixer"])
+    row = cell(table, "attention")
+    assert row["learned"] is True and row["margin"] == pytest.approx(0.01)
+    regime = [Regime.from_row(row)]
+    v = verdict("gap", a=1e-14, b=[0.03, 0.02, 0.04], factor=1e5, regimes=regime,
+                names=("OLS", "model"))
+    assert v.outcome == "reproduced" and v.reason == "judged"
+    # 3e12x measured: a claimed 1e15x is half-way in orders (partly), 1e30x fails
+    assert verdict("gap", a=1e-14, b=[0.03, 0.02, 0.04], factor=1e15,
+                   regimes=regime).outcome == "partly reproduced"
+    assert verdict("gap", a=1e-14, b=[0.03, 0.02, 0.04], factor=1e30,
+                   regimes=regime).outcome == "not reproduced"
+
+
+def test_ridge_is_the_bar_where_it_does_not_solve_the_task():
+    table = learned_regime(rows({"a": [0.5, 0.5, 0.5]}, task="primitives",
+                                trivial={"prompt_mean": 3.0, "ridge": 1.0}), by=["model.mixer"])
+    row = cell(table, "a")
+    assert row["trivial_predictor"] == "ridge" and row["learned"] is False
+
+
+def test_r2_needs_a_gap_over_the_best_trivial_predictor():
+    trivial = {"zero": -0.1, "prompt_mean": 0.0, "ridge": 0.40}
+    table = learned_regime(rows({"relu": [0.43, 0.44, 0.45], "soft": [0.70, 0.72, 0.71]},
+                                metric="r2", trivial=trivial, task="relu_teacher"),
+                           by=["model.mixer"], metric="r2")
+    relu, soft = cell(table, "relu"), cell(table, "soft")
+    assert relu["trivial_predictor"] == "ridge" and relu["learned"] is False
+    assert relu["margin"] == pytest.approx(0.04) and relu["bar"] == pytest.approx(
+        0.40 + LEARNED_R2_GAP)
+    assert soft["learned"] is True
+    assert regime_notes(table, "model.mixer") == [
+        "relu: not testable at this scale (median R² gap +0.040 over ridge; needs >= +0.05)"]
+
+
+def test_without_trivial_rows_the_regime_is_unknown_and_verdicts_refuse():
+    table = learned_regime(rows({"a": [0.01, 0.02, 0.03]}, trivial={}), by=["model.mixer"])
+    row = cell(table, "a")
+    assert row["learned"] is None and row["trivial"] is None
+    assert regime_notes(table, "model.mixer") == []  # figures draw nothing then
+    v = verdict("ordering", a=[1, 1, 1], b=[2, 2, 2], regimes=[row])
+    assert v.outcome == "not testable at this scale" and v.reason == "regime unknown"
+    # nothing to check (a hand-built construction): judged
+    assert verdict("ordering", a=[1, 1, 1], b=[2, 2, 2]).outcome == "reproduced"
+
+
+def test_two_seeds_are_refused():
+    assert MIN_SEEDS == 3
+    v = verdict("ordering", a=[0.01, 0.012], b=[1.0, 1.1], names=("Transformer", "BaseConv"))
+    assert v.outcome == "not testable at this scale" and v.reason == "seeds"
+    assert "Transformer 2, BaseConv 2 seed(s)" in v.evidence
+    assert ordering([0.01, 0.012], [1.0, 1.1, 1.2]).status == "too few seeds"
+    # a fixed reference (OLS level, a closed form) needs no seeds
+    assert verdict("gap", a=1e-14, b=[0.01, 0.02, 0.03], factor=1e5).outcome == "reproduced"
+
+
+def test_overlapping_seed_ranges_are_unresolved():
+    a, b = [0.10, 0.20, 0.50], [0.30, 0.40, 0.60]  # medians ordered, ranges overlap
+    order = ordering(a, b)
+    assert order.winner is None and order.status == "unresolved"
+    assert order.text.startswith("unresolved: seed ranges overlap")
+    v = verdict("ordering", a=a, b=b)
+    assert v.outcome == "not testable at this scale" and v.reason == "unresolved"
+    apart = ordering([0.10, 0.11, 0.12], [0.30, 0.40, 0.60], names=("TF", "BC"))
+    assert apart.winner == "a" and apart.text.startswith("TF better")
+    assert verdict("ordering", a=[0.3, 0.4, 0.6], b=[0.1, 0.11, 0.12]).outcome == \
+        "not reproduced"  # resolved, the other way round
+    assert ordering([0.9, 0.8, 0.85], [0.5, 0.6, 0.55], higher_is_better=True).winner == "a"
+
+
+def test_gap_and_within_partly_is_half_the_orders():
+    tf, bc = [0.01, 0.011, 0.012], [0.15, 0.16, 0.17]  # ~15x, claimed 100x
+    assert verdict("gap", a=tf, b=bc, factor=100).outcome == "partly reproduced"
+    assert verdict("gap", a=tf, b=bc, factor=10).outcome == "reproduced"
+    assert verdict("gap", a=tf, b=bc, factor=1000).outcome == "not reproduced"  # < 31.6x
+    assert verdict("within", a=[1.9, 2.0, 2.1], b=1.0, factor=2).outcome == "reproduced"
+    assert verdict("within", a=[3.0, 3.2, 3.4], b=1.0, factor=2).outcome == "partly reproduced"
+    assert verdict("within", a=[5.0, 5.2, 5.4], b=1.0, factor=2).outcome == "not reproduced"
+    assert {verdict("within", a=[5.0] * 3, b=1.0, factor=2).outcome} <= set(OUTCOMES)
+
+
+def test_threshold_claims_need_the_threshold_below_half_the_trivial_error():
+    assert threshold_regime(0.3, 0.95, "no_retrieval").learned is True
+    regime = threshold_regime(0.7, 0.95, "no_retrieval", label="N=20")
+    assert regime.learned is False and "needs <= 0.5x" in regime.text()
+    assert threshold_regime(0.3, None).learned is None
+
+
+def test_trend_verdict_uses_fit_status():
+    x = np.tile([1.0, 2.0, 4.0, 8.0, 16.0], 3)
+    rng = np.random.default_rng(0)
+    y = 2.0 * x ** -0.8 * np.exp(0.02 * rng.standard_normal(x.size))
+    fit = fit_scaling(x, y, np.repeat([0, 1, 2], 5), form="power", n_boot=100)
+    assert fit_status(fit, 1) == "ok"
+    assert verdict("trend", fit=fit, sign=1).outcome == "reproduced"
+    wrong = verdict("trend", fit=fit, sign=-1)
+    assert wrong.outcome == "not reproduced" and "wrong sign" in wrong.evidence
+    fit.params["b"] = B_MAX  # a step, not a law
+    assert fit_status(fit, 1) == f"at bound b={B_MAX:g}"
+    assert verdict("trend", fit=fit, sign=1).outcome == "not testable at this scale"
+
+
+def test_seed_spreads_min_median_max_per_cell():
+    frame = pl.DataFrame({"x": [1, 1, 1, 2, 2], "seed": [0, 1, 2, 0, 1],
+                          "value": [1.0, 2.0, 4.0, 5.0, 7.0]})
+    table = seed_spreads(frame, ["x"])
+    one = table.row(0, named=True)
+    assert (one["n_seeds"], one["min"], one["median"], one["max"]) == (3, 1.0, 2.0, 4.0)
+    assert table.row(1, named=True)["n_seeds"] == 2
+    s = spread([1.0, 2.0, 4.0, math.nan])
+    assert s.n == 3 and s.median == 2.0 and "3 seeds, min-max" in s.text()
