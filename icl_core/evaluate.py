@@ -1,5 +1,9 @@
 """One evaluator: the model (and reference baselines) on an evaluation grid.
 
+Reference predictors on the same prompts, at the final evaluation: the classical baselines
+named in `eval.baselines` (OLS, GD, ...) and, for every task, the trivial predictors of
+`icl_core.trivial` (zero, prompt_mean, ridge, no_retrieval: what a non-learner reaches).
+
 The evaluation grid (`EvalConfig.grid`) is declared apart from the training grid: each point
 overrides task fields (longer prompts, other test distributions) without retraining. Every
 point is evaluated on the same `n_prompts` test prompts for all trials (drawn from
@@ -15,6 +19,7 @@ import dataclasses
 
 import torch
 
+from icl_core import trivial
 from icl_core.baselines import BASELINES
 from icl_core.config import MemberConfig
 from icl_core.device import derive_seed, generator
@@ -118,7 +123,9 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     rows per inference iteration in `eval.infer_steps`; a task with `prediction_metrics`
     adds its own rows computed from all predictions at once (e.g. R² pooled over prompts);
     a model with `loop_outputs` (the looped models) also gets rows per loop count in its
-    `eval_loop_iters()` (the `loop_iter` column), from one pass of its loops.
+    `eval_loop_iters()` (the `loop_iter` column), from one pass of its loops. With `baselines`
+    (the final evaluation) the classical baselines of `eval.baselines` and, always, the trivial
+    predictors (`trivial_rows`) are measured on the same prompts.
     """
     cfg = member.eval
     was_training = model.training
@@ -126,25 +133,45 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     predict = predictor(model, device, dtype, cfg.chunk)
     rows = []
     for test_dist, task, batch in prompts if prompts is not None else eval_prompts(member):
-        tokens = torch.nonzero(task.mask).flatten().tolist()
-        pred = predict(batch.inputs)  # (P, T, O) float64
-        sq = (pred - batch.targets)[:, tokens].pow(2)  # (P, M, O)
-        rows += error_rows(*position_errors(sq, task, tokens), task, test_dist, step, "model")
+        rows += prediction_rows("model", predict, task, batch, cfg, test_dist, step)
         if getattr(model, "loop_outputs", None) is not None:  # looped models: every loop count
+            tokens = torch.nonzero(task.mask).flatten().tolist()
             for t, out in loop_predictions(model, batch.inputs, device, dtype, cfg.chunk).items():
                 sq = (out - batch.targets)[:, tokens].pow(2)
                 rows += error_rows(*position_errors(sq, task, tokens), task, test_dist, step,
                                    "model", loop_iter=t)
-        if getattr(task, "iterate", None) is not None and cfg.infer_steps:
-            for it, err in task.iterate(predict, batch, cfg.infer_steps, cfg.infer_lr).items():
-                rows += error_rows(err.unsqueeze(1), token_positions(task, tokens), task,
-                                   test_dist, step, "model", infer_iter=it, metric="w_mse")
-        if getattr(task, "prediction_metrics", None) is not None:
-            rows += task_rows(task.prediction_metrics(pred, batch), task, test_dist, step,
-                              "model")
         if baselines:
             rows += baseline_rows(task, batch, cfg, test_dist, step)
+            rows += trivial_rows(task, batch, cfg, test_dist, step)
     model.train(was_training)
+    return rows
+
+
+def prediction_rows(name: str, predict, task, batch, cfg, test_dist, step) -> list[dict]:
+    """The rows of one predictor (the model or a trivial predictor): `predict` maps (P, T, I)
+    float64 CPU prompts to (P, T, O) float64 CPU outputs. Per-prompt MSE per position (pooled
+    for `pool_tokens`), "w_mse" per inference iteration for a task with `iterate`, and the
+    task's `prediction_metrics` rows."""
+    tokens = torch.nonzero(task.mask).flatten().tolist()
+    pred = predict(batch.inputs)  # (P, T, O) float64
+    sq = (pred - batch.targets)[:, tokens].pow(2)  # (P, M, O)
+    rows = error_rows(*position_errors(sq, task, tokens), task, test_dist, step, name)
+    if getattr(task, "iterate", None) is not None and cfg.infer_steps:
+        for it, err in task.iterate(predict, batch, cfg.infer_steps, cfg.infer_lr).items():
+            rows += error_rows(err.unsqueeze(1), token_positions(task, tokens), task,
+                               test_dist, step, name, infer_iter=it, metric="w_mse")
+    if getattr(task, "prediction_metrics", None) is not None:
+        rows += task_rows(task.prediction_metrics(pred, batch), task, test_dist, step, name)
+    return rows
+
+
+def trivial_rows(task, batch, cfg, test_dist, step) -> list[dict]:
+    """Rows of the trivial predictors (`icl_core.trivial`: zero, prompt_mean, ridge,
+    no_retrieval, those that apply to the task) on the very prompts the model saw, measured
+    exactly like the model's rows; computed whenever baselines are, whatever eval.baselines."""
+    rows = []
+    for name, predict in trivial.predictors(task).items():
+        rows += prediction_rows(name, predict, task, batch, cfg, test_dist, step)
     return rows
 
 

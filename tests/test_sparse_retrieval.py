@@ -202,13 +202,15 @@ def test_stop_below_ends_the_curve_at_the_first_test_under_it(tmp_path):
     run_trial(TrialSpec("sw", "st", str(tmp_path), [m.to_dict()]))
     rows = pl.read_parquet(tmp_path / "sw" / "st" / "rows" / "*.parquet")
     assert rows.filter(pl.col("metric") == "steps_completed")["value"][0] == 10
-    mse = rows.filter((pl.col("metric") == "mse") & (pl.col("statistic") == "mean"))
+    mse = rows.filter((pl.col("metric") == "mse") & (pl.col("statistic") == "mean")
+                      & (pl.col("predictor") == "model"))
     assert mse["step"].to_list() == [10]  # evaluated once, not twice, at the stop
     never = member(eval_={"every": 10, "stop_below": 1e-12}, train={"steps": 40})
     run_trial(TrialSpec("sw", "st2", str(tmp_path), [never.to_dict()]))
     rows = pl.read_parquet(tmp_path / "sw" / "st2" / "rows" / "*.parquet")
     assert rows.filter(pl.col("metric") == "steps_completed")["value"][0] == 40
-    curve = rows.filter((pl.col("metric") == "mse") & (pl.col("statistic") == "mean"))
+    curve = rows.filter((pl.col("metric") == "mse") & (pl.col("statistic") == "mean")
+                        & (pl.col("predictor") == "model"))
     assert curve["step"].to_list() == [10, 20, 30, 40]
 
 

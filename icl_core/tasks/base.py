@@ -41,7 +41,8 @@ class RegressionProblem:
     """One least-squares problem per prompt, for the classical baselines (OLS, GD).
 
     X (B, k, D), y (B, k): the k in-context examples; x_query (B, D); `token` is the index
-    of the token whose prediction this problem answers.
+    of the token whose prediction this problem answers. A task's `context_problems` (the
+    examples the trivial predictors fit, `icl_core.trivial`) may give vector targets y (B, k, O).
     """
 
     X: torch.Tensor
@@ -61,6 +62,16 @@ class Task(Protocol):
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch: ...
 
 
+# Optional capabilities (icl_core.evaluate / icl_core.trivial look them up with getattr):
+#   regression_problems(batch)  the least-squares problem per supervised token (OLS, GD)
+#   baseline_errors(...)        a task's own classical baselines
+#   prediction_metrics(pred, batch), iterate(predict, batch, steps, lr), pool_tokens
+#   context_problems(inputs)    the in-context examples (x, y) available to each supervised
+#                               token, read from the inputs alone: prompt_mean and ridge
+#   trivial_predictors()        {name: fn(inputs) -> outputs}: a task's own trivial predictors
+#   trivial_ridge = False       no ridge predictor from context_problems
+
+
 def masked_mse(pred_BxTxO: torch.Tensor, batch: Batch) -> torch.Tensor:
     """The training loss: mean squared error over supervised tokens and output dims.
 
@@ -78,6 +89,19 @@ def all_prefix_positions(n: int) -> torch.Tensor:
     positions = torch.full((2 * n + 1,), -1, dtype=torch.long)
     positions[0::2] = torch.arange(n + 1)
     return positions
+
+
+def deinterleave(inputs_BxTxD: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The points of all-prefix inputs, read back: xs (B, N+1, D) and ys (B, N)."""
+    return inputs_BxTxD[:, 0::2], inputs_BxTxD[:, 1::2, 0]
+
+
+def prefix_problems(xs_BxMxD: torch.Tensor, ys_BxM: torch.Tensor, positions: torch.Tensor,
+                    ) -> list[RegressionProblem]:
+    """The problem behind each supervised token (position k >= 0): the first k points as
+    examples, point k as the query."""
+    return [RegressionProblem(xs_BxMxD[:, :k], ys_BxM[:, :k], xs_BxMxD[:, k], token)
+            for token, k in enumerate(positions.tolist()) if k >= 0]
 
 
 def interleave(xs_BxMxD: torch.Tensor, ys_BxM: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,7 +25,14 @@ from typing import Literal
 import torch
 
 from icl_core.config import require
-from icl_core.tasks.base import Batch, RegressionProblem, all_prefix_positions, interleave
+from icl_core.tasks.base import (
+    Batch,
+    RegressionProblem,
+    all_prefix_positions,
+    deinterleave,
+    interleave,
+    prefix_problems,
+)
 
 
 @dataclass(frozen=True)
@@ -101,10 +108,12 @@ class LinearRegression:
 
     def regression_problems(self, batch: Batch) -> list[RegressionProblem]:
         """The least-squares problem behind each supervised token (for OLS / GD baselines)."""
-        xs, ys = batch.extras["xs"], batch.extras["ys"]
-        tokens = torch.nonzero(self.mask).flatten().tolist()
-        return [
-            RegressionProblem(xs[:, :k], ys[:, :k], xs[:, k], token)
-            for token in tokens
-            for k in [int(self.positions[token])]
-        ]
+        return prefix_problems(batch.extras["xs"], batch.extras["ys"], self.positions)
+
+    def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]:
+        """The same problems read from the prompt's inputs (trivial predictors: prompt_mean =
+        the mean of the y's before the token, ridge = ridge with an intercept on them)."""
+        if self.cfg.layout == "fixed_n":
+            D = self.cfg.dim
+            return prefix_problems(inputs[..., :D], inputs[..., D], self.positions)
+        return prefix_problems(*deinterleave(inputs), self.positions)

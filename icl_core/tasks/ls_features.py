@@ -20,6 +20,13 @@ by N) at the final token, for w0 ~ N(0, w0_std² I); at test time the model is a
 iteratively, w_{i+1} = w_i − η·model(prompt with w_i), and the error ‖w_i − w*‖²/D is reported
 per inference iteration (`iterate`).
 
+Trivial predictors (`trivial_predictors`; rows like the model's, "mse" and the iterated
+"w_mse"): zero (the zero vector, E[w*] = E[∇L(w0)] = 0) and prompt_mean, the target's mean
+given what the final token holds besides the data, i.e. over prompts sharing w0: E[w* | w0]
+= 0 for target w (the same as zero), E[∇L(w0) | w0] = E[H] w0 − E[H w*] = w0 for target grad
+(H = XᵀX/N, E[H] = I), read from the final token's w0 channels; iterated, w_i = (1 − η)^i w0.
+No ridge: the data's targets y are not what the model outputs (OLS and GD are the learners).
+
 Choices where the paper is silent or differs [inferred]:
 * w0 has its own channels instead of the paper's [w0; 0; 0; 0] (which reuses the x slot), and
   target "w" prompts carry the final token too (the paper's LS_feature has N tokens: 36 wide
@@ -125,6 +132,18 @@ class LSFeatures:
             if i < max(steps):
                 w = w - lr * predict(self.tokens(xs, ys, w))[:, -1]
         return out
+
+    def trivial_predictors(self) -> dict:
+        """prompt_mean: E[target | w0] (module docstring): 0 for target w, w0 for grad."""
+        c, D = self.layout, self.cfg.dim
+
+        def mean_given_w0(inputs: torch.Tensor) -> torch.Tensor:
+            out = inputs.new_zeros(inputs.shape[0], inputs.shape[1], D)
+            if self.cfg.target == "grad":
+                out[:, -1] = inputs[:, -1, c.w:c.w + D]
+            return out
+
+        return {"prompt_mean": mean_given_w0}
 
     def baseline_errors(self, batch: Batch, name: str, precision, eval_cfg):
         """[(metric, infer_iter, per-prompt error (P,))] of a classical baseline in

@@ -24,6 +24,10 @@ causal model can copy row i into row j. They are exposed as `read_from`, `read_t
 `pool_tokens = True` tells the evaluator to pool the error over all supervised tokens and
 output dims of a prompt: the paper's metric is the MSE over all N × d_out entries, not a
 curve over positions.
+
+Trivial predictors (`trivial_predictors`): zero, and prompt_mean, which here is zero too: the
+prompt holds no targets (y is a fixed function of u, not given in context), and the best
+predictor that ignores u is E[y] = 0 for all three ops.
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ class Primitives:
         self.seq_len = self.prompt_len = N
         self.positions = torch.arange(N)
         self.mask = torch.ones(N, dtype=torch.bool)
+
+    def trivial_predictors(self) -> dict:
+        """prompt_mean = E[y] = 0: no targets in the prompt (module docstring)."""
+        return {"prompt_mean": lambda inputs: inputs.new_zeros(*inputs.shape[:2], self.d_out)}
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         D, N, B = self.cfg.dim, self.cfg.n_points, batch_size

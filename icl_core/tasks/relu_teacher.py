@@ -24,7 +24,9 @@ oracle early stopping, as the paper's); "ols" — least squares with an intercep
 
 Paper silent [gap] on the teacher's width, activation, bias, scale and output; defaults follow
 Garg et al.'s relu_2nn_regression [code] (ReLU, width 100, no bias, N(0, 2/fan_in) weights,
-linear output). "N-layer" = N linear layers (N - 1 hidden ReLU layers) [inferred]. Means
+linear output). Trivial predictors (`icl_core.trivial`, from `context_problems`): zero,
+prompt_mean (the mean of the y's before the token) and ridge with an intercept, each with R²
+rows like the model's. "N-layer" = N linear layers (N - 1 hidden ReLU layers) [inferred]. Means
 ±2·1 [inferred from "N(-2, I_d)"].
 """
 
@@ -36,7 +38,14 @@ import torch
 
 from icl_core.config import require
 from icl_core.device import derive_seed
-from icl_core.tasks.base import Batch, all_prefix_positions, interleave
+from icl_core.tasks.base import (
+    Batch,
+    RegressionProblem,
+    all_prefix_positions,
+    deinterleave,
+    interleave,
+    prefix_problems,
+)
 from icl_core.teacher_baseline import (
     batch_mean_r2,
     he_network,
@@ -48,6 +57,18 @@ from icl_core.teacher_baseline import (
 
 @dataclass(frozen=True)
 class ReLUTeacherConfig:
+    """The relu_teacher task. Training curriculum (`curriculum_*`, Garg et al. 2022 [code:
+    src/curriculum.py, conf/*.yaml]): during training only, x has its first d coordinates
+    non-zero and the loss covers the first n pairs' predictions, d and n growing by `_inc`
+    every `curriculum_every` steps up to dim / n_points (`ReLUTeacher.train_sample`);
+    evaluation always uses the full task. Garg's defaults: dims 5 -> 20 (+1), points 26 -> 101
+    (+5, relu_2nn; +2 from 11 -> 41 for linear regression), every 2000 of 500k steps (both
+    full at 30k). Garg's `points` count the query, ours do not (n_points = pairs before the
+    last query): Garg's 26 is our 25. Ours: off (a start of 0; the fields' defaults keep
+    every existing config hash), inc 1 dim / 5 pairs every 2000 steps when only the starts
+    are set; sweeps/deep_optimizers_plateau.py sets its own (from ~d/4 and ~n/4, full by ~60%
+    of training)."""
+
     name: str = "relu_teacher"
     dim: int = 20  # d: input dimension (paper: 20)
     n_points: int = 50  # in-context pairs before the last query (paper: 50 train, 75 test)
@@ -61,12 +82,29 @@ class ReLUTeacherConfig:
     # teacher_net baseline: the k (examples) it trains at, those <= n_points used (empty: all
     # of 1..n_points); every k trains P networks for baseline_epochs, so a sparse set is cheaper
     baseline_k: tuple[int, ...] = ()
+    # Garg et al.'s training curriculum [code: curriculum.dims / curriculum.points]; off at
+    # the defaults (a start of 0), see ReLUTeacher.train_sample. d and n at step s:
+    # min(dim, dims_start + (s // every) * dims_inc), likewise for n_points.
+    curriculum_dims_start: int = 0  # d at step 0; 0: no dims curriculum [Garg: 5 of 20]
+    curriculum_dims_inc: int = 1  # + this many dims every `curriculum_every` steps [Garg: 1]
+    # in-context pairs before the last query at step 0 (our n_points: Garg's points - 1);
+    # 0: no points curriculum [Garg relu_2nn: points 26 -> 101, i.e. 25 -> 100 here]
+    curriculum_points_start: int = 0
+    curriculum_points_inc: int = 5  # [Garg relu_2nn: +5; linear regression: +2]
+    curriculum_every: int = 2000  # steps between increments [Garg: interval 2000]
 
     def check(self, path: str) -> None:
         for name, low in (("dim", 1), ("n_points", 1), ("depth", 1), ("hidden", 1),
-                          ("r2_batch", 2), ("baseline_epochs", 0)):
+                          ("r2_batch", 2), ("baseline_epochs", 0),
+                          ("curriculum_dims_start", 0), ("curriculum_dims_inc", 1),
+                          ("curriculum_points_start", 0), ("curriculum_points_inc", 1),
+                          ("curriculum_every", 1)):
             value = getattr(self, name)
             require(value >= low, f"{path}.{name}", f"must be >= {low}, got {value}")
+        for name, end in (("curriculum_dims_start", "dim"), ("curriculum_points_start",
+                                                               "n_points")):
+            value, limit = getattr(self, name), getattr(self, end)
+            require(value <= limit, f"{path}.{name}", f"must be <= {end} ({limit}), got {value}")
         require(0.0 <= self.mix <= 1.0, f"{path}.mix", f"must be in [0, 1], got {self.mix}")
         require(self.mean >= 0, f"{path}.mean", f"must be >= 0, got {self.mean}")
         require(self.baseline_lr > 0, f"{path}.baseline_lr", f"must be > 0, got {self.baseline_lr}")
@@ -86,13 +124,56 @@ class ReLUTeacher:
         self.d_in, self.d_out, self.seq_len = cfg.dim, 1, 2 * N + 1
         self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
+        self.has_curriculum = bool(cfg.curriculum_dims_start or cfg.curriculum_points_start)
+        self._positions_dev = self.positions.to(device)  # curriculum masks, built on device
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        return self._sample(batch_size, generator, self.cfg.dim)
+
+    def curriculum(self, step: int) -> tuple[int, int]:
+        """(d, n) at training step `step` (0-based) under Garg et al.'s curriculum: the
+        non-zero input dims and the in-context pairs before the last supervised query; each
+        starts at its `curriculum_*_start` and grows by its `_inc` every `curriculum_every`
+        steps up to the task's dim / n_points (a start of 0: the full value from step 0)."""
+        cfg, grown = self.cfg, step // self.cfg.curriculum_every
+        d = min(cfg.dim, cfg.curriculum_dims_start + grown * cfg.curriculum_dims_inc) \
+            if cfg.curriculum_dims_start else cfg.dim
+        n = min(cfg.n_points, cfg.curriculum_points_start + grown * cfg.curriculum_points_inc) \
+            if cfg.curriculum_points_start else cfg.n_points
+        return d, n
+
+    def train_sample(self, batch_size: int, generator: torch.Generator, step: int) -> Batch:
+        """The training batch at `step` (the trainer's call; evaluation uses `sample`, the
+        full task). Garg et al.'s curriculum [code: samplers.py, curriculum.py], at (d, n) =
+        `curriculum(step)`:
+
+        * dims: every x has only its first d coordinates non-zero (the rest set to 0 after
+          drawing, before y = f(x) is computed), as Garg's `n_dims_truncated`;
+        * points: the prompt has n pairs before its last query. The tensors keep the task's
+          full length and the loss mask covers only the x-tokens of positions 0..n (Garg
+          trains on a prompt of n + 1 points, predicting at every x). The two are the same
+          loss and gradients for a causal model (this task's models are causal): an output
+          at token t reads tokens <= t only, so the tokens after the n-th pair change no
+          supervised output (relu_attention's 1/(t+1) normalisation counts visible keys, not
+          the prompt's length). The cost is the full length's compute from step 0.
+
+        Every step draws the same random numbers as `sample`, so the batch equals
+        `sample`'s once (d, n) reach (dim, n_points), and with the curriculum off always."""
+        d, n = self.curriculum(step)
+        batch = self._sample(batch_size, generator, d)
+        if n < self.cfg.n_points:
+            batch.mask = (self._positions_dev >= 0) & (self._positions_dev <= n)
+        return batch
+
+    def _sample(self, batch_size: int, generator: torch.Generator, d: int) -> Batch:
+        """Prompts whose x's are zero beyond their first d coordinates (d = dim: all)."""
         cfg, B, N = self.cfg, batch_size, self.cfg.n_points
         opts = dict(generator=generator, device=self.device, dtype=self.dtype)
         noise = torch.randn(B, N + 1, cfg.dim, **opts)
         plus = torch.rand(B, N + 1, 1, **opts) < cfg.mix  # component 2 with probability ω₂
         xs = noise + cfg.mean * (2 * plus.to(self.dtype) - 1)  # (B, N+1, d)
+        if d < cfg.dim:
+            xs[..., d:] = 0.0  # Garg's truncated dims: zero, then y = f(x)
         weights = he_network(B, cfg.dim, cfg.hidden, cfg.depth, generator, self.device,
                              self.dtype)
         ys = network_forward(weights, xs)  # (B, N+1)
@@ -107,6 +188,10 @@ class ReLUTeacher:
         return [batch.extras[f"teacher_{i}"] for i in range(n)]
 
     # -- evaluation hooks (icl_core.evaluate) -------------------------------------------
+    def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]:
+        """The k examples before each x-token, read from the inputs (trivial predictors)."""
+        return prefix_problems(*deinterleave(inputs), self.positions)
+
     def r2_rows(self, pred_PxM: torch.Tensor, target_PxM: torch.Tensor, positions,
                 infer_iter=None) -> list[dict]:
         """R² rows (pooled and batch-mean) at each position."""

@@ -25,6 +25,15 @@ Position codes (Assumption 3): Rademacher vectors {±1/√d_e}^{d_e}, d_e = max(
 until |⟨w_i, w_j⟩| ≤ 1/2 against every earlier code (the paper's bound; rejecting the whole
 set never succeeds for N >= 16, and the peer code does not enforce it). Codes and u come from
 the task seed (on the CPU, so every device sees the same), and are exposed as `codes` and `u`.
+
+Trivial predictors (`trivial_predictors`): zero; prompt_mean, also 0 (no labels in the prompt;
+E[y] = 0 for both links); and no_retrieval, the best predictor that does not know which
+positions to read: the conditional mean of y_i given all the tokens but not the indices,
+E[y_i | x_1..x_N] = q · (1/N) Σ_j g₁(x_j) with y_i = Σ_l g₁(x_{t_il}) (g₁ = ⟨u, x⟩/√q or
+(‖x‖² − d)/√(2qd)): the link averaged over positions. Its MSE is 1 − q/N (a_j = g₁(x_j)√q
+i.i.d. with mean 0, variance 1: E[(y − √q ā)²] = 1 − 2q/N + q/N), e.g. 0.5 at N = 2, 0.75 at
+N = 4 for q = 1; the same for simple-qSTR, whose shared tuple is unknown as well.
+
 [code] The peer code tests on simple prompts even in 1STR runs; here the test prompts follow
 the training distribution, and an evaluation point {"test_dist": "simple", "simple": True}
 gives the peer's variant without retraining.
@@ -139,6 +148,22 @@ class SparseRetrieval:
             d = self.cfg.dim
             y = (picked.pow(2).sum(-1) - d).sum(-1) / math.sqrt(2 * q * d)
         return y.unsqueeze(-1)
+
+    def trivial_predictors(self) -> dict:
+        """prompt_mean (0) and no_retrieval (the link averaged over positions), module doc."""
+        cfg = self.cfg
+
+        def no_retrieval(inputs: torch.Tensor) -> torch.Tensor:
+            x = inputs[..., :cfg.dim]  # (P, N, d): the tokens, without the position codes
+            if cfg.link == "linear":
+                g1 = x @ self.u.to(x.dtype) / math.sqrt(cfg.q)
+            else:
+                g1 = (x.pow(2).sum(-1) - cfg.dim) / math.sqrt(2 * cfg.q * cfg.dim)
+            mean = cfg.q * g1.mean(1, keepdim=True)  # (P, 1): the same at every position
+            return mean.expand(-1, inputs.shape[1]).unsqueeze(-1).clone()
+
+        return {"prompt_mean": lambda inputs: inputs.new_zeros(*inputs.shape[:2], 1),
+                "no_retrieval": no_retrieval}
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         B, N = batch_size, self.cfg.n_points
