@@ -34,7 +34,15 @@ from torch.func import functional_call, stack_module_state, vmap
 from icl_core.config import MemberConfig, to_plain
 from icl_core.device import resolve_device
 from icl_core.tasks import Batch
-from icl_core.train import FIXED_BATCH, OPTIMIZERS, MemberRun, lr_factor, member_loss, train_row
+from icl_core.train import (
+    FIXED_BATCH,
+    OPTIMIZERS,
+    MemberRun,
+    lr_factor,
+    member_loss,
+    train_batch,
+    train_row,
+)
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
 
@@ -128,11 +136,11 @@ class StackedRun:
 
     # -- training ---------------------------------------------------------------------
     def _losses(self, step: int) -> torch.Tensor:
-        batches = [r.task.sample(self.cfg.batch_size, r.data_gen) for r in self.runs]
+        batches = [train_batch(r.task, self.cfg.batch_size, r.data_gen, step) for r in self.runs]
         inputs = torch.stack([b.inputs for b in batches])
         targets = torch.stack([b.targets for b in batches])
         extras = {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras}
-        mask = batches[0].mask
+        mask = batches[0].mask  # one per step: a curriculum's mask depends on the step only
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
 
         def one(params, buffers, x, y, ex):

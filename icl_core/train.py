@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from icl_core.config import MemberConfig, TrainConfig
+from icl_core.config import ConfigError, MemberConfig, TrainConfig
 from icl_core.device import derive_seed, generator, resolve_device, resolve_dtype
 from icl_core.models import build_model
 from icl_core.tasks import Batch, build_task, masked_mse
@@ -79,6 +79,11 @@ class MemberRun:
             dtype=self.dtype,
         )
         cfg = member.train
+        if getattr(self.task, "has_curriculum", False) and (
+                cfg.dataset_size or cfg.optimizer in FIXED_BATCH):
+            raise ConfigError("task.curriculum_*: a training curriculum needs online batches; "
+                              f"got train.dataset_size={cfg.dataset_size}, "
+                              f"train.optimizer={cfg.optimizer!r}")
         if cfg.compile:
             self.model.compile()  # in place: state_dict keys (checkpoints) unchanged
         reset_peak_memory(self.device)
@@ -129,7 +134,7 @@ class MemberRun:
                 self.scheduler.step()
                 continue
             batch = self._dataset_batch(step) if cfg.dataset_size else \
-                self.task.sample(cfg.batch_size, self.data_gen)
+                train_batch(self.task, cfg.batch_size, self.data_gen, step)
             loss = self.loss(batch, step)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -248,6 +253,19 @@ class MemberRun:
         self.stopped_at = state.get("stopped_at")
         self.epoch_loss = state.get("epoch_loss", self.epoch_loss)
         self.steps_timed = state.get("steps_timed", self.step)
+
+
+def train_batch(task, batch_size: int, generator: torch.Generator, step: int) -> Batch:
+    """The online training batch at optimizer step `step` (MemberRun and StackedRun both draw
+    through here): a task with a training curriculum defines `train_sample(batch_size,
+    generator, step)` (e.g. relu_teacher's Garg curriculum); every other task draws `sample`.
+    The step is a pure function of the run's progress, so a resumed run redraws the same
+    batches. Finite datasets and fixed batches are drawn once with `sample` (MemberRun refuses
+    a curriculum there)."""
+    own = getattr(task, "train_sample", None)
+    if own is not None:
+        return own(batch_size, generator, step)
+    return task.sample(batch_size, generator)
 
 
 def member_loss(model: torch.nn.Module, batch: Batch, step: int) -> torch.Tensor:
