@@ -1,0 +1,92 @@
+"""Run studies' members on a bare machine without Ray (torch + pyarrow only), in a process pool.
+
+    python benchmarks/run_without_ray.py algoformer --preset gpu [--study loops ...]
+        [--storage results] [--workers 8] [--device auto] [--stack auto]
+        [--where task.name=rep_regression ...]
+
+For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
+the same members, trial code (`icl_core.trial.run_trial`) and row files as a sweep run, so
+`python -m analysis.regenerate` draws the figures from the rows afterwards. Members that
+differ only in their seeds form one trial (stacked on CUDA under `--stack auto`); finished
+members are skipped, as a sweep re-run skips them. No restarts, no Tune: a failing member is
+recorded with its reason by the trial code and the others go on. Prints one line per trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from icl_core.catalog import load_sweep  # noqa: E402
+from icl_core.config import flatten  # noqa: E402
+from icl_core.provenance import driver_provenance  # noqa: E402
+from icl_core.stacked import stack_key  # noqa: E402
+from icl_core.store import Store  # noqa: E402
+from icl_core.trial import TrialSpec, run_trial  # noqa: E402
+
+
+def selected(member, where: dict[str, str]) -> bool:
+    """The member's flattened config matches every `key=value` of `--where` (as text)."""
+    flat = flatten(member.to_dict())
+    return all(str(flat.get(key)) == value for key, value in where.items())
+
+
+def trials(sweep_name: str, preset: str, studies: list[str], storage: str, device: str,
+           stack: str, provenance: dict, where: dict[str, str]) -> list[TrialSpec]:
+    sweep, store, out = load_sweep(sweep_name), Store(storage), []
+    for study in sweep.studies:
+        if studies and study.name not in studies or not hasattr(study, "grid"):
+            continue  # searches need Optuna + Tune
+        done = store.finished(sweep.name, study.name)
+        groups: dict = {}
+        for m in study.members(preset, {"device": device} if device != "auto" else None):
+            if m.hash not in done and selected(m, where):
+                groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
+        out += [TrialSpec(sweep.name, study.name, storage, g, provenance=provenance,
+                          stack=stack) for g in groups.values()]
+    return sorted(out, key=lambda s: -len(s.members))
+
+
+def run(spec: TrialSpec) -> tuple[str, int, float, str]:
+    start = time.time()
+    try:
+        statuses = run_trial(spec)
+        result = ",".join(sorted(set(statuses.values())))
+    except Exception as err:  # recorded per member by run_trial; keep the pool going
+        result = f"failed: {str(err)[:200]}"
+    return spec.study, len(spec.members), time.time() - start, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweep")
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--study", action="append", default=[])
+    parser.add_argument("--storage", default="results")
+    parser.add_argument("--workers", type=int, default=mp.cpu_count())
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--stack", default="auto")
+    parser.add_argument("--where", action="append", default=[],
+                        help="only members whose flattened config has key=value")
+    args = parser.parse_args()
+    where = dict(w.split("=", 1) for w in args.where)
+    specs = trials(args.sweep, args.preset, args.study, args.storage, args.device, args.stack,
+                   driver_provenance(), where)
+    members = sum(len(s.members) for s in specs)
+    print(f"{args.sweep} [{args.preset}]: {len(specs)} trials, {members} members, "
+          f"{args.workers} workers", flush=True)
+    start = time.time()
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        for i, (study, n, secs, result) in enumerate(pool.imap_unordered(run, specs), 1):
+            print(f"[{time.time() - start:7.1f}s] {i}/{len(specs)} {study}: {n} member(s) "
+                  f"in {secs:.1f}s -> {result}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
