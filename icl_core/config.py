@@ -421,6 +421,10 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
     check_input = getattr(model, "check_input", None)
     if check_input is not None and hasattr(task, "d_in"):
         check_input(task.d_in, "model")
+    if getattr(task, "curriculum_dims_start", 0) or getattr(task, "curriculum_points_start", 0):
+        require(not train.dataset_size and train.optimizer != "lbfgs", "task.curriculum_*",
+                "a training curriculum needs online batches; got "
+                f"train.dataset_size={train.dataset_size}, train.optimizer={train.optimizer!r}")
     if not getattr(model, "trainable", True):
         require(train.steps == 0, "train.steps",
                 f"model {model.name!r} has no trainable weights; set train.steps=0")

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from icl_core.config import ConfigError, MemberConfig, TrainConfig
+from icl_core.config import MemberConfig, TrainConfig
 from icl_core.device import derive_seed, generator, resolve_device, resolve_dtype
 from icl_core.models import build_model
 from icl_core.tasks import Batch, build_task, masked_mse
@@ -79,11 +79,6 @@ class MemberRun:
             dtype=self.dtype,
         )
         cfg = member.train
-        if getattr(self.task, "has_curriculum", False) and (
-                cfg.dataset_size or cfg.optimizer in FIXED_BATCH):
-            raise ConfigError("task.curriculum_*: a training curriculum needs online batches; "
-                              f"got train.dataset_size={cfg.dataset_size}, "
-                              f"train.optimizer={cfg.optimizer!r}")
         if cfg.compile:
             self.model.compile()  # in place: state_dict keys (checkpoints) unchanged
         reset_peak_memory(self.device)

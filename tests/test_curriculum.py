@@ -110,10 +110,9 @@ def test_bad_curriculum_settings_are_refused():
                 {"curriculum_every": 0}, {"curriculum_points_inc": 0}):
         with pytest.raises(ConfigError, match="curriculum_"):
             member(**bad)
-    lbfgs = resolve_member({**member(**GARG).to_dict(),
-                            "train": {"optimizer": "lbfgs", "steps": 2}})
-    with pytest.raises(ConfigError, match="online batches"):
-        MemberRun(lbfgs)
+    for train in ({"optimizer": "lbfgs", "steps": 2}, {"dataset_size": 64}):
+        with pytest.raises(ConfigError, match="online batches"):  # refused before launch
+            resolve_member({**member(**GARG).to_dict(), "train": train})
 
 
 def test_masked_loss_equals_a_really_shorter_prompt():
