@@ -12,7 +12,10 @@
 
 "error" is the mean over test prompts (statistic "mean") of the squared error; Figs 3 and 4
 average it over prompt positions (the Eq. 6 prefix average), Fig 2 shows every position and
-Fig 5 the last one. Values are means over members (seeds) with the same config. The trivial
+Fig 5 the last one. Every model is drawn as the median over seeds with the min–max over seeds
+as a band (analysis.plotting.seed_band; the legend title says so and gives n); the summary
+holds the medians and, with "_lo" / "_hi", the seed min / max; baselines are means over
+members. The trivial
 predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their rows
 exist; a model whose error at the last position is not <= 0.1 x the best of them is marked
 "not testable at this scale" (analysis.verdicts.LEARNED_ERROR_RATIO).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from analysis.frames import cell_regime
 from analysis.plotting import (
@@ -31,11 +35,14 @@ from analysis.plotting import (
     baseline_line,
     figure_legend,
     hollow,
+    legend_right,
     log_axes,
     palette,
     regime_note,
     ridge_solves,
     save,
+    seed_band,
+    seed_level,
     study_title,
     style,
 )
@@ -79,6 +86,21 @@ def regime_at_last(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return cell_regime(final, keys, statistic="mean", metric="mse")
 
 
+def spread_text(table: pl.DataFrame, i: int = -1) -> str:
+    """"0.21 [0.19, 0.25]": the median over seeds at row i of a seed_band table and its
+    min–max over seeds ("0.21 (1 seed)" with one)."""
+    row = table.row(i, named=True)
+    if row["n_seeds"] <= 1:
+        return f"{row['median']:.3g} (1 seed)"
+    return f"{row['median']:.3g} [{row['min']:.3g}, {row['max']:.3g}]"
+
+
+def _spread_keys(key: str, table: pl.DataFrame, i: int = -1) -> dict:
+    row = table.row(i, named=True)
+    return {key: float(row["median"]), f"{key}_lo": float(row["min"]),
+            f"{key}_hi": float(row["max"]), f"{key}_n_seeds": int(row["n_seeds"])}
+
+
 def trivial_mean(rows: pl.DataFrame, by: list[str] = (), last: bool = False) -> pl.DataFrame:
     """(by..., predictor, value): each trivial predictor's error averaged over positions (or
     at the last position), mean over members; empty without trivial rows."""
@@ -92,29 +114,30 @@ def trivial_mean(rows: pl.DataFrame, by: list[str] = (), last: bool = False) -> 
 def algo_examples_figure(rows: pl.DataFrame, out_dir, name: str = "algo_examples",
                          **_context) -> dict:
     headline = _with(mse_rows(rows), "model.name")
-    final = headline.filter(pl.col("predictor") == "model")
-    if final.height == 0:
+    curves = headline.filter(pl.col("predictor") == "model")  # one row per member, position
+    if curves.height == 0:
         raise ValueError("algo_examples: no final mse rows of ok members")
-    curves = final.group_by("task.name", "model.name", "position").agg(
-        pl.col("value").mean()).sort("position")
     trivial = headline.filter(pl.col("predictor").is_in(list(TRIVIAL))).group_by(
         "task.name", "predictor", "position").agg(pl.col("value").mean()).sort("position")
     regime = regime_at_last(rows, ["task.name", "model.name"])
     tasks = [t for t in TASK_LABEL if t in set(curves["task.name"].to_list())]
     style()
-    fig, axes = plt.subplots(1, len(tasks), squeeze=False, figsize=(3.8 * len(tasks), 3.2))
+    # one panel: wide and tall enough that the title and the y label keep clear of each other
+    fig, axes = plt.subplots(1, len(tasks), squeeze=False, layout="constrained",
+                             figsize=(max(3.8 * len(tasks), 5.0), 3.6 if len(tasks) > 1 else 4.0))
     summary: dict = {"fit": None, "excluded": 0, "regime": regime}
     notes = []
     for ax, task in zip(axes[0], tasks, strict=True):
         log_axes(ax, x=False)
         src = curves.filter(pl.col("task.name") == task)
         for model in [m for m in MODEL_LABEL if m in set(src["model.name"].to_list())]:
-            c = src.filter(pl.col("model.name") == model)
-            x, y = c["position"].to_numpy(), c["value"].to_numpy()
-            ax.plot(x, y, "-", color=MODEL_COLOR[model], label=MODEL_LABEL[model])
-            summary[f"err_{task}_{model}_last"] = float(y[-1])
+            _, c = seed_band(ax, src.filter(pl.col("model.name") == model), "position",
+                             label=MODEL_LABEL[model], color=MODEL_COLOR[model], marker=None)
+            y = c["median"].to_numpy()
+            summary.update(_spread_keys(f"err_{task}_{model}_last", c))
             summary[f"err_{task}_{model}_mean"] = float(np.mean(y))
-            notes.append(f"{task} {model}: last {y[-1]:.3g}, mean {np.mean(y):.3g}")
+            notes.append(f"{task} {model}: last {spread_text(c)} (median [min, max] over "
+                         f"seeds), mean over positions {np.mean(y):.3g}")
         for predictor in TRIVIAL:
             t = trivial.filter((pl.col("task.name") == task) & (pl.col("predictor") == predictor))
             if t.height:
@@ -123,10 +146,10 @@ def algo_examples_figure(rows: pl.DataFrame, out_dir, name: str = "algo_examples
             pl.col("model.name").replace(MODEL_LABEL).alias("model"))
         regime_note(ax, regime_notes(part, group="model"))
         ax.set_title(TASK_LABEL[task], fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("in-context examples")
-    axes[0, 0].set_ylabel("squared error (mean over prompts)")
+    axes[0, 0].set_ylabel("squared error\n(mean over prompts)")
     fig.suptitle(study_title(rows), fontsize=10)
-    fig.tight_layout()
     figure_legend(fig, axes.flat)
     paths = save(fig, out_dir, name)
     plt.close(fig)
@@ -135,13 +158,13 @@ def algo_examples_figure(rows: pl.DataFrame, out_dir, name: str = "algo_examples
 
 
 def loop_curves(rows: pl.DataFrame) -> pl.DataFrame:
-    """Error averaged over positions per (T, ΔT, loop_iter) of the looped models."""
+    """Each member's error averaged over positions per loop_iter: (config_hash, seed, T, ΔT,
+    layers, heads, loop_iter, value) of the looped models."""
     loops = _with(mse_rows(rows, loop_rows=True).filter(pl.col("predictor") == "model"),
                   "model.loops", "model.window", "model.layers", "model.heads")
-    per_member = loops.group_by("config_hash", "model.loops", "model.window", "model.layers",
-                                "model.heads", "loop_iter").agg(pl.col("value").mean())
-    return per_member.group_by("model.loops", "model.window", "model.layers", "model.heads",
-                               "loop_iter").agg(pl.col("value").mean()).sort("loop_iter")
+    return loops.group_by("config_hash", "seed", "model.loops", "model.window", "model.layers",
+                          "model.heads", "loop_iter").agg(pl.col("value").mean()).sort(
+        "loop_iter")
 
 
 def algo_loops_figure(rows: pl.DataFrame, out_dir, name: str = "algo_loops",
@@ -158,16 +181,21 @@ def algo_loops_figure(rows: pl.DataFrame, out_dir, name: str = "algo_loops",
                                                                      "model.window")
     colors = list(palette([str(k) for k in keys.iter_rows()]).values())
     for i, (T, dT) in enumerate(keys.iter_rows()):
-        c = curves.filter((pl.col("model.loops") == T) & (pl.col("model.window") == dT))
-        x, y = c["loop_iter"].to_numpy(), c["value"].to_numpy()
         color = colors[i]
-        ax.plot(x, y, "-", color=color, label=f"T = {T}, ΔT = {dT}")
+        _, c = seed_band(ax, curves.filter((pl.col("model.loops") == T)
+                                           & (pl.col("model.window") == dT)), "loop_iter",
+                         label=f"T = {T}, ΔT = {dT}", color=color, marker=None)
+        x, y = c["loop_iter"].to_numpy(), c["median"].to_numpy()
         ax.axvline(T, color=color, ls=":", lw=0.8)
-        at_T, best, last = float(y[x == T][0]), int(x[np.argmin(y)]), float(y[-1])
-        summary.update({f"err_T{T}_dT{dT}_at_T": at_T, f"err_T{T}_dT{dT}_min": float(y.min()),
-                        f"err_T{T}_dT{dT}_argmin": best, f"err_T{T}_dT{dT}_last": last})
-        notes.append(f"(T={T}, ΔT={dT}): at T {at_T:.3g}, min {y.min():.3g} at t={best}, "
-                     f"at t={int(x[-1])} {last:.3g}")
+        at = int(np.flatnonzero(x == T)[0]) if (x == T).any() else 0
+        i_best = int(np.argmin(y))
+        summary.update({**_spread_keys(f"err_T{T}_dT{dT}_at_T", c, at),
+                        f"err_T{T}_dT{dT}_min": float(y.min()),
+                        f"err_T{T}_dT{dT}_argmin": int(x[i_best]),
+                        **_spread_keys(f"err_T{T}_dT{dT}_last", c)})
+        notes.append(f"(T={T}, ΔT={dT}): at T {spread_text(c, at)}, min {spread_text(c, i_best)} "
+                     f"at t={int(x[i_best])}, at t={int(x[-1])} {spread_text(c)} "
+                     f"(median [min, max] over seeds)")
     for predictor, value in trivial_mean(rows).select("predictor", "value").iter_rows():
         baseline_line(ax, predictor, value, " (mean over positions)")
     regime = regime_at_last(rows, ["model.loops", "model.window"]).with_columns(
@@ -177,7 +205,7 @@ def algo_loops_figure(rows: pl.DataFrame, out_dir, name: str = "algo_loops",
     ax.set_xlabel("inference loop iterations t")
     ax.set_ylabel("squared error (mean over prompts, positions)")
     ax.set_title(f"{study_title(rows)}\n(dotted: training T)", fontsize=9)
-    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    legend_right([ax], ax, fontsize=6)
     paths = save(fig, out_dir, name)
     plt.close(fig)
     summary.update(paths=paths, note="; ".join(notes))
@@ -185,12 +213,12 @@ def algo_loops_figure(rows: pl.DataFrame, out_dir, name: str = "algo_loops",
 
 
 def position_mean(rows: pl.DataFrame) -> pl.DataFrame:
-    """Headline error averaged over positions, per model config (mean over seeds)."""
+    """Headline error averaged over positions, per member: (config_hash, seed, name, layers,
+    heads, depth, value)."""
     final = _with(mse_rows(rows).filter(pl.col("predictor") == "model"), "model.name",
                   "model.layers", "model.heads", "model.depth")
     keys = ["model.name", "model.layers", "model.heads", "model.depth"]
-    member = final.group_by("config_hash", *keys).agg(pl.col("value").mean())
-    return member.group_by(keys).agg(pl.col("value").mean())
+    return final.group_by("config_hash", "seed", *keys).agg(pl.col("value").mean())
 
 
 def algo_layers_heads_figure(rows: pl.DataFrame, out_dir, name: str = "algo_layers_heads",
@@ -208,23 +236,24 @@ def algo_layers_heads_figure(rows: pl.DataFrame, out_dir, name: str = "algo_laye
     layers = sorted(algo["model.layers"].unique().to_list())
     colors = list(palette([str(L) for L in layers]).values())
     for i, L in enumerate(layers):
-        c = algo.filter(pl.col("model.layers") == L).sort("model.heads")
-        h, y = c["model.heads"].to_numpy(), c["value"].to_numpy()
         color = colors[i]
-        ax.plot(h, y, "o-", color=color, label=f"AlgoFormer L = {L}")
-        out = c.join(regime.filter(pl.col("learned").not_()).select(
-            "model.name", "model.layers", "model.heads"), on=["model.name", "model.layers",
-                                                             "model.heads"], how="semi")
-        hollow(ax, out["model.heads"], out["value"], color)
-        summary.update({f"err_L{L}_h{hh}": float(v) for hh, v in zip(h, y, strict=True)})
-        notes.append(f"L={L}: " + ", ".join(f"h{hh} {v:.3g}" for hh, v in zip(h, y, strict=True)))
+        _, c = seed_band(ax, algo.filter(pl.col("model.layers") == L), "model.heads",
+                         label=f"AlgoFormer L = {L}", color=color)
+        h = c["model.heads"].to_numpy()
+        out = regime.filter(pl.col("learned").not_() & (pl.col("model.name") == "algoformer")
+                            & (pl.col("model.layers") == L)).select("model.heads")
+        out = c.join(out, on="model.heads", how="semi")
+        hollow(ax, out["model.heads"], out["median"], color)
+        for j, hh in enumerate(h):
+            summary.update(_spread_keys(f"err_L{L}_h{hh}", c, j))
+        notes.append(f"L={L}: " + ", ".join(f"h{hh} {spread_text(c, j)}"
+                                            for j, hh in enumerate(h)))
         std = table.filter((pl.col("model.name") == "transformer")
                            & (pl.col("model.depth") == 3 * L))
         if std.height:
-            v = float(std["value"][0])
-            ax.axhline(v, color=color, ls="--", lw=1, label=f"standard, {3 * L} layers")
-            summary[f"err_standard_{3 * L}"] = v
-            notes.append(f"standard {3 * L} layers {v:.3g}")
+            _, level = seed_level(ax, std, label=f"standard, {3 * L} layers", color=color)
+            summary.update(_spread_keys(f"err_standard_{3 * L}", level, 0))
+            notes.append(f"standard {3 * L} layers {spread_text(level, 0)}")
     for predictor, value in trivial_mean(rows).select("predictor", "value").iter_rows():
         baseline_line(ax, predictor, value, " (mean over positions)")
     part = regime.with_columns(pl.format("{} L = {}", "model.name", "model.layers").alias("m"))
@@ -233,10 +262,10 @@ def algo_layers_heads_figure(rows: pl.DataFrame, out_dir, name: str = "algo_laye
     ax.set_xlabel("heads h")
     ax.set_ylabel("squared error (mean over prompts, positions)")
     ax.set_title(study_title(rows), fontsize=9)
-    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    legend_right([ax], ax, fontsize=6)
     paths = save(fig, out_dir, name)
     plt.close(fig)
-    summary.update(paths=paths, note="; ".join(notes))
+    summary.update(paths=paths, note="; ".join(notes) + " (median [min, max] over seeds)")
     return summary
 
 
@@ -244,7 +273,9 @@ BASELINES = ("gd_tuned_float64", "newton_float64")
 
 
 def newton_curves(rows: pl.DataFrame) -> pl.DataFrame:
-    """(noise, predictor, iteration, error at the last position), means over members."""
+    """(noise, label, iteration, error at the last position): the AlgoFormer curves per
+    member (with seed; label "AlgoFormer (T, ΔT)"), the baselines (label: the predictor)
+    as means over members (seed null)."""
     ok = _with(rows, "task.noise_std", "model.loops", "model.window")
     last = pl.col("position") == pl.col("position").max().over("config_hash")
     model = mse_rows(ok, loop_rows=True).filter((pl.col("predictor") == "model") & last)
@@ -255,10 +286,12 @@ def newton_curves(rows: pl.DataFrame) -> pl.DataFrame:
     base = head.filter(pl.col("predictor").is_in([*BASELINES, "ols_float64", *TRIVIAL])
                        ).with_columns(
         pl.col("predictor").alias("label"), pl.col("infer_iter").alias("iteration"))
-    cols = ["task.noise_std", "label", "iteration", "value"]
-    both = pl.concat([model.select(cols), base.select(cols)])
-    return both.group_by("task.noise_std", "label", "iteration").agg(
-        pl.col("value").mean()).sort("iteration")
+    cols = ["task.noise_std", "label", "iteration"]
+    model = model.group_by(*cols, "config_hash", "seed").agg(pl.col("value").mean())
+    base = base.group_by(cols).agg(pl.col("value").mean(), pl.lit(None, pl.String).alias(
+        "config_hash"), pl.lit(None, model.schema["seed"]).alias("seed"))
+    order = [*cols, "config_hash", "seed", "value"]
+    return pl.concat([model.select(order), base.select(order)]).sort("iteration")
 
 
 def algo_newton_figure(rows: pl.DataFrame, out_dir, name: str = "algo_newton",
@@ -268,8 +301,8 @@ def algo_newton_figure(rows: pl.DataFrame, out_dir, name: str = "algo_newton",
         raise ValueError("algo_newton: no mse rows of ok members")
     noises = sorted(curves["task.noise_std"].unique().to_list())
     style()
-    fig, axes = plt.subplots(1, len(noises), squeeze=False, sharey=True,
-                             figsize=(3.8 * len(noises), 3.4))
+    fig, axes = plt.subplots(1, len(noises), squeeze=False, sharey=True, layout="constrained",
+                             figsize=(max(3.8 * len(noises), 5.0), 3.8))
     regime = regime_at_last(rows, ["task.noise_std", "model.loops", "model.window"])
     summary: dict = {"fit": None, "excluded": 0, "regime": regime}
     notes = []
@@ -287,18 +320,26 @@ def algo_newton_figure(rows: pl.DataFrame, out_dir, name: str = "algo_newton",
                 summary[f"err_s{sigma}_{'ols' if label == 'ols_float64' else label}"] = v
                 continue
             c = c.filter(pl.col("iteration") >= 1)
-            x, y = c["iteration"].to_numpy(), c["value"].to_numpy()
-            if label in BASELINES:
-                baseline_curve(ax, label, x, y)
-            else:
-                ax.plot(x, y, color=PALETTE[0], label=label)
             key = {"gd_tuned_float64": "gd", "newton_float64": "newton"}.get(label, "model")
+            if label in BASELINES:
+                x, y = c["iteration"].to_numpy(), c["value"].to_numpy()
+                baseline_curve(ax, label, x, y)
+                text = [f"{v:.3g}" for v in y]
+                spread = None
+            else:
+                _, spread = seed_band(ax, c, "iteration", label=label, color=PALETTE[0],
+                                      marker=None)
+                x, y = spread["iteration"].to_numpy(), spread["median"].to_numpy()
+                text = [spread_text(spread, j) for j in range(spread.height)]
             for t in (1, 3, 10, int(x.max())):
                 if (x == t).any():
-                    summary[f"err_s{sigma}_{key}_t{t}"] = float(y[x == t][0])
+                    j = int(np.flatnonzero(x == t)[0])
+                    summary[f"err_s{sigma}_{key}_t{t}"] = float(y[j])
+                    if spread is not None:
+                        summary.update(_spread_keys(f"err_s{sigma}_{key}_t{t}", spread, j))
             summary[f"err_s{sigma}_{key}_min"] = float(y.min())
-            notes.append(f"σ={sigma} {key}: t=1 {y[0]:.3g}, min {y.min():.3g}, "
-                         f"t={int(x.max())} {y[-1]:.3g}")
+            notes.append(f"σ={sigma} {key}: t=1 {text[0]}, min {text[int(np.argmin(y))]}, "
+                         f"t={int(x.max())} {text[-1]}")
         part = regime.filter(pl.col("task.noise_std") == sigma).with_columns(
             pl.format("AlgoFormer (T = {}, ΔT = {})", "model.loops", "model.window").alias("m"))
         regime_note(ax, regime_notes(part, group="m"))
@@ -306,7 +347,6 @@ def algo_newton_figure(rows: pl.DataFrame, out_dir, name: str = "algo_newton",
         ax.set_xlabel("iterations / loops t")
     axes[0, 0].set_ylabel("squared error at the last position\n(mean over prompts)")
     fig.suptitle(study_title(rows), fontsize=10)
-    fig.tight_layout()
     figure_legend(fig, axes.flat)
     paths = save(fig, out_dir, name)
     plt.close(fig)

@@ -10,7 +10,11 @@
 * deep_scaling: 1 - R² at the training length vs depth, one curve per width, with a
   saturating fit c + a L^-b per width; and 1 - R² vs k per model with a fit of the best.
 
-Every value is a mean over members (seeds) of a row; statistic "pooled" unless noted. The
+Every value is the median over seeds (a seed's value: the mean over its members with the same
+config, in practice one); statistic "pooled" unless noted. The transformers (and the trained
+N-layer net, the comparison of Figs 1-2) are drawn with their min–max over seeds as a band
+(error bars on point markers; analysis.plotting.seed_band; the legend title says so and
+gives n); the summary keys ending in "_lo" / "_hi" hold the seed min / max. The
 trivial predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their
 rows exist, and a panel whose transformer does not clear the best of them by the R² margin
 (analysis.verdicts.LEARNED_R2_GAP) at the training length says "not testable at this scale".
@@ -18,6 +22,7 @@ rows exist, and a panel whose transformer does not clear the best of them by the
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import matplotlib.pyplot as plt
@@ -38,15 +43,18 @@ from analysis.plotting import (
     grid_ticks,
     hollow,
     legend_right,
+    legend_title,
     log_axes,
     look,
     panel_note,
     regime_note,
     save,
+    seed_band,
+    seed_caption,
     study_title,
     style,
 )
-from analysis.verdicts import TRIVIAL, final_rows, regime_notes
+from analysis.verdicts import TRIVIAL, final_rows, regime_notes, seed_spreads
 
 MIXER_LABEL = {"relu_attention": "ReLU attention", "attention": "softmax attention"}
 MIXER_COLORS = {"relu_attention": PALETTE[0], "attention": PALETTE[3]}
@@ -55,16 +63,26 @@ LABELS = {"model": "transformer (ICL)", NET: look(NET).label, OLS: "least square
 STATISTIC = "pooled"  # R² pooled over the test prompts
 
 
-def r2_table(rows: pl.DataFrame, statistic: str = "pooled") -> pl.DataFrame:
-    """Final R² rows of ok members (best epoch for the baseline), averaged over members with
-    the same mixer, teacher depth, model size, test point, predictor and k."""
-    keys = ["predictor", "model.mixer", "task.depth", "model.depth", "model.width",
-            "task.n_points", "test_dist", "prompt_len", "position"]
+KEYS = ["predictor", "model.mixer", "task.depth", "model.depth", "model.width",
+        "task.n_points", "test_dist", "prompt_len", "position"]
+
+
+def r2_members(rows: pl.DataFrame, statistic: str = "pooled") -> pl.DataFrame:
+    """Final R² of ok members (best epoch for the baseline): (KEYS..., seed, r2), one row per
+    seed and cell (the mean over members sharing both), and mix (ω₂ of test_dist)."""
     r2 = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == "r2")
                      & (pl.col("statistic") == statistic) & pl.col("infer_iter").is_null())
     r2 = r2.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
-    return r2.group_by(keys).agg(pl.col("value").mean().alias("r2"),
-                                 pl.col("seed").n_unique().alias("n_seeds")).sort(keys)
+    return r2.group_by(*KEYS, "seed").agg(pl.col("value").mean().alias("r2")).with_columns(
+        pl.col("test_dist").str.strip_prefix("w").cast(pl.Float64, strict=False).alias("mix"))
+
+
+def r2_table(rows: pl.DataFrame, statistic: str = "pooled") -> pl.DataFrame:
+    """Final R² per cell (KEYS: predictor, mixer, teacher depth, model size, test point, k):
+    r2 = the median over seeds, with n_seeds and the seeds' min / max (seed_spreads)."""
+    members = r2_members(rows, statistic)
+    table = seed_spreads(members, KEYS, value="r2").drop("values")
+    return table.with_columns(pl.col("median").alias("r2"))
 
 
 def _mix(test_dist: str) -> float:
@@ -84,6 +102,42 @@ def _at(table: pl.DataFrame, k: int, **where) -> float:
     return float(hit[0]) if hit.size else float("nan")
 
 
+def _spread_at(table: pl.DataFrame, k: int, **where) -> dict:
+    """{median, min, max, n_seeds} of an r2_table cell at k (NaN / 0 where there is none)."""
+    for key, value in where.items():
+        table = table.filter(pl.col(key) == value)
+    hit = table.filter(pl.col("position") == k)
+    if hit.height == 0:
+        return {"median": math.nan, "min": math.nan, "max": math.nan, "n_seeds": 0}
+    return {c: hit[c][0] for c in ("median", "min", "max", "n_seeds")}
+
+
+def _spread_keys(key: str, cell: dict) -> dict:
+    return {key: float(cell["median"]), f"{key}_lo": float(cell["min"]),
+            f"{key}_hi": float(cell["max"]), f"{key}_n_seeds": int(cell["n_seeds"])}
+
+
+def _text(cell: dict) -> str:
+    """"0.912 [0.905, 0.920]" (median [min, max] over seeds), "0.912 (1 seed)" with one."""
+    if cell["n_seeds"] <= 1:
+        return f"{cell['median']:.3f} (1 seed)"
+    return f"{cell['median']:.3f} [{cell['min']:.3f}, {cell['max']:.3f}]"
+
+
+def _seed_curve(ax, members: pl.DataFrame, x: str, predictor: str, label: str | None = None,
+                color=None, **kwargs):
+    """One predictor's R² along x with its seed spread (seed_band): the transformer in the
+    model colour (or `color`), a baseline in its Look."""
+    if predictor == "model":
+        style_kw = {"color": color or COLORS["model"], "marker": "o" if x == "mix" else None}
+    else:
+        lk = look(predictor)
+        style_kw = {"color": color or lk.color, "linestyle": lk.dash, "marker": lk.marker,
+                    "markersize": 3, "linewidth": lk.width}
+    return seed_band(ax, members, x, "r2", label=label or LABELS.get(predictor),
+                     **{**style_kw, **kwargs})
+
+
 def shift_regime(rows: pl.DataFrame, k: int) -> pl.DataFrame:
     """The learned-regime table of the transformer's pooled R² at k in-context examples per
     (mixer, teacher depth, test mixture): R² >= the best trivial predictor's + 0.05."""
@@ -98,6 +152,7 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
     table = r2_table(rows)
     if table.height == 0:
         raise ValueError("deep_shift: no final r2 rows of ok members")
+    members = r2_members(rows)
     model = table.filter(pl.col("predictor") == "model")
     refs = table.filter(pl.col("predictor").is_in([NET, OLS, *TRIVIAL]))
     depths = sorted(model["task.depth"].unique().to_list())
@@ -120,8 +175,13 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
                                   test_dist=dist)
                     if not x.size:
                         continue
-                    if predictor == "model":
-                        ax.plot(x, y, color=COLORS["model"], label=LABELS["model"])
+                    if predictor in (NET, "model"):  # the comparison: both with their spread
+                        part = members.filter(
+                            (pl.col("predictor") == predictor) & (pl.col("task.depth") == depth)
+                            & (pl.col("test_dist") == dist))
+                        if predictor == "model":
+                            part = part.filter(pl.col("model.mixer") == mixer)
+                        _seed_curve(ax, part, "position", predictor)
                     else:
                         baseline_curve(ax, predictor, x, y, label=LABELS.get(predictor))
                     low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
@@ -144,7 +204,8 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
         fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
                      f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
         fig.tight_layout()
-        figure_legend(fig, axes.flat)
+        figure_legend(fig, axes.flat, title=seed_caption(list(axes.flat)).replace(
+            "median over seeds", "median over seeds (transformer, trained net)"))
         paths += save(fig, out_dir, f"{name}_{mixer}")
         plt.close(fig)
     # summary: R² at the training length vs ω₂, and the change past the training length
@@ -153,24 +214,26 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
     for i, depth in enumerate(depths):
         ax = axes[0, i]
         mixes = [_mix(d) for d in dists]
+        at_k = members.filter((pl.col("task.depth") == depth) & (pl.col("position") == n_train))
         for mixer in sorted(model["model.mixer"].unique().to_list()):
             src = model.filter(pl.col("model.mixer") == mixer)
-            vals = [_at(src, n_train, **{"task.depth": depth}, test_dist=d) for d in dists]
-            ax.plot(mixes, vals, "o-", color=MIXER_COLORS.get(mixer), label=MIXER_LABEL.get(mixer))
+            _seed_curve(ax, at_k.filter((pl.col("predictor") == "model")
+                                        & (pl.col("model.mixer") == mixer)), "mix", "model",
+                        label=MIXER_LABEL.get(mixer), color=MIXER_COLORS.get(mixer))
             for d in dists:
                 k_max = int(src.filter(pl.col("test_dist") == d)["position"].max())
-                at_train = _at(src, n_train, **{"task.depth": depth}, test_dist=d)
-                at_max = _at(src, k_max, **{"task.depth": depth}, test_dist=d)
-                summary[f"r2_{mixer}_N{depth}_{d}_k{n_train}"] = at_train
-                summary[f"r2_{mixer}_N{depth}_{d}_k{k_max}"] = at_max
+                at_train = _spread_at(src, n_train, **{"task.depth": depth}, test_dist=d)
+                at_max = _spread_at(src, k_max, **{"task.depth": depth}, test_dist=d)
+                summary.update(_spread_keys(f"r2_{mixer}_N{depth}_{d}_k{n_train}", at_train))
+                summary.update(_spread_keys(f"r2_{mixer}_N{depth}_{d}_k{k_max}", at_max))
                 if d == dists[0]:
-                    lines.append(f"{mixer} N={depth}: R²(k={n_train}) {at_train:.3f} -> "
-                                 f"R²(k={k_max}) {at_max:.3f}")
-        net = [_at(refs, n_train, predictor=NET, **{"task.depth": depth}, test_dist=d)
-               for d in dists]
-        for d, v in zip(dists, net, strict=True):
-            summary[f"r2_net_N{depth}_{d}_k{n_train}"] = v
-        baseline_curve(ax, NET, mixes, net, label="trained N-layer net")
+                    lines.append(f"{mixer} N={depth} {d}: R²(k={n_train}) {_text(at_train)} -> "
+                                 f"R²(k={k_max}) {_text(at_max)}")
+        for d in dists:
+            net = _spread_at(refs, n_train, predictor=NET, **{"task.depth": depth}, test_dist=d)
+            summary.update(_spread_keys(f"r2_net_N{depth}_{d}_k{n_train}", net))
+        _seed_curve(ax, at_k.filter(pl.col("predictor") == NET), "mix", NET,
+                    label="trained N-layer net")
         for predictor in TRIVIAL:
             vals = [_at(refs, n_train, predictor=predictor, **{"task.depth": depth}, test_dist=d)
                     for d in dists]
@@ -179,13 +242,14 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
         ax.set_title(f"teacher depth N = {depth}")
         ax.set_xlabel("test mixture ω₂")
     axes[0, 0].set_ylabel(f"R² ({STATISTIC}) at k = {n_train}")
-    axes[0, 0].legend(fontsize=6)
     fig.suptitle(f"{study_title(rows)}: R² at the training length", fontsize=9)
     fig.tight_layout()
+    figure_legend(fig, axes.flat)
     paths += save(fig, out_dir, f"{name}_summary")
     plt.close(fig)
     paths += baseline_epochs_figure(rows, out_dir, f"{name}_baseline_epochs")
-    summary.update(paths=paths, table=table, note="; ".join(lines))
+    summary.update(paths=paths, table=table,
+                   note="; ".join(lines) + " (median [min, max] over seeds)")
     return summary
 
 
@@ -226,12 +290,18 @@ def fig3_ks(n_train: int) -> list[int]:
 def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
                       **_context) -> dict:
     """Fig 3: R² vs transformer depth at k = 0.3, 0.6, 0.9 x the training length, one panel
-    per attention type; the best trivial predictor's R² at each k as a thin line of the k's
+    per attention type, on one test mixture (the lowest ω₂ among the rows); the best trivial predictor's R² at each k as a thin line of the k's
     colour; (depth, k) cells short of the learned-regime margin get a ring."""
+    dists = rows.filter(pl.col("metric") == "r2")["test_dist"].drop_nulls().unique().to_list()
+    if not dists:
+        raise ValueError("deep_depth: no final r2 rows of ok members")
+    dist = sorted(dists, key=_mix)[0]  # the paper's Fig 3: one test mixture, the lowest ω₂
+    rows = rows.filter(pl.col("test_dist") == dist)
     full = r2_table(rows)
     table = full.filter(pl.col("predictor") == "model")
     if table.height == 0:
         raise ValueError("deep_depth: no final r2 rows of ok members")
+    members = r2_members(rows).filter(pl.col("predictor") == "model")
     n_train = int(table["task.n_points"].max())
     ks = fig3_ks(n_train)
     mixers = sorted(table["model.mixer"].unique().to_list())
@@ -248,11 +318,11 @@ def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
     notes = []
     colors = dict(zip(ks, PALETTE, strict=False))
     for ax, mixer in zip(axes[0], mixers, strict=True):
-        src = table.filter((pl.col("model.mixer") == mixer) & pl.col("position").is_in(ks))
+        src = members.filter(pl.col("model.mixer") == mixer)
         for k in ks:
-            curve = src.filter(pl.col("position") == k).sort("model.depth")
-            depth, r2 = curve["model.depth"].to_numpy(), curve["r2"].to_numpy()
-            ax.plot(depth, r2, "o-", color=colors[k], label=f"k = {k}")
+            _, curve = seed_band(ax, src.filter(pl.col("position") == k), "model.depth", "r2",
+                                 label=f"k = {k}", color=colors[k])
+            depth = curve["model.depth"].to_numpy()
             out = regime.filter((pl.col("model.mixer") == mixer) & (pl.col("position") == k)
                                 & pl.col("learned").not_())
             hollow(ax, out["model.depth"], out["model"], colors[k])
@@ -262,10 +332,10 @@ def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
                 ax.axhline(value, color=colors[k], lw=0.8, ls=look(predictor).dash,
                            label=f"best trivial at k = {k}: {look(predictor).label} = "
                                  f"{value:.2f}")
-            summary.update({f"r2_{mixer}_L{d}_k{k}": float(v)
-                            for d, v in zip(depth, r2, strict=True)})
-            notes.append(f"{mixer} k={k}: " + ", ".join(f"L{d} {v:.3f}" for d, v in
-                                                        zip(depth, r2, strict=True)))
+            for j, d in enumerate(depth):
+                summary.update(_spread_keys(f"r2_{mixer}_L{d}_k{k}", curve.row(j, named=True)))
+            notes.append(f"{mixer} k={k}: " + ", ".join(
+                f"L{d} {_text(curve.row(j, named=True))}" for j, d in enumerate(depth)))
         part = regime.filter(pl.col("model.mixer") == mixer).with_columns(
             pl.format("k = {}", "position").alias("k"))
         regime_note(ax, regime_notes(part, group="k", x="model.depth"))
@@ -277,7 +347,8 @@ def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
     fig.suptitle(study_title(rows), fontsize=9)
     paths = save(fig, out_dir, name)
     plt.close(fig)
-    summary.update(paths=paths, table=table, note="; ".join(notes))
+    summary.update(paths=paths, table=table,
+                   note="; ".join(notes) + " (median [min, max] over seeds)")
     return summary
 
 
@@ -330,8 +401,8 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
     at_train = ok.filter(pl.col("position") == n_train)
     for width in sorted(at_train["model.width"].unique().to_list()):
         pts = at_train.filter(pl.col("model.width") == width).sort("model.depth")
-        line, = ax_l.plot(*pts.group_by("model.depth").agg(pl.col("err").mean()).sort(
-            "model.depth").to_numpy().T, "o", label=f"width {width}")
+        line, _ = seed_band(ax_l, pts, "model.depth", "err", label=f"width {width}",
+                            linestyle="none", errorbars=True)
         out = regime.filter((pl.col("model.width") == width) & pl.col("learned").not_())
         hollow(ax_l, out["model.depth"], 1 - out["model"], line.get_color())
         fit, note = _fit(pts["model.depth"].to_numpy(), pts["err"].to_numpy(),
@@ -356,7 +427,7 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
     regime_note(ax_l, regime_notes(part, group="w", x="model.depth"))
     ax_l.set_xlabel("transformer depth L")
     ax_l.set_ylabel(f"1 - R² ({STATISTIC}) at k = {n_train}")
-    ax_l.legend(fontsize=6)
+    ax_l.legend(fontsize=6, **legend_title([ax_l]))
     # 1 - R² vs k for every model; a fit c + a k^-b of the best one (k >= 1)
     models = ok.group_by("model.depth", "model.width", "position").agg(pl.col("err").mean())
     best = at_train.group_by("model.depth", "model.width").agg(pl.col("err").mean()).sort(

@@ -4,7 +4,8 @@
   preconditioned set) and Dist(A_i, I) (red, stays ≈ Dist(Σ⁻¹, I)); Dist(B_i, I) for the
   form with B; the test loss over L-BFGS iterations against the closed-form f_L*. Mean ± std
   over seeds (a new Σ per seed). Heatmaps of the final Σ^½ A_i Σ^½ (and B_i): Figs 2, 4.
-* lsa_scaling: the trained test loss against layers L or context length n, next to f_L*.
+* lsa_scaling: the trained test loss against layers L or context length n, next to f_L*:
+  the median over seeds with the min–max over seeds as a band (analysis.plotting.seed_band).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from analysis.plotting import (
     regime_note,
     ridge_solves,
     save,
+    seed_band,
+    seed_caption,
     study_title,
     style,
     trivial_lines,
@@ -200,18 +203,16 @@ def lsa_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_scaling",
     final = final.join(members.select("config_hash", "task.dim", "task.n_points",
                                       "model.layers"), on="config_hash")
     others = [c for c in ("task.dim", "task.n_points", "model.layers") if c != axis]
-    table = final.group_by(axis).agg(
-        pl.col("value").median().alias("median"), pl.col("value").min().alias("lo"),
-        pl.col("value").max().alias("hi"), *[pl.col(c).first() for c in others],
-    ).sort(axis)
+    table = final.group_by(axis).agg(*[pl.col(c).first() for c in others]).sort(axis)
     table = table.with_columns(pl.struct("task.n_points", "task.dim", "model.layers").map_elements(
         lambda r: lsa_optimal_loss(r["task.n_points"], r["task.dim"], r["model.layers"]),
         return_dtype=pl.Float64).alias("f_star"))
     style()
     fig, ax = plt.subplots()
+    _, spread = seed_band(ax, final, axis, "value", label="trained LSA", color=COLORS["model"])
+    table = table.join(spread.select(axis, "median", pl.col("min").alias("lo"),
+                                     pl.col("max").alias("hi"), "n_seeds"), on=axis, how="left")
     x = table[axis].to_numpy()
-    ax.plot(x, table["median"], "o-", color=COLORS["model"], label="trained LSA (median over seeds)")
-    ax.fill_between(x, table["lo"], table["hi"], color=COLORS["model"], alpha=0.2)
     ax.plot(x, table["f_star"], "s--", color=PALETTE[1], label="$f_L^*$ (closed form)")
     log_axes(ax, x=axis == "task.n_points", y=True)
     final = final_rows(rows, "mse")
@@ -231,7 +232,8 @@ def lsa_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_scaling",
     ax.set_xlabel("layers L" if axis == "model.layers" else "context length n")
     ax.set_ylabel("ICL test loss (mean over prompts)")
     ax.set_title(study_title(rows), fontsize=9)
-    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5),
+              title=seed_caption(ax) or None, title_fontsize=6.5, alignment="left")
     paths = save(fig, out_dir, name)
     plt.close(fig)
     ratio = (table["median"] / table["f_star"]).to_list()

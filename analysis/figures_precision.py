@@ -5,8 +5,8 @@ shared/notes/paper_least_squares_precision.md §5).
 * icl_prefix (Fig 1): query MSE at every prefix length k = 0..N, model vs OLS float32/float64,
   a dotted line at k = D (left of it the problem is under-determined).
 * mse_vs_axis: final query MSE against one config axis, one line per hue (median over seeds
-  of the per-prompt median, band = median over seeds of the per-prompt q25/q75), optional
-  panels (facet) and a scaling fit per hue. Registered as precision_depth (Figs 2, 10),
+  of the per-prompt median, shaded band = min–max over seeds of it, short ticks = the
+  per-prompt q25/q75, medians over seeds), optional panels (facet) and a scaling fit per hue. Registered as precision_depth (Figs 2, 10),
   primitives_depth (Figs 3, 8), multiply_width / multiply_heads / multiply_mlp (Fig 4),
   multiply_steps (Fig 9) and features_depth (Fig 6).
 * construction (Fig 5): the hand-built BaseConv GD construction (no training) against GD
@@ -69,9 +69,12 @@ from analysis.plotting import (
     log_axes,
     palette,
     panel_note,
+    prompt_iqr,
     regime_note,
     ridge_solves,
     save,
+    seed_band,
+    seed_caption,
     study_title,
     style,
     trivial_lines,
@@ -213,7 +216,8 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
                 xlabel: str | None = None, log_x: bool = True, n_boot: int = 1000,
                 seed: int = 0, claim_sign: int | None = 1, **_context) -> dict:
     """Final `metric` (per-prompt median at each member's last step) against config axis `x`:
-    one line per hue (median over seeds, band = median over seeds of the per-prompt q25/q75),
+    one line per hue (median over seeds; shaded band: its min–max over seeds, `seed_band`;
+    short ticks: the per-prompt q25 / q75, medians over seeds, `prompt_iqr`),
     one panel per `facet` value (shared log y), OLS/GD and trivial-predictor levels where
     those rows exist (values in the legend), and a `form` fit per hue with >= 3 distinct x
     (seed-level points), drawn as unresolved when `fit_status` (claim: the fit's exponent has
@@ -221,7 +225,9 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
     in the learned regime get a ring; a hue with none in it is marked "not testable at
     this scale" on its panel.
 
-    Summary: table (facet, hue, x, median, q25, q75, n_seeds), fits (list of Fit),
+    Summary: table (facet, hue, x, median, q25, q75, seed_min, seed_max, n_seeds): median,
+    q25, q75 over prompts (medians over seeds), seed_min / seed_max: the min / max over seeds
+    of the per-prompt median; fits (list of Fit),
     fits_by_label {label: Fit}, fit (the first or None), best {hue: (x, median)} (per facet
     when faceted: {facet: {hue: (x, median)}}), references, regime (the learned-regime table
     per facet, hue, x), paths, note, ok, excluded."""
@@ -244,7 +250,10 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
     model = model.with_columns(pl.col(x).cast(pl.Float64).alias("x"))
     model, hues = with_hue(model, hue)
     seeds, table = levels(model, ["facet", "hue", "x"])
-    table = table.rename({"n": "n_seeds"})
+    table = table.rename({"n": "n_seeds"}).join(
+        seeds.group_by("facet", "hue", "x").agg(pl.col("median").min().alias("seed_min"),
+                                                pl.col("median").max().alias("seed_max")),
+        on=["facet", "hue", "x"], how="left")
     hue_of = model.select("config_hash", "hue", "x").unique("config_hash")
     trivial_rows = final.filter(pl.col("predictor").is_in(list(TRIVIAL))).join(
         hue_of, on="config_hash", how="inner")
@@ -274,7 +283,9 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
             line = panel.filter(pl.col("hue") == h).sort("x")
             if line.height == 0:
                 continue
-            band(ax, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+            seed_band(ax, seeds.filter((pl.col("facet") == fv) & (pl.col("hue") == h)), "x",
+                      "median", label=h, color=colors[h])
+            prompt_iqr(ax, line["x"], line["q25"], line["q75"], colors[h])
             out = panel_regime.filter((pl.col("hue") == h) & pl.col("learned").not_())
             hollow(ax, out["x"], out["model"], colors[h])
             i = int(np.nanargmin(line["median"].fill_null(np.inf).to_numpy()))
@@ -321,7 +332,8 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
     return {
         "fit": fit_list[0] if fit_list else None, "fits": fit_list, "fits_by_label": fits,
         "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
-        "table": table.select("facet", "hue", "x", *STATS, "n_seeds"), "best": best,
+        "table": table.select("facet", "hue", "x", *STATS, "seed_min", "seed_max", "n_seeds"),
+        "best": best,
         "references": references, "axis": x, "facets": facets if facet else [],
         "axes": axes, "regime": regime,
     }
@@ -453,7 +465,7 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     scratch = scratch.with_columns(pl.col("model.depth").cast(pl.Float64).alias("x"))
     scratch, hues_left = with_hue(scratch, hue_left)
     left = scratch.filter(pl.col("predictor") == "model")
-    _, table_left = levels(left, ["hue", "x"])
+    seeds_left, table_left = levels(left, ["hue", "x"])
     table_left = table_left.rename({"n": "n_seeds"})
     regime = cell_regime(scratch, ["hue", "x"])
 
@@ -464,7 +476,7 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
         pl.col("infer_iter").cast(pl.Int64).alias("x"))
     right = w.filter((pl.col("predictor") == "model") & (pl.col("model.depth") == depth))
     right, hues_right = with_hue(right, hue_right)
-    _, model_right = levels(right, ["hue", "x"])
+    seeds_right, model_right = levels(right, ["hue", "x"])
     _, gd_right = levels(w.filter(pl.col("predictor").is_in(GD)), ["predictor", "x"],
                          unit="config_hash")
     gd_right = gd_right.with_columns(
@@ -483,7 +495,9 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     log_axes(ax_l)
     for h in hues_left:
         line = table_left.filter(pl.col("hue") == h).sort("x")
-        band(ax_l, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+        seed_band(ax_l, seeds_left.filter(pl.col("hue") == h), "x", "median", label=h,
+                  color=colors[h])
+        prompt_iqr(ax_l, line["x"], line["q25"], line["q75"], colors[h])
         out = regime.filter((pl.col("hue") == h) & pl.col("learned").not_())
         hollow(ax_l, out["x"], out["model"], colors[h])
     trivial_lines(ax_l, trivial_levels(scratch, "median"))
@@ -492,13 +506,16 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     ax_l.set_xlabel("depth L (layers)")
     ax_l.set_ylabel("gradient MSE (per-prompt median)")
     ax_l.set_title("explicit gradient: trained from scratch")
-    ax_l.legend(loc="best", fontsize=6)
+    ax_l.legend(loc="best", fontsize=6, title=seed_caption(ax_l), title_fontsize=6,
+                alignment="left")
 
     ax_r.set_yscale("log")
     for h in hues_right:
         line = model_right.filter(pl.col("hue") == h).sort("x")
         if line.height:
-            band(ax_r, line["x"], line["median"], line["q25"], line["q75"], h, colors[h])
+            seed_band(ax_r, seeds_right.filter(pl.col("hue") == h), "x", "median", label=h,
+                      color=colors[h])
+            prompt_iqr(ax_r, line["x"], line["q25"], line["q75"], colors[h])
     for predictor in GD:
         line = gd_right.filter(pl.col("predictor") == predictor).sort("x")
         if line.height:
@@ -509,7 +526,8 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     ax_r.set_xlabel("inference iteration i")
     ax_r.set_ylabel("MSE of w_i vs w* (per-prompt median)")
     ax_r.set_title(f"iterative inference, depth {depth}")
-    ax_r.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax_r.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), title=seed_caption(ax_r) or None,
+                title_fontsize=6.5, alignment="left")
     fig.suptitle(study_title(rows, labels(rows, "dtype")), fontsize=10)
     paths = _finish(fig, out_dir, name)
     return {

@@ -1,11 +1,20 @@
-"""The shared look of every figure: style, median+IQR bands, fitted curves, reference lines,
-log axes, save.
+"""The shared look of every figure: style, seed bands, fitted curves, reference lines, log
+axes, save.
 
     style(); fig, ax = plt.subplots(); log_axes(ax)
-    seed_band(ax, frame, "depth", "value", label="transformer")   # median and IQR over seeds
+    seed_band(ax, frame, "depth", "value", label="transformer")  # median, min–max over seeds
+    ax.legend(title=seed_caption(ax))    # "line: median over seeds / band: min–max ... (n = 3)"
     draw_fit(ax, fit, (1, 128))          # the fit, its 95% band, dashed where extrapolated
     reference_line(ax, 1e-9, "GD"); power_reference(ax, 1, 1e-1, -1.0, "slope -1")
     save(fig, out_dir, "name")            # name.png and name.pdf
+
+Every model in a figure that compares models is drawn with `seed_band` (or `seed_level` for a
+level that does not vary along x): the line is the median over seeds, the band the min–max
+over seeds (the project's spread of a cell, analysis.verdicts), and the legend title
+(`seed_caption`; `legend_right` and `figure_legend` add it themselves) says so and gives n.
+A band over test prompts (`band` with per-prompt q25/q75) means something else and is never
+drawn shaded next to a seed band: such figures draw the prompt IQR as ticks
+(`prompt_iqr`) and say so.
 
 Figures render off-screen (the Agg backend) and are saved as PNG and PDF side by side.
 Legends of fitted curves read like "b = 0.35 [0.32, 0.37]" (`fit_label`); a fit that is not
@@ -20,6 +29,7 @@ outside the learned regime (`hollow`).
 
 from __future__ import annotations
 
+import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +45,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.fit import FORMS, Fit
 from analysis.frames import REFERENCES, reference_levels, trivial_levels
-from analysis.verdicts import RIDGE_SOLVES
+from analysis.verdicts import RIDGE_SOLVES, seed_spreads
 
 FORMATS = ("png", "pdf")
 DPI = 200
@@ -119,18 +129,115 @@ def band(ax: Axes, x, median, lo, hi, label: str, color: str | None = None):
     return line
 
 
-def seed_band(ax: Axes, frame: pl.DataFrame, x: str, y: str, label: str,
-              color: str | None = None, seed: str = "seed"):
-    """Median over seeds of y at each x, with the seeds' IQR (25-75%) as the band; returns
-    (line, per-x table: x, median, q25, q75, n_seeds)."""
-    table = (
-        frame.group_by(x)
-        .agg(pl.col(y).median().alias("median"), pl.col(y).quantile(0.25).alias("q25"),
-             pl.col(y).quantile(0.75).alias("q75"), pl.col(seed).n_unique().alias("n_seeds"))
-        .sort(x)
-    )
-    line = band(ax, table[x], table["median"], table["q25"], table["q75"], label, color)
+SEED_SPREAD = "min–max over seeds"  # the project's spread of a cell (analysis.verdicts)
+
+
+def seed_band(ax: Axes, frame: pl.DataFrame, x: str, y: str = "value", label: str | None = None,
+              color=None, seed: str = "seed", *, errorbars: bool = False, alpha: float = 0.2,
+              **line_kw):
+    """The seed spread of `y` along `x`, the one way every figure shows it: a line through
+    each x's median over seeds and a shaded band from the seeds' min to their max (error bars
+    instead with errorbars=True, for point markers). A seed's value in a cell is the median
+    of its rows there (analysis.verdicts.seed_spreads); NaN / null values are left out. With
+    one seed at every x there is no band and the label ends in "(1 seed)". The seed counts
+    are remembered on the axes for `seed_caption` (the legend title saying what line and
+    band mean). line_kw go to ax.plot (marker "o", markersize 4 unless given). Returns
+    (line, table: x, n_seeds, min, q25, median, q75, max, values)."""
+    value = pl.col(y).cast(pl.Float64)
+    data = frame.filter(pl.col(x).is_not_null() & value.is_not_null() & value.is_not_nan())
+    data = data.with_columns(value.alias(y))
+    table = seed_spreads(data, [x], value=y, seed=seed)
+    counts = table["n_seeds"].to_list()
+    single = max(counts, default=0) <= 1
+    if label is not None and single:
+        label = f"{label} (1 seed)"
+    line_kw.setdefault("marker", "o")
+    line_kw.setdefault("markersize", 4)
+    xs = table[x].cast(pl.Float64).to_numpy()
+    mid = table["median"].to_numpy()
+    (line,) = ax.plot(xs, mid, label=label, color=color, **line_kw)
+    if not single:
+        lo, hi = table["min"].to_numpy(), table["max"].to_numpy()
+        if errorbars:
+            ax.errorbar(xs, mid, yerr=[mid - lo, hi - mid], fmt="none",
+                        ecolor=line.get_color(), elinewidth=0.9, capsize=2.5, alpha=0.8,
+                        zorder=line.get_zorder())
+        else:
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=alpha, linewidth=0)
+    _remember_seeds(ax, counts, "bars" if errorbars else "band")
     return line, table
+
+
+def seed_level(ax: Axes, frame: pl.DataFrame, y: str = "value", label: str | None = None,
+               color=None, seed: str = "seed", linestyle="--", linewidth: float = 1.0,
+               alpha: float = 0.12):
+    """A model's level that does not vary along x (e.g. a reference architecture) with its
+    seed spread: a horizontal line at the median over seeds over a horizontal band from the
+    seeds' min to max (none, and "(1 seed)" in the label, with one seed); the same table as
+    `seed_band` (one row, no x). Returns (line, table)."""
+    value = pl.col(y).cast(pl.Float64)
+    data = frame.filter(value.is_not_null() & value.is_not_nan()).with_columns(value.alias(y))
+    table = seed_spreads(data, [], value=y, seed=seed)
+    n = int(table["n_seeds"][0]) if table.height else 0
+    if label is not None and n <= 1:
+        label = f"{label} (1 seed)"
+    mid = float(table["median"][0]) if table.height else math.nan
+    line = ax.axhline(mid, color=color, linestyle=linestyle, linewidth=linewidth, label=label)
+    if n > 1:
+        ax.axhspan(float(table["min"][0]), float(table["max"][0]), color=line.get_color(),
+                   alpha=alpha, linewidth=0)
+    _remember_seeds(ax, [n], "band")
+    return line, table
+
+
+PROMPT_IQR = "ticks (–)"  # how `prompt_iqr` draws the spread over test prompts
+
+
+def prompt_iqr(ax: Axes, x, q25, q75, color=None):
+    """The spread over test prompts of a line (its per-prompt q25 and q75, medians over
+    seeds) as short horizontal ticks of its colour at each x, no line and never shaded, so
+    that it cannot be read as the seed band or a fitted curve; `seed_caption` then says what
+    the ticks are. Returns the markers' Line2D."""
+    x = np.asarray(x, dtype=float)
+    ys = np.concatenate([np.asarray(q25, dtype=float), np.asarray(q75, dtype=float)])
+    (ticks,) = ax.plot(np.concatenate([x, x]), ys, linestyle="none", marker="_",
+                       markersize=7, markeredgewidth=1.0, color=color, alpha=0.8)
+    ax.__dict__["_prompt_iqr"] = True
+    return ticks
+
+
+def _remember_seeds(ax: Axes, counts, kind: str) -> None:
+    ax.__dict__.setdefault("_seed_counts", set()).update(int(c) for c in counts)
+    if max(counts, default=0) > 1:
+        ax.__dict__.setdefault("_seed_kinds", set()).add(kind)
+
+
+def seed_caption(axes, prompt_iqr: str | None = None) -> str:
+    """What the lines and bands drawn by `seed_band` / `seed_level` on these axes mean, for a
+    legend title: "line: median over seeds / band: min–max over seeds (n = 3)" ("n = 2–3"
+    where cells differ; "1 seed: no spread over seeds" when no cell has more); prompt_iqr: how
+    the spread over test prompts is drawn, if it is (default: "ticks (–)" where `prompt_iqr`
+    drew on these axes), says so on its own line so the two spreads are never confused. ""
+    when no seed band was drawn."""
+    if isinstance(axes, Axes):
+        axes = [axes]
+    counts = set().union(*(a.__dict__.get("_seed_counts", set()) for a in axes))
+    kinds = set().union(*(a.__dict__.get("_seed_kinds", set()) for a in axes))
+    counts.discard(0)
+    if not counts:
+        return ""
+    lo, hi = min(counts), max(counts)
+    if hi <= 1:
+        lines = ["1 seed: no spread over seeds"]
+    else:
+        n = f"{hi}" if lo == hi else f"{lo}–{hi}"
+        kind = "/".join(k for k in ("band", "bars") if k in kinds)
+        lines = ["line: median over seeds", f"{kind}: {SEED_SPREAD} (n = {n})"]
+    if prompt_iqr is None and any(a.__dict__.get("_prompt_iqr") for a in axes):
+        prompt_iqr = PROMPT_IQR
+    if prompt_iqr:
+        lines.append(f"{prompt_iqr}: IQR over prompts (median over seeds)")
+    return "\n".join(lines)
 
 
 LEGEND_NAMES = {"broken_power": "broken power law"}  # forms whose formula is too long
@@ -437,16 +544,27 @@ def _handles(axes) -> dict[str, object]:
     return seen
 
 
-def legend_right(axes, ax) -> None:
-    """One legend right of `ax` with every labelled artist of `axes` (duplicates once)."""
+def legend_title(axes, title: str | None = None) -> dict:
+    """Legend keyword arguments for a title: `title`, else the seed caption of `axes`
+    (`seed_caption`); {} when there is neither."""
+    text = title if title is not None else seed_caption(list(axes))
+    return {"title": text, "title_fontsize": 6.5, "alignment": "left"} if text else {}
+
+
+def legend_right(axes, ax, title: str | None = None, **kwargs) -> None:
+    """One legend right of `ax` with every labelled artist of `axes` (duplicates once),
+    titled with `title` or the axes' seed caption."""
     seen = _handles(axes)
     if seen:
-        ax.legend(list(seen.values()), list(seen), loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.legend(list(seen.values()), list(seen), loc="center left", bbox_to_anchor=(1.01, 0.5),
+                  **legend_title(axes, title), **kwargs)
 
 
-def figure_legend(fig: Figure, axes, fontsize: float = 7) -> None:
-    """One legend for a grid of small panels, right of the figure (no panel hides it)."""
+def figure_legend(fig: Figure, axes, fontsize: float = 7, title: str | None = None) -> None:
+    """One legend for a grid of small panels, right of the figure (no panel hides it),
+    titled with `title` or the panels' seed caption."""
+    axes = list(axes)
     seen = _handles(axes)
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="center left",
-                   bbox_to_anchor=(1.0, 0.5), fontsize=fontsize)
+                   bbox_to_anchor=(1.0, 0.5), fontsize=fontsize, **legend_title(axes, title))

@@ -1,5 +1,5 @@
-"""The figure toolkit (fitted curves with their CI in the legend, median/IQR over seeds, log
-axes, PNG + PDF) and regeneration of a study that has no registered figure."""
+"""The figure toolkit (fitted curves with their CI in the legend, median and min–max band over
+seeds, log axes, PNG + PDF) and regeneration of a study that has no registered figure."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 import pytest
-from matplotlib.collections import PolyCollection
+from matplotlib.collections import LineCollection, PolyCollection
 
 from analysis import regenerate as regen
 from analysis.fit import fit_scaling
@@ -18,9 +18,12 @@ from analysis.plotting import (
     fit_label,
     log_axes,
     power_reference,
+    prompt_iqr,
     reference_line,
     save,
     seed_band,
+    seed_caption,
+    seed_level,
     style,
 )
 from icl_core import catalog
@@ -64,7 +67,7 @@ def test_draw_fit_solid_inside_dashed_outside_with_band(power_fit, tmp_path):
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size for p in paths)
 
 
-def test_seed_band_plots_the_median_and_iqr_over_seeds():
+def test_seed_band_plots_the_median_and_min_max_over_seeds():
     rng = np.random.default_rng(1)
     frame = pl.DataFrame({"depth": np.repeat(GRID, 5), "seed": np.tile(np.arange(5), GRID.size),
                           "value": rng.lognormal(size=GRID.size * 5)})
@@ -76,12 +79,85 @@ def test_seed_band_plots_the_median_and_iqr_over_seeds():
     for depth, y in zip(GRID, line.get_ydata(), strict=True):
         values = frame.filter(pl.col("depth") == depth)["value"].to_numpy()
         assert y == pytest.approx(np.median(values))
+    assert (table["min"] <= table["q25"]).all() and (table["q75"] <= table["max"]).all()
     assert (table["q25"] <= table["median"]).all() and (table["median"] <= table["q75"]).all()
     assert table["n_seeds"].to_list() == [5] * GRID.size
+    assert line.get_label() == "model"
     ref = reference_line(ax, 1e-3, "OLS")
     guide = power_reference(ax, 1.0, 1.0, -1.0, "slope -1", x_range=(1.0, 64.0))
     assert ref.get_label() == "OLS" and guide.get_ydata()[-1] == pytest.approx(1 / 64)
     assert reference_line(ax, 0.0, "zero on a log axis") is None
+    plt.close(fig)
+
+
+# three seeds, the third far off: the band must reach it (an IQR would not)
+OUTLIER = pl.DataFrame({"x": [1, 1, 1, 2, 2, 2, 4, 4, 4], "seed": [0, 1, 2] * 3,
+                        "value": [1.0, 1.2, 50.0, 0.5, 0.6, 30.0, 0.2, 0.25, 0.01]})
+
+
+def band_extent(ax) -> dict[float, tuple[float, float]]:
+    """{x: (lowest, highest) y} of the shaded bands (PolyCollections) on the axes."""
+    out: dict[float, tuple[float, float]] = {}
+    for coll in ax.collections:
+        if not isinstance(coll, PolyCollection):
+            continue
+        for path in coll.get_paths():
+            for x, y in path.vertices:
+                lo, hi = out.get(round(x, 9), (np.inf, -np.inf))
+                out[round(x, 9)] = (min(lo, y), max(hi, y))
+    return out
+
+
+def test_seed_band_spans_every_seed_with_one_far_off():
+    style()
+    fig, ax = plt.subplots()
+    line, table = seed_band(ax, OUTLIER, "x", "value", label="model", color="C0")
+    extent = band_extent(ax)
+    for x, part in OUTLIER.group_by("x"):
+        lo, hi = extent[float(x[0])]
+        assert lo == pytest.approx(part["value"].min()) and hi == pytest.approx(part["value"].max())
+    np.testing.assert_allclose(line.get_ydata(), [1.2, 0.6, 0.2])  # the median, not the mean
+    assert table["min"].to_list() == [1.0, 0.5, 0.01] and table["max"].to_list() == [50, 30, 0.25]
+    caption = seed_caption(ax)
+    assert "line: median over seeds" in caption
+    assert "band: min–max over seeds (n = 3)" in caption
+    plt.close(fig)
+
+
+def test_seed_band_with_one_seed_draws_no_band_and_says_so():
+    style()
+    fig, ax = plt.subplots()
+    line, table = seed_band(ax, OUTLIER.filter(pl.col("seed") == 2), "x", "value", label="model")
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert line.get_label() == "model (1 seed)" and table["n_seeds"].to_list() == [1, 1, 1]
+    assert seed_caption(ax) == "1 seed: no spread over seeds"
+    plt.close(fig)
+
+
+def test_seed_band_error_bars_span_every_seed_and_the_caption_says_bars():
+    style()
+    fig, ax = plt.subplots()
+    seed_band(ax, OUTLIER, "x", "value", label="model", linestyle="none", errorbars=True)
+    bars = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert len(bars) == 1
+    spans = {float(seg[0][0]): (min(seg[:, 1]), max(seg[:, 1])) for seg in bars[0].get_segments()}
+    assert spans == {1.0: (1.0, 50.0), 2.0: (0.5, 30.0), 4.0: (pytest.approx(0.01), 0.25)}
+    assert "bars: min–max over seeds (n = 3)" in seed_caption(ax)
+    plt.close(fig)
+
+
+def test_seed_level_and_prompt_iqr_keep_their_meanings_apart():
+    style()
+    fig, ax = plt.subplots()
+    line, table = seed_level(ax, OUTLIER.filter(pl.col("x") == 1), label="reference", color="k")
+    assert line.get_ydata()[0] == pytest.approx(1.2)
+    (span,) = [c for c in ax.patches]  # the seed band: an axhspan from min to max
+    ys = span.get_path().transformed(span.get_patch_transform()).vertices[:, 1]
+    assert min(ys) == pytest.approx(1.0) and max(ys) == pytest.approx(50.0)
+    prompt_iqr(ax, [1, 2], [0.5, 0.4], [2.0, 1.5], color="k")
+    caption = seed_caption(ax).splitlines()
+    assert caption[1] == "band: min–max over seeds (n = 3)"
+    assert caption[2] == "ticks (–): IQR over prompts (median over seeds)"
     plt.close(fig)
 
 

@@ -1,7 +1,8 @@
 """Figures that cannot overclaim: trivial predictors drawn wherever their rows exist (and
 nothing, no failure, where they do not), "not testable at this scale" on panels whose model does
 not clear the learned-regime bar, fits at a bound or of the wrong sign drawn as unresolved,
-coinciding baselines kept apart, censored markers per model, human titles."""
+coinciding baselines kept apart, censored markers per model, human titles, and every model
+drawn with its spread over seeds (median line, min–max band; none, and "1 seed", with one)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 import pytest
+from matplotlib.collections import LineCollection, PolyCollection
 
 from analysis.figures import FIGURES
 from analysis.fit import B_MAX, fit_scaling
@@ -249,3 +251,280 @@ def test_censored_markers_offset_and_marked_per_model(tmp_path, monkeypatch):
     assert ffn.get_marker() == fr.ARCH_MARKERS["ffn"]  # legend marker = the data's marker
     assert not any("not testable" in t.get_text() for t in ax.texts)  # no trivial rows
     plt.close(seen["fig"])
+
+
+# ------------------------------------------------------------ seed spread in every figure
+# Every figure comparing models draws each model's median over seeds with the min–max over
+# seeds as a band (analysis.plotting.seed_band). The rows below have 3 seeds, the third far
+# off: each figure's band must reach from the lowest seed to that one; with 1 seed no band.
+
+FAR = (1.0, 1.3, 8.0)  # seed factors of an error: seed 2 far off
+R2_OFFSETS = (0.0, 0.01, -0.5)  # seed offsets of an R²: seed 2 far off
+
+
+@pytest.fixture
+def kept_figures(monkeypatch):
+    """The figures the figure functions close, kept open for inspection."""
+    kept, close = [], plt.close  # the real close: the patch is still on at teardown
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    yield kept
+    for fig in kept:
+        if fig is not None:
+            close(fig)
+
+
+def bands_at(ax, x: float) -> list[tuple[float, float]]:
+    """(lowest, highest) y at x of every shaded band (fill_between) and error bar on ax."""
+    out = []
+    for coll in ax.collections:
+        if isinstance(coll, PolyCollection):
+            for path in coll.get_paths():
+                v = path.vertices[np.isclose(path.vertices[:, 0], x)]
+                if len(v):
+                    out.append((float(v[:, 1].min()), float(v[:, 1].max())))
+        elif isinstance(coll, LineCollection):
+            out += [(float(s[:, 1].min()), float(s[:, 1].max())) for s in coll.get_segments()
+                    if len(s) and np.isclose(s[0, 0], x)]
+    return out
+
+
+def spans(ax, x: float, lo: float, hi: float) -> bool:
+    """Is there a band on ax at x from exactly lo to hi (the seeds' min and max)?"""
+    return any(a == pytest.approx(lo, rel=1e-6) and b == pytest.approx(hi, rel=1e-6)
+               for a, b in bands_at(ax, x))
+
+
+def no_bands(figs) -> bool:
+    return not any(isinstance(c, (PolyCollection, LineCollection))
+                   for fig in figs for ax in fig.axes for c in ax.collections)
+
+
+def all_labels(fig) -> list[str]:
+    texts_ = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    for ax in fig.axes:
+        if ax.get_legend():
+            texts_ += [t.get_text() for t in ax.get_legend().get_texts()]
+    return texts_
+
+
+def captions(fig) -> str:
+    legends = [*fig.legends, *[ax.get_legend() for ax in fig.axes if ax.get_legend()]]
+    return " ".join(leg.get_title().get_text() for leg in legends)
+
+
+POSITIONS = range(5)
+LOOPS = range(1, 6)
+
+
+def algo_rows(members, seeds=(0, 1, 2), loops: bool = False, newton: bool = False
+              ) -> pl.DataFrame:
+    """AlgoFormer-like mse rows (statistic mean): per member (config, base error) and seed,
+    the headline error base x FAR[seed] / (1 + position) at positions 0..4, with loops:
+    also loop_iter rows t = 1..5 worth (1 + 1/t) x that; with newton: GD / Newton–Schulz
+    (infer_iter 1..5) and least squares at the last position."""
+    rows = []
+    for i, (cfg, base) in enumerate(members):
+        for seed in seeds:
+            member = {"sweep": "algoformer", "study": "examples", "config_hash": f"m{i}s{seed}",
+                      "seed": seed, "status": "ok", "metric": "mse", "statistic": "mean",
+                      "step": 100, "test_dist": "train", "task.name": "rep_regression",
+                      "task.noise_std": 0.0, "model.name": "algoformer", "model.layers": None,
+                      "model.heads": 2, "model.depth": None, "model.loops": None,
+                      "model.window": None, **cfg}
+            for p in POSITIONS:
+                err = base * FAR[seed] / (1 + p)
+                rows.append({**member, "predictor": "model", "position": p, "value": err,
+                             "loop_iter": None, "infer_iter": None})
+                for t in LOOPS if loops else ():
+                    rows.append({**member, "predictor": "model", "position": p,
+                                 "value": err * (1 + 1 / t), "loop_iter": t, "infer_iter": None})
+            for t in LOOPS if newton else ():
+                for predictor in ("gd_tuned_float64", "newton_float64"):
+                    rows.append({**member, "predictor": predictor, "position": max(POSITIONS),
+                                 "value": 0.5 / t, "loop_iter": None, "infer_iter": t})
+            if newton:
+                rows.append({**member, "predictor": "ols_float64", "position": max(POSITIONS),
+                             "value": 0.01, "loop_iter": None, "infer_iter": None})
+    return pl.DataFrame(rows, schema_overrides={"loop_iter": pl.Int64, "infer_iter": pl.Int64,
+                                                "model.layers": pl.Int64, "model.depth": pl.Int64,
+                                                "model.loops": pl.Int64,
+                                                "model.window": pl.Int64},
+                        infer_schema_length=None)
+
+
+MEAN_POS = float(np.mean([1 / (1 + p) for p in POSITIONS]))  # the Eq. 6 average of 1/(1+p)
+
+
+def test_algo_examples_bands_span_the_seeds_and_one_seed_draws_none(tmp_path, kept_figures):
+    members = [({"model.name": name}, base) for name, base in
+               (("transformer", 0.1), ("looped", 0.3), ("algoformer", 0.2))]
+    summary = FIGURES["algo_examples"](algo_rows(members), tmp_path)
+    (fig,) = kept_figures
+    (ax,) = fig.axes
+    last = max(POSITIONS)
+    for base in (0.1, 0.3, 0.2):
+        assert spans(ax, last, base * FAR[0] / 5, base * FAR[2] / 5)
+    assert summary["err_rep_regression_algoformer_last"] == pytest.approx(0.2 * FAR[1] / 5)
+    assert summary["err_rep_regression_algoformer_last_hi"] == pytest.approx(0.2 * FAR[2] / 5)
+    assert "band: min–max over seeds (n = 3)" in captions(fig)
+    assert "[" in summary["note"]  # the spread is in the text too
+    # the one-panel layout: the y label stays below the suptitle
+    renderer = fig.canvas.get_renderer()
+    ylabel = ax.yaxis.label.get_window_extent(renderer)
+    assert ylabel.y1 < fig._suptitle.get_window_extent(renderer).y0
+
+    kept_figures.clear()
+    FIGURES["algo_examples"](algo_rows(members, seeds=(0,)), tmp_path)
+    assert no_bands(kept_figures)
+    assert "AlgoFormer (1 seed)" in all_labels(kept_figures[0])
+
+
+def test_algo_loops_layers_heads_and_newton_bands_span_the_seeds(tmp_path, kept_figures):
+    looped = [({"model.name": "looped", "model.loops": T, "model.window": 1}, b)
+              for T, b in ((2, 0.3), (4, 0.2))]
+    FIGURES["algo_loops"](algo_rows(looped, loops=True), tmp_path)
+    (ax,) = kept_figures[-1].axes
+    for t in LOOPS:
+        assert spans(ax, t, 0.2 * FAR[0] * (1 + 1 / t) * MEAN_POS,
+                     0.2 * FAR[2] * (1 + 1 / t) * MEAN_POS)
+
+    grid = [({"model.layers": 1, "model.heads": h}, 0.1 * h) for h in (1, 2, 4)]
+    grid.append(({"model.name": "transformer", "model.depth": 3}, 0.05))
+    FIGURES["algo_layers_heads"](algo_rows(grid), tmp_path)
+    (ax,) = kept_figures[-1].axes
+    for h in (1, 2, 4):
+        assert spans(ax, h, 0.1 * h * FAR[0] * MEAN_POS, 0.1 * h * FAR[2] * MEAN_POS)
+    (level,) = ax.patches  # the standard transformer: its own seed band, across the panel
+    ys = level.get_path().transformed(level.get_patch_transform()).vertices[:, 1]
+    assert (min(ys), max(ys)) == (pytest.approx(0.05 * FAR[0] * MEAN_POS),
+                                  pytest.approx(0.05 * FAR[2] * MEAN_POS))
+
+    algo = [({"model.loops": 3, "model.window": 1, "task.noise_std": 0.1}, 0.5)]
+    FIGURES["algo_newton"](algo_rows(algo, loops=True, newton=True), tmp_path)
+    (ax,) = kept_figures[-1].axes
+    last = max(POSITIONS)
+    for t in LOOPS:
+        err = 0.5 * (1 + 1 / t) / (1 + last)
+        assert spans(ax, t, err * FAR[0], err * FAR[2])
+    assert "band: min–max over seeds (n = 3)" in captions(kept_figures[-1])
+
+
+def deep_rows(model_depths=(2,), seeds=(0, 1, 2), n_train: int = 10) -> pl.DataFrame:
+    """Wu-like r2 rows (pooled): two mixers, teacher depth 3, two test mixtures, positions
+    0..12, R² = 0.9 - 0.5 ω₂ - 0.05 / depth - 0.3 / (1 + k) + R2_OFFSETS[seed]; the trained
+    net (relu members) at 0.8 + the offset."""
+    rows = []
+    for mixer in ("relu_attention", "attention"):
+        for depth in model_depths:
+            for seed in seeds:
+                for dist, mix in (("w0.0", 0.0), ("w0.5", 0.5)):
+                    base = {"sweep": "deep_optimizers", "study": "teacher_shift",
+                            "config_hash": f"{mixer}{depth}s{seed}", "seed": seed,
+                            "status": "ok", "metric": "r2", "statistic": "pooled", "step": 50,
+                            "model.mixer": mixer, "task.depth": 3, "model.depth": depth,
+                            "model.width": 16, "task.n_points": n_train, "test_dist": dist,
+                            "prompt_len": 12, "infer_iter": None}
+                    for k in range(13):
+                        r2 = deep_r2(mix, depth, k, seed)
+                        rows.append({**base, "predictor": "model", "position": k, "value": r2})
+                        if mixer == "relu_attention" and k in (1, 5, n_train):
+                            rows.append({**base, "predictor": "teacher_net_float32",
+                                         "position": k, "value": 0.8 + R2_OFFSETS[seed]})
+    return pl.DataFrame(rows, schema_overrides={"infer_iter": pl.Int64},
+                        infer_schema_length=None)
+
+
+def deep_r2(mix: float, depth: int, k: int, seed: int) -> float:
+    return 0.9 - 0.5 * mix - 0.05 / depth - 0.3 / (1 + k) + R2_OFFSETS[seed]
+
+
+def test_deep_shift_and_summary_bands_span_the_seeds(tmp_path, kept_figures):
+    FIGURES["deep_shift"](deep_rows(), tmp_path)
+    shift = kept_figures[0]  # deep_shift_attention: panels ω₂ = 0, 0.5
+    lo, hi = min(R2_OFFSETS), max(R2_OFFSETS)
+    for ax, mix in zip(shift.axes, (0.0, 0.5), strict=True):
+        for k in (1, 10, 12):
+            base = deep_r2(mix, 2, k, 0)
+            assert spans(ax, k, base + lo, base + hi)
+        assert spans(ax, 10, 0.8 + lo, 0.8 + hi)  # the trained net: the comparison's other side
+    summary_fig = kept_figures[2]
+    (ax,) = summary_fig.axes
+    for mix in (0.0, 0.5):
+        base = deep_r2(mix, 2, 10, 0)
+        assert spans(ax, mix, base + lo, base + hi)
+    assert "band: min–max over seeds (n = 3)" in captions(summary_fig)
+    assert "(transformer, trained net)" in captions(shift)
+
+
+def test_deep_depth_bands_span_the_seeds_and_one_seed_draws_none(tmp_path, kept_figures):
+    summary = FIGURES["deep_depth"](deep_rows(model_depths=(1, 2, 4)), tmp_path)
+    fig = kept_figures[-1]
+    lo, hi = min(R2_OFFSETS), max(R2_OFFSETS)
+    for ax in fig.axes:
+        for k in summary["ks"]:
+            for depth in (1, 2, 4):
+                base = deep_r2(0.0, depth, k, 0)  # the first test mixture (w0.0) only
+                assert spans(ax, depth, base + lo, base + hi)
+    assert "band: min–max over seeds (n = 3)" in captions(fig)
+    kept_figures.clear()
+    FIGURES["deep_depth"](deep_rows(model_depths=(1, 2, 4), seeds=(0,)), tmp_path)
+    assert no_bands(kept_figures) and "k = 3 (1 seed)" in all_labels(kept_figures[-1])
+
+
+def test_precision_depth_band_spans_the_seeds_and_prompt_iqr_is_said_apart(tmp_path):
+    rows = ls_mixer_rows().with_columns(
+        pl.when((pl.col("predictor") == "model") & (pl.col("seed") == 2))
+        .then(pl.col("value") * 20).otherwise(pl.col("value")).alias("value"))
+    summary = FIGURES["precision_depth"](rows, tmp_path, name="precision_depth", n_boot=20)
+    (ax,) = summary["axes"]
+    for depth, level in zip(DEPTHS, TRANSFORMER, strict=True):  # per-prompt medians per seed
+        assert spans(ax, depth, level * SEED_FACTORS[0], level * SEED_FACTORS[2] * 20)
+    title = ax.get_legend().get_title().get_text()
+    assert "band: min–max over seeds (n = 3)" in title
+    assert "IQR over prompts" in title  # the other spread, named apart
+
+
+def test_explicit_gradient_left_panel_band_spans_the_seeds(tmp_path):
+    rows = []
+    for depth in (1, 2, 4):
+        for seed, f in enumerate(FAR):
+            base = {"sweep": "precision", "study": "explicit_gradient", "seed": seed,
+                    "config_hash": f"d{depth}s{seed}", "status": "ok", "model.depth": depth,
+                    "model.mixer": "baseconv", "model.layer_norm": False,
+                    "model.construction_layers": 0, "task.name": "explicit_gradient",
+                    "dtype": "float32", "step": 10, "position": 5, "test_dist": "train",
+                    "predictor": "model"}
+            for stat, k in (("median", 1.0), ("q25", 0.5), ("q75", 2.0)):
+                rows.append({**base, "metric": "mse", "statistic": stat, "infer_iter": None,
+                             "value": 0.1 / depth * f * k})
+                for it in (1, 2, 3):
+                    rows.append({**base, "metric": "w_mse", "statistic": stat, "infer_iter": it,
+                                 "value": 10.0 ** -it * f * k})
+    summary = FIGURES["explicit_gradient"](pl.DataFrame(rows, infer_schema_length=None),
+                                           tmp_path, n_boot=20)
+    left, right = summary["axes"]
+    for depth in (1, 2, 4):
+        assert spans(left, depth, 0.1 / depth * FAR[0], 0.1 / depth * FAR[2])
+    for it in (1, 2, 3):
+        assert spans(right, it, 10.0 ** -it * FAR[0], 10.0 ** -it * FAR[2])
+
+
+def test_lsa_scaling_band_spans_the_seeds(tmp_path, kept_figures):
+    rows = []
+    for layers in (1, 2, 3):
+        for seed, f in enumerate(FAR):
+            base = {"sweep": "lsa", "study": "lsa_layers", "config_hash": f"L{layers}s{seed}",
+                    "seed": seed, "task_seed": seed, "status": "ok", "task.spectrum": None,
+                    "task.dim": 5, "task.n_points": 20, "model.layers": layers,
+                    "model.form": "sparse", "task.w_law": "inverse", "metric": "mse",
+                    "statistic": "mean", "test_dist": "train", "step": 100, "position": 20,
+                    "predictor": "model", "infer_iter": None, "loop_iter": None}
+            rows.append({**base, "value": 1.0 / layers * f})
+    frame = pl.DataFrame(rows, schema_overrides={"task.spectrum": pl.String,
+                                                 "infer_iter": pl.Int64, "loop_iter": pl.Int64})
+    summary = FIGURES["lsa_scaling"](frame, tmp_path)
+    (ax,) = kept_figures[-1].axes
+    for layers in (1, 2, 3):
+        assert spans(ax, layers, 1.0 / layers * FAR[0], 1.0 / layers * FAR[2])
+    assert summary["table"]["median"].to_list() == pytest.approx(
+        [1.0 / L * FAR[1] for L in (1, 2, 3)])

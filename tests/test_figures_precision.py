@@ -98,7 +98,8 @@ def test_mse_vs_axis_takes_final_step_and_median_over_seeds(tmp_path):
     summary = FIGURES["precision_depth"](r.frame(), tmp_path, name="precision_depth",
                                          n_boot=N_BOOT, storage="unused")
     table = summary["table"]
-    assert table.columns == ["facet", "hue", "x", "median", "q25", "q75", "n_seeds"]
+    assert table.columns == ["facet", "hue", "x", "median", "q25", "q75", "seed_min",
+                             "seed_max", "n_seeds"]
     assert set(table["hue"]) == {"attention, LN on", "attention, LN off", "baseconv, LN on",
                                  "baseconv, LN off"}
     row = table.filter((pl.col("hue") == "baseconv, LN off") & (pl.col("x") == 4.0)).row(
@@ -107,6 +108,8 @@ def test_mse_vs_axis_takes_final_step_and_median_over_seeds(tmp_path):
     assert row["median"] == pytest.approx(expected)
     assert row["q25"] == pytest.approx(0.5 * expected)
     assert row["q75"] == pytest.approx(2.0 * expected)
+    assert row["seed_min"] == pytest.approx(min(SEED_FACTORS) * expected)  # over seeds
+    assert row["seed_max"] == pytest.approx(max(SEED_FACTORS) * expected)
     assert row["n_seeds"] == 3 and row["facet"] is None
     assert summary["excluded"] == 1 and summary["ok"] == 48
     assert "1 member(s) excluded" in summary["note"]
