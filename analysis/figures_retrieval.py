@@ -289,36 +289,52 @@ def qk_contrast(qk: np.ndarray, d: int, d_e: int) -> float:
 
 def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_boot: int = 1000,
                          storage=None, **_context) -> dict:
+    """|W_QK| after training, one panel per (architecture, prompt kind); with several seeds
+    the panel shows the seed whose diagonal contrast is the median, and its title gives the
+    contrast's median [min–max] over seeds."""
     from analysis.store import load_artifact
 
     ok, excluded = members(rows, name)
     trained = (rows.filter(pl.col("status") == "ok")
-               .group_by("config_hash").agg(pl.all().first()).sort(ARCH, "task.simple"))
+               .group_by("config_hash").agg(pl.all().first()).sort(ARCH, "task.simple", "seed"))
+    panels = trained.partition_by(ARCH, "task.simple", maintain_order=True)
     style()
-    fig, axes = plt.subplots(1, trained.height, figsize=(4.8 * trained.height, 4.0),
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0),
                              squeeze=False, layout="constrained")
     summary: dict = {}
-    for ax, m in zip(axes[0], trained.iter_rows(named=True), strict=True):
-        steps, values = load_artifact(storage, m["sweep"], m["study"], m["config_hash"], "qk")
-        qk = values[-1][0]  # the last recorded step, head 0: (E, E)
-        d, n = int(m["task.dim"]), int(m[N_COL])
-        d_e = int(m.get("task.code_dim") or 0) or code_dim(n)
-        contrast = qk_contrast(qk, d, d_e)
+    for ax, group in zip(axes[0], panels, strict=True):
+        runs = []
+        for m in group.iter_rows(named=True):
+            steps, values = load_artifact(storage, m["sweep"], m["study"], m["config_hash"], "qk")
+            qk = values[-1][0]  # the last recorded step, head 0: (E, E)
+            d, n = int(m["task.dim"]), int(m[N_COL])
+            d_e = int(m.get("task.code_dim") or 0) or code_dim(n)
+            runs.append((qk_contrast(qk, d, d_e), qk, int(steps[-1]), m, d, d_e, n))
+        runs.sort(key=lambda r: r[0])
+        contrast, qk, step, m, d, d_e, n = runs[(len(runs) - 1) // 2]  # the median seed
+        values = [r[0] for r in runs]
         image = ax.imshow(np.abs(qk), cmap="viridis", norm=PowerNorm(gamma=2.0))
         for edge in (d, d + d_e):
             ax.axhline(edge - 0.5, color="white", lw=0.5)
             ax.axvline(edge - 0.5, color="white", lw=0.5)
         kind = "simple-1STR" if m["task.simple"] else "1STR"
-        ax.set_title(f"{NAMES.get(m[ARCH], m[ARCH])}, {kind}\nN={n}, step {int(steps[-1])}, "
-                     f"diag contrast {contrast:.1f}", fontsize=8)
+        spread = (f"{contrast:.1f}" if len(runs) == 1 else
+                  f"{contrast:.1f} [{min(values):.1f}–{max(values):.1f}] over {len(runs)} seeds")
+        ax.set_title(f"{NAMES.get(m[ARCH], m[ARCH])}, {kind}\nN={n}, step {step} (seed "
+                     f"{m['seed']}), diag contrast {spread}", fontsize=8)
         ax.set_xlabel("key features (x | w_j | w_t)")
         if ax is axes[0][0]:
             ax.set_ylabel("query features (x | w_i | w_t)")
         fig.colorbar(image, ax=ax, fraction=0.046)
-        summary[f"contrast_{m[ARCH]}_{kind}"] = contrast
+        key = f"contrast_{m[ARCH]}_{kind}"
+        summary.update({key: contrast, f"{key}_lo": min(values), f"{key}_hi": max(values),
+                        f"{key}_n": len(runs)})
     paths = save(fig, out_dir, name)
     plt.close(fig)
-    note = "; ".join(f"{k.removeprefix('contrast_')}: {v:.1f}" for k, v in summary.items())
+    note = "; ".join(
+        f"{k.removeprefix('contrast_')}: {v:.1f} [{summary[k + '_lo']:.1f}–"
+        f"{summary[k + '_hi']:.1f}], {summary[k + '_n']} seed(s)"
+        for k, v in summary.items() if not k.endswith(("_lo", "_hi", "_n")))
     return {"paths": paths, "ok": ok, "excluded": excluded, **summary,
             "note": "; ".join([f"diagonal contrast {note}", *excluded_note(excluded)])}
 

@@ -213,7 +213,7 @@ STR_ATTENTION = Study(
                                  "train.checkpoint_every": 157, "train.artifact_every": 157,
                                  "eval.n_prompts": 2000},
                       grid={"model": [{"name": "mha_mlp", "mlp_width": 64},
-                                      {"name": "attention_mlp", "mlp_width": 64}]}),
+                                      {"name": "attention_mlp", "mlp_width": 64}], **SEEDS}),
         "gpu": Preset(grid=SEEDS),  # the paper's settings, 3 seeds (paper: 1)
         "paper": Preset(),
     },

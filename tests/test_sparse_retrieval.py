@@ -231,3 +231,29 @@ def test_planner_counts_the_ffn_once_per_prompt_and_attention_per_token():
         model = build_model(m.model, d_in=task.d_in, d_out=1, max_len=8, causal=False,
                             device=CPU, dtype=torch.float64)
         assert step_flops(m) == 6.0 * num_params(model) * tokens * m.train.batch_size
+
+
+def test_attention_figure_shows_the_median_seed_and_the_seeds_spread(tmp_path):
+    """Fig 2 with 3 seeds: each panel draws the seed of median diagonal contrast and its title
+    the contrast's median [min–max] over seeds (artifacts written through the real store)."""
+    from analysis.figures_retrieval import str_attention_figure
+    from icl_core.artifacts import save_artifacts
+    from icl_core.store import Store
+
+    d, n, d_e = 2, 4, 3
+    store, rows = Store(str(tmp_path)), []
+    for seed, alpha in enumerate((50.0, 10.0, 200.0)):  # contrasts 50, 10, 200
+        qk = np.ones((d + 2 * d_e, d + 2 * d_e))
+        qk[d + d_e:, d:d + d_e] += (alpha - 1) * np.eye(d_e)
+        config_hash = f"h{seed}"
+        save_artifacts(store, "sc", "str_attention", config_hash, {"qk": [(7, qk[None])]})
+        rows.append({"sweep": "sc", "study": "str_attention", "config_hash": config_hash,
+                     "seed": seed, "status": "ok", "model.name": "mha_mlp",
+                     "task.simple": True, "task.dim": d, "task.n_points": n,
+                     "task.code_dim": d_e})
+    summary = str_attention_figure(pl.DataFrame(rows), tmp_path / "fig", storage=str(tmp_path))
+    key = "contrast_mha_mlp_simple-1STR"
+    assert summary[key] == pytest.approx(50.0)  # the median seed's (seed 0)
+    assert (summary[f"{key}_lo"], summary[f"{key}_hi"], summary[f"{key}_n"]) == (
+        pytest.approx(10.0), pytest.approx(200.0), 3)
+    assert "50.0 [10.0–200.0], 3 seed(s)" in summary["note"]
