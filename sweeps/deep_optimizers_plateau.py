@@ -15,44 +15,28 @@ the usual practice would try first:
   prompts (a test loss), no curriculum.
 
 The question: does either move the plateau (final training loss, R² at k = 20 above the
-prompt mean's), or is it a matter of scale? Both studies keep deep_optimizers' settings
-(copied here, not imported: the numbers compare as long as these stay equal) so their rows
+prompt mean's), or is it a matter of scale? Both studies import deep_optimizers' settings (WU and its
+presets, evaluated at ω₂ = 0 like transformer_depth) so their rows
 compare with teacher_shift / transformer_depth at each preset.
 """
+
+from deep_optimizers import CPU as WU_CPU
+from deep_optimizers import GPU as WU_GPU
+from deep_optimizers import SMOKE as WU_SMOKE
+from deep_optimizers import WU, shift_grid
 
 from icl_core.search import Search
 from icl_core.sweep import Preset, Study, Sweep
 
-# sweeps/deep_optimizers.py's WU base, with the evaluation of transformer_depth (ω₂ = 0 at the
-# training length) and the cheap baselines only (trivial predictors always, plus OLS)
-BASE = {
-    "task": {"name": "relu_teacher", "dim": 20, "n_points": 50, "depth": 3, "hidden": 100,
-             "mean": 2.0, "mix": 0.0, "r2_batch": 64, "baseline_epochs": 100,
-             "baseline_lr": 1e-3},
-    "model": {"name": "transformer", "width": 256, "depth": 12, "heads": 8, "mlp_ratio": 4,
-              "mixer": "relu_attention"},
-    "train": {"optimizer": "adam", "lr": 1e-4, "batch_size": 64, "steps": 500_000,
-              "report_every": 1000, "checkpoint_every": 10_000},
-    "eval": {"n_prompts": 6400, "grid": [{"test_dist": "w0.0", "n_points": 50, "mix": 0.0}],
-             "chunk": 640, "baselines": ["ols"]},
-}
-# deep_optimizers' CPU overrides (teacher_shift cpu: the 4-block model; transformer_depth cpu
-# evaluates at 20 pairs, as here)
-CPU = {"task.dim": 8, "task.n_points": 20, "task.hidden": 32,
-       "task.baseline_k": [1, 2, 3, 5, 8, 10, 15, 20, 25, 30],
-       "model.width": 32, "model.depth": 4, "model.heads": 4,
-       "train.lr": 1e-3, "train.warmup_steps": 200, "train.steps": 2000,
-       "train.report_every": 250, "train.checkpoint_every": 1000,
-       "eval.n_prompts": 640, "eval.grid": [{"test_dist": "w0.0", "n_points": 20, "mix": 0.0}]}
-# one H100: deep_optimizers' GPU (the cpu task, width 128, 8 blocks, 8 heads, 10x the cpu
-# steps: where the plateau was seen to hold), 6400 test prompts (no teacher_net baseline here)
-GPU = {**CPU, "model.width": 128, "model.depth": 8, "model.heads": 8, "train.steps": 20_000,
-       "train.report_every": 500, "train.checkpoint_every": 5000, "eval.n_prompts": 6400}
-SMOKE = {"task.dim": 3, "task.n_points": 4, "task.hidden": 4, "task.r2_batch": 16,
-         "model.width": 8, "model.depth": 1, "model.heads": 2,
-         "train.steps": 20, "train.batch_size": 16, "train.report_every": 10,
-         "train.checkpoint_every": 10, "eval.n_prompts": 64,
-         "eval.grid": [{"test_dist": "w0.0", "n_points": 4, "mix": 0.0}]}
+# deep_optimizers' settings, imported (one source), evaluated like transformer_depth: ω₂ = 0
+# at the training length, with the cheap baselines only (trivial predictors always, plus OLS;
+# no teacher-network baseline)
+BASE = {**WU, "eval": {**WU["eval"], "grid": shift_grid(50, (0.0,)), "baselines": ["ols"]}}
+CPU = {**WU_CPU, "eval.grid": shift_grid(20, (0.0,))}
+# one H100: deep_optimizers' GPU (width 128, 8 blocks, 8 heads, 20k steps: where the plateau
+# was seen to hold) with 6400 test prompts (no teacher_net baseline here to keep cheap)
+GPU = {**WU_GPU, "eval.grid": shift_grid(20, (0.0,)), "eval.n_prompts": 6400}
+SMOKE = {**WU_SMOKE, "eval.grid": shift_grid(4, (0.0,))}
 
 # The curriculum arm, one zipped axis: off = the fields' defaults (so its hash is that of a
 # config without a curriculum); on = (dims start, dims inc, points start, points inc, every).
