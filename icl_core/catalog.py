@@ -1,4 +1,4 @@
-"""Every sweep file in `sweeps/`, loaded by name; and one plan over all of them.
+"""Every sweep file in `sweeps/`, loaded by name; one plan over all of them; study manifests.
 
     python -m icl_core.catalog --preset paper      # every study of every file, no Ray started
     python -m icl_core.catalog --preset gpu        # ... with each study's H100 estimate
@@ -19,7 +19,8 @@ import sys
 import zlib
 from pathlib import Path
 
-from icl_core.sweep import PRESETS, Sweep
+from icl_core.study import PRESETS
+from icl_core.sweep import Sweep
 
 PACKAGE = "sweeps"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
@@ -83,9 +84,23 @@ def load_sweep(name: str) -> Sweep:
     return sweep
 
 
+def study_manifests(name: str, preset: str | None = None) -> list[dict]:
+    """The manifests of a sweep file's studies, built from the file (expected plans: `preset`
+    only): the fallback of analysis.regenerate for stores without manifests."""
+    from icl_core.orchestrate import study_manifest
+
+    try:
+        sweep = load_sweep(name)
+    except KeyError as exc:
+        raise ValueError(f"sweep: {exc.args[0]}") from None
+    presets = (preset,) if preset else ()
+    return [study_manifest(sweep, study, presets) for study in sweep.studies]
+
+
 def main(argv: list[str] | None = None) -> int:
-    from icl_core.cli import build_parser, gpu_time, make_plans, print_plan
+    from icl_core.cli import build_parser, gpu_time, print_plan
     from icl_core.config import ConfigError
+    from icl_core.orchestrate import make_plans
 
     parser = argparse.ArgumentParser(description="Plan every sweep file (a dry run of all).")
     parser.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)}")
