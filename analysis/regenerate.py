@@ -3,7 +3,12 @@
     python -m analysis.regenerate depth_scaling [--study S] [--storage results] [--out figures]
     python -m analysis.regenerate --all
 
-Each study's figure name comes from its sweep file (`sweeps/<sweep>.py`, `Study.figure`).
+What it needs of each study (its figure and figure arguments, grid axes, the plan of each
+preset) comes from the study's manifest, `<storage>/<sweep>/<study>/study.json`, which a sweep
+run writes beside the rows (icl_core.orchestrate.study_manifest); analysis never imports the
+orchestration. Stores written before manifests existed (or rows written without a sweep run):
+`python -m icl_core.regenerate` takes the same arguments and reads the studies from the sweep
+files instead (it passes `lookup`, icl_core.catalog.study_manifests, to `regenerate` / `main`).
 Output per study: <out>/<sweep>/<study>/<figure>.png|.pdf, fits.parquet and fits.md.
 A study with no registered figure gets "no figure registered for <sweep>/<study>" and still a
 fit report: the final query MSE against the study's one grid axis (besides seed), compared
@@ -22,22 +27,69 @@ import warnings
 from pathlib import Path
 
 import polars as pl
+import pyarrow.fs as pafs
 
 from analysis.figures import FIGURES, final_eval, member_counts
 from analysis.fit import Fit, compare_forms
 from analysis.frames import cell_regime
 from analysis.store import MissingResults, locate, missing_message, read_rows
 from analysis.verdicts import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
-from icl_core import catalog
-from icl_core.catalog import sweep_names
+from icl_core.store import read_manifest
+
+FALLBACK = "python -m icl_core.regenerate"  # the same command, studies read from sweeps/
 
 
-def load_sweep(sweep: str):
-    """The module-level SWEEP of sweeps/<sweep>.py (icl_core.catalog's one loader)."""
-    try:
-        return catalog.load_sweep(sweep)
-    except KeyError as exc:
-        raise ValueError(f"sweep: {exc.args[0]}") from None
+def _folders(loc, folder: str) -> list[str]:
+    selector = pafs.FileSelector(folder, allow_not_found=True)
+    return sorted(info.path.rstrip("/").rsplit("/", 1)[-1]
+                  for info in loc.fs.get_file_info(selector)
+                  if info.type == pafs.FileType.Directory)
+
+
+def study_manifests(storage: str, sweep: str, study: str | None = None, preset: str | None = None,
+                    lookup=None) -> list[dict]:
+    """The manifests of a sweep's studies (the named one only), in the sweep file's order.
+
+    Read from the store; with `lookup(sweep, preset) -> [manifest, ...]` (the fallback for
+    stores without manifests: icl_core.regenerate passes the sweep files' own) from it instead.
+    Nothing stored for the sweep (or the named study): MissingResults; with `lookup`, an
+    unknown study is a ValueError naming the valid ones."""
+    loc = locate(storage)
+    if lookup is not None:
+        manifests = lookup(sweep, preset)
+    else:
+        folders = _folders(loc, f"{loc.root}/{sweep}")
+        found = {name: read_manifest(loc.fs, loc.study_dir(sweep, name)) for name in folders}
+        manifests = sorted((m for m in found.values() if m), key=lambda m: m["order"])
+        bare = [name for name, m in found.items() if m is None and (not study or name == study)]
+        why = (f"no study manifest (study.json) under {loc.uri}: rows written before manifests "
+               f"existed, or without a sweep run; {FALLBACK} {sweep} [same options] reads the "
+               f"studies from sweeps/{sweep}.py")
+        if bare and (study or not manifests):
+            raise ValueError(f"{sweep}: {', '.join(bare)}: {why}")
+        for name in bare:
+            print(f"[{sweep}/{name}] skipped: {why}", file=sys.stderr)
+        if not manifests:
+            raise MissingResults(missing_message(sweep, study, loc.uri, storage=storage))
+    if study:
+        chosen = [m for m in manifests if m["study"] == study]
+        if not chosen and lookup is None:  # not run into this store (or not a study)
+            raise MissingResults(missing_message(sweep, study, loc.uri, storage=storage))
+        if not chosen:
+            valid = ", ".join(m["study"] for m in manifests)
+            raise ValueError(f"--study: unknown {study!r}; valid choices: {valid}")
+        return chosen
+    return manifests
+
+
+def expected_hashes(manifest: dict, preset: str | None) -> list[str] | None:
+    """The config hashes the plan of `preset` expects (None: no preset, or a search)."""
+    if not preset or manifest["kind"] != "grid":
+        return None
+    plans = manifest["expected"]
+    if preset not in plans:
+        raise ValueError(f"--preset: unknown {preset!r}; valid choices: {', '.join(plans)}")
+    return plans[preset]
 
 
 def _scalar(value) -> bool:
@@ -138,14 +190,15 @@ def describe(summary: dict) -> str:
     return text + f" (rms log residual {fit.rms_log_residual:.3f})"
 
 
-def grid_axis(study, rows: pl.DataFrame) -> str | None:
-    """The study's one numeric grid axis besides seed (None if there is not exactly one)."""
-    axes = [k for k in study.grid if k not in ("seed", "task_seed") and k in rows.columns
-            and rows.schema[k].is_numeric()]
+def grid_axis(study: dict, rows: pl.DataFrame) -> str | None:
+    """The study's one numeric grid axis besides seed (None if there is not exactly one);
+    `study`: its manifest (zipped axes, lists of keys, never count)."""
+    axes = [k for k in study["grid"] if isinstance(k, str) and k not in ("seed", "task_seed")
+            and k in rows.columns and rows.schema[k].is_numeric()]
     return axes[0] if len(axes) == 1 else None
 
 
-def generic_fits(rows: pl.DataFrame, study, n_boot: int = 1000, seed: int = 0) -> dict:
+def generic_fits(rows: pl.DataFrame, study: dict, n_boot: int = 1000, seed: int = 0) -> dict:
     """No figure: the final query MSE (per-prompt median) of ok members against the study's
     grid axis, one point per (axis value, seed), compared across forms by AIC (the claim: the
     error falls as the axis grows), and the learned-regime table per axis value."""
@@ -175,39 +228,39 @@ def generic_fits(rows: pl.DataFrame, study, n_boot: int = 1000, seed: int = 0) -
 
 
 def regenerate(sweep: str, study: str | None = None, storage: str = "results",
-               out: str = "figures", n_boot: int = 1000, preset: str | None = None
-               ) -> list[dict]:
+               out: str = "figures", n_boot: int = 1000, preset: str | None = None,
+               lookup=None) -> list[dict]:
     """Figures and fit reports of one sweep (one study, or every study with results).
 
-    preset: count the trials the plan of that preset expects (coverage); optional."""
-    spec = load_sweep(sweep)
-    studies = [spec.study(study)] if study else list(spec.studies)
+    preset: count the trials the plan of that preset expects (coverage); optional.
+    lookup: where the studies come from when not from the store's manifests (see
+    `study_manifests`)."""
     summaries, missing = [], []
-    for s in studies:
-        label = f"{sweep}/{s.name}"
-        expected = [m.hash for m in s.members(preset)] if preset else None
+    for s in study_manifests(storage, sweep, study, preset, lookup):
+        name, figure = s["study"], s["figure"]
+        label = f"{sweep}/{name}"
+        expected = expected_hashes(s, preset)
         try:
-            rows, coverage = read_rows(storage, sweep, s.name, expected)
+            rows, coverage = read_rows(storage, sweep, name, expected)
         except MissingResults:
             if study:
                 raise
-            missing.append(s.name)
+            missing.append(name)
             continue
         print(coverage.line(label), flush=True)
         if coverage.missing:
             print(f"[{label}] no row file for {len(coverage.missing)} planned trial(s): "
                   f"{', '.join(coverage.missing[:10])}", flush=True)
-        out_dir = Path(out) / sweep / s.name
-        if s.figure in FIGURES:
-            summary = FIGURES[s.figure](rows, out_dir, name=s.figure, n_boot=n_boot,
-                                        storage=locate(storage).uri,
-                                        **getattr(s, "figure_args", {}))
+        out_dir = Path(out) / sweep / name
+        if figure in FIGURES:
+            summary = FIGURES[figure](rows, out_dir, name=figure, n_boot=n_boot,
+                                      storage=locate(storage).uri, **s["figure_args"])
         else:
-            why = f" (figure {s.figure!r} is not one of: {', '.join(FIGURES)})" if s.figure else ""
+            why = f" (figure {figure!r} is not one of: {', '.join(FIGURES)})" if figure else ""
             print(f"no figure registered for {label}{why}", flush=True)
             summary = generic_fits(rows, s, n_boot=n_boot)
-        summary.update(sweep=sweep, study=s.name, figure=s.figure, coverage=coverage.to_dict())
-        summary["report"] = write_fit_report(out_dir, fit_rows(sweep, s.name, s.figure, summary),
+        summary.update(sweep=sweep, study=name, figure=figure, coverage=coverage.to_dict())
+        summary["report"] = write_fit_report(out_dir, fit_rows(sweep, name, figure, summary),
                                              summary.get("regime"))
         first = summary["paths"][0] if summary["paths"] else summary["report"][1]
         print(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
@@ -220,11 +273,22 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
     return summaries
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.regenerate", description=__doc__,
+def stored_sweeps(storage: str) -> list[str]:
+    """Sweeps with a folder in the store."""
+    loc = locate(storage)
+    return _folders(loc, loc.root)
+
+
+def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
+         prog: str = "python -m analysis.regenerate") -> int:
+    """The command line. `lookup` (studies, see `study_manifests`) and `sweep_names` (the
+    sweeps --all visits; default: those in the store) are given by icl_core.regenerate."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sweep", nargs="?", help=f"one of: {', '.join(sweep_names())}")
-    parser.add_argument("--all", action="store_true", help="every sweep in sweeps/ with results")
+    choices = f"one of: {', '.join(sweep_names())}" if sweep_names else "a sweep in the store"
+    parser.add_argument("sweep", nargs="?", help=choices)
+    parser.add_argument("--all", action="store_true",
+                        help="every sweep with results" + (" (sweeps/)" if sweep_names else ""))
     parser.add_argument("--study", help="one study (default: every study of the sweep)")
     parser.add_argument("--storage", default=os.environ.get("ICL_STORAGE", "results"),
                         help="row store path or URI (default: $ICL_STORAGE, else results)")
@@ -234,12 +298,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if bool(args.sweep) == args.all:
         parser.error("name one sweep or pass --all")
-    names = sweep_names() if args.all else [args.sweep]
+    names = [args.sweep] if not args.all else sweep_names() if sweep_names else \
+        stored_sweeps(args.storage)
+    if not names:
+        print(f"no results under {locate(args.storage).uri}", file=sys.stderr)
+        return 2
     done, missing = 0, []
     for name in names:
         try:
             done += len(regenerate(name, args.study, args.storage, args.out, args.n_boot,
-                                   args.preset))
+                                   args.preset, lookup))
         except MissingResults as exc:
             missing.append((name, str(exc)))
         except ValueError as exc:  # unknown sweep, study or figure (ConfigError included)

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl_core.catalog import load_sweep  # noqa: E402
 from icl_core.config import flatten  # noqa: E402
+from icl_core.orchestrate import write_manifest  # noqa: E402
 from icl_core.provenance import driver_provenance  # noqa: E402
 from icl_core.stacked import stack_key  # noqa: E402
 from icl_core.store import Store  # noqa: E402
@@ -42,6 +43,7 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
     for study in sweep.studies:
         if studies and study.name not in studies or not hasattr(study, "grid"):
             continue  # searches need Optuna + Tune
+        write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
         done = store.finished(sweep.name, study.name)
         groups: dict = {}
         for m in study.members(preset, {"device": device} if device != "auto" else None):

@@ -29,10 +29,10 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl_core.config import resolve_member  # noqa: E402
-from icl_core.faults import kill, raylet_pid, trial_workers  # noqa: E402
 from icl_core.launch import run_tune  # noqa: E402
 from icl_core.store import Store  # noqa: E402
 from icl_core.trial import TrialSpec  # noqa: E402
+from tests.faults import kill, raylet_pid, trial_workers  # noqa: E402  (test-only tooling)
 
 ROW_KEYS = ["metric", "statistic", "step", "position", "predictor", "infer_iter", "test_dist"]
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:  # tasks use these functions: a runtime import would be circular
-    from icl_core.tasks.base import RegressionProblem
+if TYPE_CHECKING:
+    from icl_core.batch import RegressionProblem
 
 
 def ls_loss(w_BxD: torch.Tensor, X_BxNxD: torch.Tensor, y_BxN: torch.Tensor) -> torch.Tensor:

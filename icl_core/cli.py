@@ -1,4 +1,5 @@
-"""The one command line every sweep file shares (`python sweeps/<axis>.py --help`).
+"""The one command line every sweep file shares (`python sweeps/<axis>.py --help`): it parses
+the options and reports; icl_core.orchestrate plans and runs.
 
 Everything is validated (plans expanded, configs resolved, storage probed) before Ray starts.
 """
@@ -6,14 +7,21 @@ Everything is validated (plans expanded, configs resolved, storage probed) befor
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-from dataclasses import dataclass
 
 from icl_core.config import ConfigError
+from icl_core.orchestrate import (
+    Plan,
+    cluster_cpus,
+    make_plans,
+    plan_gpu_seconds,
+    run_plans,
+    run_standalone,
+    study_trials,
+)
 from icl_core.stacked import STACK_MODES
-from icl_core.sweep import PRESETS, Sweep
+from icl_core.study import PRESETS
 
 DEFAULT_STORAGE = "results"
 JOB_STORAGE = "~/icl_results"  # under `ray job submit` the cwd is a temporary copy
@@ -38,7 +46,7 @@ def pack_arg(text: str) -> int | str:
         return text
 
 
-def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
+def build_parser(sweep) -> argparse.ArgumentParser:
     studies = "\n".join(f"  {s.name}: {s.doc}" for s in sweep.studies)
     parser = argparse.ArgumentParser(
         prog=f"sweeps/{sweep.name}.py",
@@ -76,64 +84,8 @@ def build_parser(sweep: Sweep) -> argparse.ArgumentParser:
     return parser
 
 
-# (flag, other flag, why they cannot go together): refused before anything starts
-CONFLICTS = (
-    ("optuna_journal", "address", "the journal runs searches without Ray"),
-    ("optuna_journal", "resume", "a journal search resumes by running it again"),
-)
-
-
-def parse_sets(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
-
-
-@dataclass
-class Plan:
-    study: object  # Study or Search
-    members: list  # grid: every member; search: the base member of each search
-    num_samples: int = 0  # searches only
-
-    @property
-    def is_search(self) -> bool:
-        return hasattr(self.study, "space")
-
-    @property
-    def trials(self) -> int:
-        return len(self.members) * self.num_samples if self.is_search else len(self.members)
-
-
-def make_plans(sweep: Sweep, args) -> list[Plan]:
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise ConfigError("--max-concurrent: must be >= 1")
-    if args.pack != "auto" and (not isinstance(args.pack, int) or args.pack < 1):
-        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {args.pack!r}")
-    for flag, other, why in CONFLICTS:
-        if getattr(args, flag) and getattr(args, other):
-            raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
-                              f"--{other.replace('_', '-')} ({why})")
-    if args.plan_gpus is not None and not args.dry_run:
-        raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
-    sets = parse_sets(args.set)
-    studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
-    if args.optuna_journal and not any(hasattr(s, "space") for s in studies):
-        raise ConfigError("--optuna-journal: only searches use it; this file has none")
-    plans = []
-    for study in studies:
-        if hasattr(study, "space"):
-            points = study.points(args.preset, sets)
-            plans.append(Plan(study, points, study.num_samples(args.preset, args.num_samples)))
-        else:
-            plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
-    return plans
-
-
-def main(sweep: Sweep, argv: list[str] | None = None) -> int:
+def main(sweep, argv: list[str] | None = None) -> int:
+    """Parse, plan, then print the plan (--dry-run) or run it; the exit status."""
     from icl_core.store import Store
 
     args = build_parser(sweep).parse_args(argv)
@@ -154,60 +106,7 @@ def main(sweep: Sweep, argv: list[str] | None = None) -> int:
         return 0
     if args.optuna_journal:
         return run_standalone(sweep, plans, store, args)
-
-    from icl_core.launch import init_ray
-    from icl_core.provenance import driver_provenance
-
-    started = init_ray(args.address)
-    print(f"storage: {store.uri}", flush=True)
-    provenance = driver_provenance()
-    exit_code = 0
-    try:
-        for plan in plans:
-            runner = run_search if plan.is_search else run_study
-            try:
-                exit_code |= runner(sweep, plan, store, provenance, args)
-            except ConfigError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                exit_code |= 2
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
-    return exit_code
-
-
-def cluster_gpus() -> float:
-    import ray
-
-    return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
-
-
-def cluster_cpus() -> float:
-    import ray
-
-    if ray.is_initialized():
-        return float(ray.cluster_resources().get("CPU", 1))
-    return float(os.cpu_count() or 1)
-
-
-def study_trials(plan: Plan, args, gpus: float, cpus: float, members=None) -> list:
-    """The planned trials of a grid study: (members, resources) per trial."""
-    from icl_core.resources import plan_trials
-
-    return plan_trials(plan.members if members is None else members, gpus,
-                       plan.study.cpus_per_trial, args.pack, cpus, args.stack)
-
-
-def plan_gpu_seconds(plan: Plan) -> float:
-    """The planner's wall-time estimate of a study on one H100-class GPU, stacked
-    (icl_core.resources.estimate_gpu_seconds); a search counts every Optuna trial to its end."""
-    from icl_core.resources import estimate_gpu_seconds
-
-    if plan.is_search:  # trials differ in their sampled settings: none stack
-        return plan.num_samples * sum(estimate_gpu_seconds([p]) for p in plan.members)
-    return estimate_gpu_seconds(plan.members)
+    return run_plans(sweep, plans, store, args)
 
 
 def gpu_time(seconds: float) -> str:
@@ -215,7 +114,7 @@ def gpu_time(seconds: float) -> str:
                                              if seconds >= 3600 else "")
 
 
-def print_plan(sweep: Sweep, plans: list[Plan], args) -> float:
+def print_plan(sweep, plans: list[Plan], args) -> float:
     """Trials, members per trial (and whether they stack), resources and the estimated time
     on one H100-class GPU per study; returns the total estimate in seconds."""
     import torch
@@ -254,141 +153,3 @@ def print_plan(sweep: Sweep, plans: list[Plan], args) -> float:
           f"{gpu_time(seconds)} on one H100-class GPU (planner estimate, stacks one after "
           "another)")
     return seconds
-
-
-def run_study(sweep, plan: Plan, store, provenance, args) -> int:
-    from icl_core.launch import run_tune
-    from icl_core.trial import TrialSpec
-
-    study, members = plan.study, plan.members
-    label = f"{sweep.name}/{study.name}"
-    done = store.finished(sweep.name, study.name)
-    todo = [m for m in members if m.hash not in done]
-    print(f"[{label}] {len(members)} configs, {len(members) - len(todo)} already finished, "
-          f"running {len(todo)}", flush=True)
-    if todo:
-        specs = [
-            TrialSpec(sweep.name, study.name, store.uri, [m.to_dict() for m in group],
-                      threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
-                      stack=args.stack)
-            for group, res in study_trials(plan, args, cluster_gpus(), cluster_cpus(), todo)
-        ]
-        print(f"[{label}] {len(specs)} trials of up to {max(len(s.members) for s in specs)} "
-              f"members (--pack {args.pack}, --stack {args.stack})", flush=True)
-        tune_dir = f"{store.uri}/{sweep.name}/{study.name}/tune"
-        run_tune(specs, label, tune_dir, args.max_concurrent)
-    statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])
-    return report_statuses(label, statuses, sweep, study, store, args)
-
-
-def report_statuses(label, statuses, sweep, study, store, args) -> int:
-    kinds = ("ok", "diverged", "pruned", "failed", "missing")
-    counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
-    print(f"[{label}] finished: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "pruned"),
-          flush=True)
-    for h, (status, reason) in statuses.items():
-        if status in ("failed", "diverged", "missing"):
-            print(f"[{label}]   {status} {h}: {reason}", flush=True)
-    failed_figure = False
-    if study.figure and not args.no_figures and counts["ok"]:
-        from analysis.regenerate import regenerate
-
-        try:
-            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
-        except Exception as exc:  # the rows are stored; say what failed and how to retry
-            failed_figure = True
-            print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
-                  f"python -m analysis.regenerate {sweep.name} --study {study.name} "
-                  f"--storage {store.uri}", file=sys.stderr, flush=True)
-    return 1 if counts["failed"] or counts["missing"] or failed_figure else 0
-
-
-def search_template(sweep, plan, point, store, provenance, res):
-    from icl_core.trial import TrialSpec
-
-    return TrialSpec(sweep.name, plan.study.name, store.uri, [point.to_dict()],
-                     threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance)
-
-
-def run_search(sweep, plan: Plan, store, provenance, args) -> int:
-    from icl_core.resources import member_resources
-    from icl_core.search import run_search_tune
-
-    search = plan.study
-    tune_dir = f"{store.uri}/{sweep.name}/{search.name}/tune"
-    for point in plan.members:
-        label = f"{sweep.name}/{search.name}@{point.hash[:8]}"
-        print(f"[{label}] Optuna search: {plan.num_samples} trials", flush=True)
-        res = member_resources(point, cluster_gpus(), search.cpus_per_trial)
-        template = search_template(sweep, plan, point, store, provenance, res)
-        run_search_tune(search, point, template, tune_dir, plan.num_samples, args.seed,
-                        args.resume, args.max_concurrent, res, label)
-    return summarize_search(sweep, search, store)
-
-
-def summarize_search(sweep, search, store) -> int:
-    hashes = sorted(store.finished(sweep.name, search.name))
-    statuses = store.member_status(sweep.name, search.name, hashes)
-    counts = {}
-    for status, _ in statuses.values():
-        counts[status] = counts.get(status, 0) + 1
-    print(f"[{sweep.name}/{search.name}] stored trials: "
-          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), flush=True)
-    return 0
-
-
-def run_standalone(sweep, plans, store, args) -> int:
-    """--optuna-journal: plain Optuna in this process, no Ray."""
-    from icl_core.provenance import driver_provenance
-    from icl_core.search import run_search_optuna
-
-    provenance = driver_provenance()
-    searches = [plan for plan in plans if plan.is_search]
-    for plan in searches:
-        runner = standalone_runner(sweep, plan, store, provenance)
-        for point in plan.members:
-            study = run_search_optuna(plan.study, point, args.optuna_journal, plan.num_samples,
-                                      args.seed, runner)
-            print(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
-                  f" with {study.best_params} (journal: {args.optuna_journal})", flush=True)
-        summarize_search(sweep, plan.study, store)
-    return 0
-
-
-def standalone_runner(sweep, plan: Plan, store, provenance):
-    """objective(member, optuna_trial) -> final training loss; prunes through trial.report."""
-    import optuna
-
-    from icl_core.resources import TrialResources
-    from icl_core.trial import StopMember, run_trial
-
-    name = plan.study.name
-    res = TrialResources(cpu=plan.study.cpus_per_trial, gpu=0.0)
-
-    def runner(member, trial) -> float:
-        spec = search_template(sweep, plan, member, store, provenance, res)
-
-        def report(metrics, _state):
-            if not metrics.get("member_done") and math.isfinite(metrics.get("loss", math.nan)):
-                trial.report(metrics["loss"], metrics["step"])
-                if trial.should_prune():
-                    raise StopMember(f"pruned by Optuna at step {metrics['step']}")
-
-        run_trial(spec, report)
-        status, reason = store.member_status(sweep.name, name, [member.hash])[member.hash]
-        if status == "pruned":
-            raise optuna.TrialPruned(reason)
-        if status != "ok":
-            raise RuntimeError(f"{member.hash}: {status}: {reason}")
-        return final_loss(store, sweep.name, name, member.hash)
-
-    return runner
-
-
-def final_loss(store, sweep: str, study: str, config_hash: str) -> float:
-    import pyarrow.parquet as pq
-
-    with store.fs.open_input_file(store.rows_path(sweep, study, config_hash)) as f:
-        table = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
-    losses = sorted((r["step"], r["value"]) for r in table if r["metric"] == "train_loss")
-    return losses[-1][1]

@@ -19,136 +19,17 @@ import dataclasses
 import functools
 import hashlib
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-
-class ConfigError(ValueError):
-    """An invalid sweep input. The message names the field and the valid choices."""
-
-
-# ----------------------------------------------------------------------------- coercion
-
-
-def _parse_bool(value: str, path: str) -> bool:
-    low = value.strip().lower()
-    if low in ("true", "1", "yes", "on"):
-        return True
-    if low in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError(f"{path}: expected a boolean (true/false), got {value!r}")
-
-
-def coerce(value: Any, annotation: Any, path: str, from_cli: bool = False) -> Any:
-    """Check `value` against a type annotation; strings from the CLI are parsed, not evaluated."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if annotation is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None or (from_cli and isinstance(value, str) and value.lower() == "none"):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return coerce(value, arg, path, from_cli)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: {value!r} fits none of {args}")
-    if origin is Literal:
-        if from_cli and isinstance(value, str):
-            for choice in args:
-                if str(choice) == value:
-                    return choice
-        if value in args and type(value) in {type(a) for a in args}:
-            return value
-        raise ConfigError(f"{path}: {value!r} is not valid; valid choices: {', '.join(map(str, args))}")
-    if origin in (tuple, list):
-        if from_cli and isinstance(value, str):
-            text = value.strip()
-            value = json.loads(text) if text.startswith("[") else [v for v in text.split(",") if v]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}: expected a list, got {value!r}")
-        item_type = args[0] if args else Any
-        return tuple(coerce(v, item_type, f"{path}[{i}]", from_cli) for i, v in enumerate(value))
-    if annotation is dict or origin is dict:
-        if from_cli and isinstance(value, str):
-            value = json.loads(value)
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
-        return dict(value)
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if from_cli and isinstance(value, str):
-            return _parse_bool(value, path)
-        raise ConfigError(f"{path}: expected a boolean, got {value!r}")
-    if annotation is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{path}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if from_cli and isinstance(value, str):
-            try:
-                return int(float(value)) if float(value).is_integer() else int(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{path}: expected an integer, got {value!r}")
-    if annotation is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{path}: expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if from_cli and isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{path}: expected a number, got {value!r}")
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{path}: expected a string, got {value!r}")
-    raise TypeError(f"{path}: unsupported annotation {annotation!r}")
-
-
-@functools.cache
-def type_hints(cls: type) -> dict[str, Any]:
-    """Resolved field annotations of a dataclass (cached: planning resolves thousands)."""
-    return typing.get_type_hints(cls)
-
-
-def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
-    """Construct `cls` from a mapping: unknown keys rejected, values coerced, `check()` run."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping, got {data!r}")
-    hints = type_hints(cls)
-    names = list(hints)
-    unknown = sorted(set(data) - set(names))
-    if unknown:
-        raise ConfigError(
-            f"{path}.{unknown[0]}: unknown field; valid fields: {', '.join(names)}"
-        )
-    kwargs = {k: coerce(v, hints[k], f"{path}.{k}", from_cli) for k, v in data.items()}
-    obj = cls(**kwargs)
-    check = getattr(obj, "check", None)
-    if check is not None:
-        check(path)
-    return obj
-
-
-def require(condition: bool, path: str, message: str) -> None:
-    """Raise a ConfigError for `path` unless `condition` holds."""
-    if not condition:
-        raise ConfigError(f"{path}: {message}")
-
+from icl_core.validation import (  # re-exported: the names config users have always imported
+    ConfigError,
+    build_dataclass,
+    coerce,
+    require,
+    to_plain,
+    type_hints,
+)
 
 # ----------------------------------------------------------------------------- sections
 
@@ -157,7 +38,7 @@ def require(condition: bool, path: str, message: str) -> None:
 class TrainConfig:
     """Training settings. Defaults follow Liu et al. (App. B.1) unless noted."""
 
-    optimizer: str = "adam"  # name in icl_core.train.OPTIMIZERS (adam, adamw, lbfgs)
+    optimizer: str = "adam"  # name in icl_core.optimizers.OPTIMIZERS (adam, adamw, lbfgs)
     lr: float = 1e-3  # peak learning rate
     betas: tuple[float, ...] = (0.9, 0.999)  # Adam betas (torch default)
     eps: float = 1e-8  # Adam eps; the precision-ls code uses 1e-16 (1e-8 can set a floor)
@@ -204,7 +85,7 @@ class TrainConfig:
         require(self.dataset_size >= 0, f"{path}.dataset_size", "must be >= 0 (0: online)")
         require(self.stop_loss is None or self.dataset_size > 0, f"{path}.stop_loss",
                 "needs epochs: set train.dataset_size > 0")
-        from icl_core.train import FIXED_BATCH, OPTIMIZERS  # late: train imports this module
+        from icl_core.optimizers import FIXED_BATCH, OPTIMIZERS
 
         require(not (self.dataset_size and self.optimizer in FIXED_BATCH), f"{path}.dataset_size",
                 f"{self.optimizer} trains on one fixed batch; leave dataset_size at 0")
@@ -305,17 +186,6 @@ class MemberConfig:
         top = {f.name: f.default for f in dataclasses.fields(MemberConfig)
                if f.default is not dataclasses.MISSING}
         return flatten({**to_plain(sections), **top})
-
-
-def to_plain(obj: Any) -> Any:
-    """Dataclasses -> dicts, tuples -> lists: JSON-ready."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [to_plain(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
-    return obj
 
 
 # Fields that do not change what is computed; excluded from the config hash so a sweep

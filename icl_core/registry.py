@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from icl_core.config import ConfigError, build_dataclass, to_plain
+from icl_core.validation import ConfigError, build_dataclass, to_plain
 
 
 class Registry:

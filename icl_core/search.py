@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path
-from icl_core.sweep import PRESETS, Preset, apply_preset, expand, parse_override
+from icl_core.study import PRESETS, Preset, apply_preset, expand, parse_override
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 

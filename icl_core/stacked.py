@@ -31,9 +31,9 @@ import time
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+from icl_core.batch import Batch
 from icl_core.config import MemberConfig, to_plain
 from icl_core.device import resolve_device
-from icl_core.tasks import Batch
 from icl_core.train import (
     FIXED_BATCH,
     OPTIMIZERS,

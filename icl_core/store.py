@@ -7,6 +7,9 @@ Layout under any storage URI pyarrow understands (a local path, s3://, gs://, a 
     <storage>/<sweep>/<study>/failed/<config_hash>.parquet    members whose trial raised
     <storage>/<sweep>/<study>/artifacts/<config_hash>/<name>.npz   arrays (see artifacts.py)
     <storage>/<sweep>/<study>/tune/                           Ray Tune's own experiment state
+    <storage>/<sweep>/<study>/study.json                      the study's manifest: what
+                                                              analysis needs of it (its
+                                                              figure, grid axes, plan)
 
 A member is *finished* when its file exists under rows/; re-running a sweep skips it. Files
 are written to a temporary name and renamed, so a crash never leaves a half-written row file.
@@ -35,6 +38,7 @@ ROW_SCHEMA = pa.schema([
     ("predictor", pa.string()),
 ])
 STATUSES = ("ok", "diverged", "pruned", "failed")
+MANIFEST = "study.json"  # per study, written when it runs (icl_core.orchestrate.study_manifest)
 
 
 def storage_uri(storage: str) -> str:
@@ -99,11 +103,26 @@ class Store:
                 out[h] = ("missing", "no row file: the trial did not finish")
         return out
 
+    def write_manifest(self, sweep: str, study: str, manifest: dict) -> None:
+        """The study's manifest beside its rows (replaced on every run of the study)."""
+        text = json.dumps(manifest, indent=1, sort_keys=True, default=str)
+        self.write_bytes(f"{self.study_dir(sweep, study)}/{MANIFEST}", text.encode())
+
     def check_writable(self) -> None:
         """Fail before launch if the storage cannot be written."""
         probe = f"{self.root}/.write-probe-{uuid.uuid4().hex[:8]}"
         self.write_bytes(probe, b"ok")
         self.fs.delete_file(probe)
+
+
+def read_manifest(fs: pafs.FileSystem, study_dir: str) -> dict | None:
+    """A study folder's manifest (None when there is none: a store written before manifests
+    existed, or rows written without a sweep run)."""
+    path = f"{study_dir}/{MANIFEST}"
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return None
+    with fs.open_input_stream(path) as f:
+        return json.loads(f.read().decode())
 
 
 def rows_table(rows: list[dict], constants: dict) -> pa.Table:

@@ -95,7 +95,7 @@ def peak_memory_mb(device: torch.device) -> tuple[float, str]:
 
 def records(member, run) -> dict:
     """The throughput columns of a member's rows (None where it did not train)."""
-    from icl_core.resources import step_flops
+    from icl_core.flops import step_flops
 
     empty = {"step_time_s": None, "tokens_per_s": None, "achieved_flops": None,
              "matmul_peak_flops": None, "flops_fraction": None, "peak_memory_mb": None,

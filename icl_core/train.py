@@ -3,7 +3,8 @@
 `MemberRun` holds everything a member's training needs (model, optimizer, scheduler, data
 RNG, step, rows so far) and exposes `state_dict` / `load_state_dict`, so the trial driver can
 checkpoint and resume it bit for bit. Room is left for other trainers: an optimizer is a
-name in OPTIMIZERS; L-BFGS on a fixed batch and epoch training plug in as further entries.
+name in OPTIMIZERS (icl_core.optimizers); L-BFGS on a fixed batch and epoch training plug
+in as further entries.
 """
 
 from __future__ import annotations
@@ -13,41 +14,13 @@ import time
 
 import torch
 
+from icl_core.batch import Batch, masked_mse
 from icl_core.config import MemberConfig, TrainConfig
 from icl_core.device import derive_seed, generator, resolve_device, resolve_dtype
 from icl_core.models import build_model
-from icl_core.tasks import Batch, build_task, masked_mse
+from icl_core.optimizers import FIXED_BATCH, OPTIMIZERS
+from icl_core.tasks import build_task
 from icl_core.throughput import reset_peak_memory
-
-
-def _fused(params: list) -> dict:
-    """One fused kernel per optimizer step on CUDA (the default there is foreach, a few per
-    parameter group); CPUs keep torch's default (measured: no faster fused)."""
-    return {"fused": True} if params and all(p.is_cuda for p in params) else {}
-
-
-def _adam_family(cls):
-    """Adam / AdamW from the config (weight decay: L2 for Adam, decoupled for AdamW)."""
-
-    def make(params, cfg: TrainConfig):
-        params = list(params)
-        return cls(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-                   weight_decay=cfg.weight_decay, **_fused(params))
-
-    return make
-
-
-def _lbfgs(params, cfg: TrainConfig):
-    return torch.optim.LBFGS(
-        params, lr=cfg.lr, history_size=cfg.lbfgs_history, max_iter=cfg.lbfgs_max_iter
-    )
-
-
-# Online optimizers see a fresh batch every step; FIXED_BATCH ones train on one batch drawn
-# once (from its own seed, so a resumed run redraws the same batch).
-OPTIMIZERS = {"adam": _adam_family(torch.optim.Adam), "adamw": _adam_family(torch.optim.AdamW),
-              "lbfgs": _lbfgs}
-FIXED_BATCH = {"lbfgs"}
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:

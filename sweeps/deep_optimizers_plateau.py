@@ -20,10 +20,10 @@ presets, evaluated at ω₂ = 0 like transformer_depth) so their rows
 compare with teacher_shift / transformer_depth at each preset.
 """
 
-from deep_optimizers import CPU as WU_CPU
-from deep_optimizers import GPU as WU_GPU
-from deep_optimizers import SMOKE as WU_SMOKE
-from deep_optimizers import WU, shift_grid
+if __package__:  # imported as sweeps.deep_optimizers_plateau (icl_core.catalog, the tests)
+    from . import deep_optimizers as wu
+else:  # run as a script, python sweeps/deep_optimizers_plateau.py: sweeps/ is on sys.path
+    import deep_optimizers as wu
 
 from icl_core.search import Search
 from icl_core.sweep import Preset, Study, Sweep
@@ -31,12 +31,12 @@ from icl_core.sweep import Preset, Study, Sweep
 # deep_optimizers' settings, imported (one source), evaluated like transformer_depth: ω₂ = 0
 # at the training length, with the cheap baselines only (trivial predictors always, plus OLS;
 # no teacher-network baseline)
-BASE = {**WU, "eval": {**WU["eval"], "grid": shift_grid(50, (0.0,)), "baselines": ["ols"]}}
-CPU = {**WU_CPU, "eval.grid": shift_grid(20, (0.0,))}
+BASE = {**wu.WU, "eval": {**wu.WU["eval"], "grid": wu.shift_grid(50, (0.0,)), "baselines": ["ols"]}}
+CPU = {**wu.CPU, "eval.grid": wu.shift_grid(20, (0.0,))}
 # one H100: deep_optimizers' GPU (width 128, 8 blocks, 8 heads, 20k steps: where the plateau
 # was seen to hold) with 6400 test prompts (no teacher_net baseline here to keep cheap)
-GPU = {**WU_GPU, "eval.grid": shift_grid(20, (0.0,)), "eval.n_prompts": 6400}
-SMOKE = {**WU_SMOKE, "eval.grid": shift_grid(4, (0.0,))}
+GPU = {**wu.GPU, "eval.grid": wu.shift_grid(20, (0.0,)), "eval.n_prompts": 6400}
+SMOKE = {**wu.SMOKE, "eval.grid": wu.shift_grid(4, (0.0,))}
 
 # The curriculum arm, one zipped axis: off = the fields' defaults (so its hash is that of a
 # config without a curriculum); on = (dims start, dims inc, points start, points inc, every).

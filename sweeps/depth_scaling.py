@@ -18,20 +18,10 @@ depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/G
 Settings and the choices where the paper is silent: see sweeps/bases.py (LIU_LS).
 """
 
-from bases import (
-    CPU_FEATURES,
-    CPU_LS,
-    CPU_PRIMITIVES,
-    GPU_FEATURES,
-    GPU_LS,
-    GPU_PRIMITIVES,
-    LIU_FEATURES,
-    LIU_LS,
-    LIU_PRIMITIVES,
-    SMOKE_FEATURES,
-    SMOKE_LS,
-    SMOKE_PRIMITIVES,
-)
+if __package__:  # imported as sweeps.depth_scaling (icl_core.catalog, the tests)
+    from . import bases
+else:  # run as a script, python sweeps/depth_scaling.py: sweeps/ is on sys.path
+    import bases
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -39,15 +29,15 @@ LEAST_SQUARES = Study(
     name="least_squares",
     doc="Liu et al. Fig 2: query MSE vs depth, fixed-N least squares, vs OLS and GD",
     figure="depth",
-    base=LIU_LS,
+    base=bases.LIU_LS,
     grid={"model.depth": [1, 2, 4, 8, 12, 16, 24, 32, 48, 64], "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides={**SMOKE_LS, "eval.gd_steps": [1, 10, 100, 1000]},
+        "smoke": Preset(overrides={**bases.SMOKE_LS, "eval.gd_steps": [1, 10, 100, 1000]},
                         grid={"model.depth": [1, 2], "seed": [0, 1]}),
-        "cpu": Preset(overrides={**CPU_LS, "train.steps": 4000},
+        "cpu": Preset(overrides={**bases.CPU_LS, "train.steps": 4000},
                       grid={"model.depth": [1, 2, 3, 4, 6], "seed": [0, 1, 2]}),
         # the paper's task, width and batch (bases.GPU_LS), depths to 16 of the paper's 64
-        "gpu": Preset(overrides=GPU_LS,
+        "gpu": Preset(overrides=bases.GPU_LS,
                       grid={"model.depth": [1, 2, 4, 8, 12, 16], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -59,19 +49,19 @@ DEPTH_WIDTH = Study(
     name="least_squares_depth_width",
     doc="scale-up: query MSE vs depth x width x D (fixed-N LS), 5 seeds, for law fits",
     figure="depth",
-    base=LIU_LS,
+    base=bases.LIU_LS,
     grid={"model.depth": [1, 2, 4, 8, 16, 32, 64], "model.width": [32, 64, 128, 256, 512],
           ("task.dim", "task.n_points"): [(5, 20), (10, 40), (20, 80)], "seed": [0, 1, 2, 3, 4]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={"model.depth": [1], "model.width": [8],
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.depth": [1], "model.width": [8],
                                                   ("task.dim", "task.n_points"): [(3, 6)],
                                                   "seed": [0]}),
         # a small preview, so the whole file's cpu preset stays within ~20 min on 2 cores
-        "cpu": Preset(overrides={**CPU_LS, "train.steps": 2000},
+        "cpu": Preset(overrides={**bases.CPU_LS, "train.steps": 2000},
                       grid={"model.depth": [1, 2, 4], "model.width": [16],
                             ("task.dim", "task.n_points"): [(3, 20)], "seed": [0, 1, 2]}),
         # depth 1-8 x width 32-128 x D = 5, 10 at 8000 steps, 3 seeds
-        "gpu": Preset(overrides={**GPU_LS, "train.steps": 8000, "train.step_size": 800},
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 8000, "train.step_size": 800},
                       grid={"model.depth": [1, 2, 4, 8], "model.width": [32, 64, 128],
                             ("task.dim", "task.n_points"): [(5, 20), (10, 40)],
                             "seed": [0, 1, 2]}),
@@ -84,16 +74,16 @@ LS_MIXER = Study(
     name="ls_mixer_depth",
     doc="Liu et al. Figs 2, 10: query MSE vs depth, Transformer vs BaseConv, vs OLS and GD",
     figure="precision_depth",
-    base=LIU_LS,
+    base=bases.LIU_LS,
     grid={"model.depth": [1, 2, 4, 8, 12, 16, 24, 32, 48, 64],
           "model.mixer": ["attention", "baseconv"], "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={"model.depth": [1], "seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "task.n_points": 10},
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.depth": [1], "seed": [0]}),
+        "cpu": Preset(overrides={**bases.CPU_LS, "task.n_points": 10},
                       grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         # the paper's N = 20, D = 5, width 64, batch 256 (bases.GPU_LS); depths to 12 at 16k
         # steps
-        "gpu": Preset(overrides={**GPU_LS, "train.steps": 16_000, "train.step_size": 1600},
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 16_000, "train.step_size": 1600},
                       grid={"model.depth": [1, 2, 4, 8, 12], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -104,17 +94,17 @@ PRIMITIVES_DEPTH = Study(
     name="primitives_depth",
     doc="Liu et al. Figs 3, 8: primitives MSE vs depth, Transformer/BaseConv x LN on/off",
     figure="primitives_depth",
-    base=LIU_PRIMITIVES,
+    base=bases.LIU_PRIMITIVES,
     grid={"task.op": ["read", "affine", "multiply"], "model.depth": [1, 2, 4, 8],
           "model.mixer": ["attention", "baseconv"], "model.layer_norm": [True, False],
           "seed": [0]},
     presets={
-        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.depth": [1],
+        "smoke": Preset(overrides=bases.SMOKE_PRIMITIVES, grid={"model.depth": [1],
                                                           "model.layer_norm": [False]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.depth": [1, 2, 4],
+        "cpu": Preset(overrides=bases.CPU_PRIMITIVES, grid={"model.depth": [1, 2, 4],
                                                       "seed": [0, 1, 2]}),
         # the paper's depths 1-8 and width 64 at the cpu task size, 4000 steps, stacked seeds
-        "gpu": Preset(overrides=GPU_PRIMITIVES, grid={"model.depth": [1, 2, 4, 8],
+        "gpu": Preset(overrides=bases.GPU_PRIMITIVES, grid={"model.depth": [1, 2, 4, 8],
                                                       "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -147,16 +137,16 @@ FEATURES_DEPTH = Study(
     name="features_depth",
     doc="Liu et al. Fig 6: error of w* vs depth with construction features k = 0, 1, 2",
     figure="features_depth",
-    base=LIU_FEATURES,
+    base=bases.LIU_FEATURES,
     grid={"task.features": [0, 1, 2], "model.depth": [1, 2, 4, 8],
           "model.mixer": ["attention", "baseconv"], "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides=SMOKE_FEATURES, grid={"task.features": [0, 2],
+        "smoke": Preset(overrides=bases.SMOKE_FEATURES, grid={"task.features": [0, 2],
                                                         "model.depth": [1], "seed": [0]}),
-        "cpu": Preset(overrides=CPU_FEATURES, grid={"model.depth": [1, 2, 4],
+        "cpu": Preset(overrides=bases.CPU_FEATURES, grid={"model.depth": [1, 2, 4],
                                                     "seed": [0, 1, 2]}),
         # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
-        "gpu": Preset(overrides=GPU_FEATURES, grid={"model.depth": [1, 2, 4, 8],
+        "gpu": Preset(overrides=bases.GPU_FEATURES, grid={"model.depth": [1, 2, 4, 8],
                                                     "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -179,18 +169,18 @@ EXPLICIT_GRADIENT = Study(
     name="explicit_gradient",
     doc="Liu et al. Fig 7: gradient MSE vs depth; iterated 3-layer models vs inference steps",
     figure="explicit_gradient",
-    base={**LIU_FEATURES,
-          "task": {**LIU_FEATURES["task"], "target": "grad"},
-          "eval": {**LIU_FEATURES["eval"], "baselines": ["gd"],
+    base={**bases.LIU_FEATURES,
+          "task": {**bases.LIU_FEATURES["task"], "target": "grad"},
+          "eval": {**bases.LIU_FEATURES["eval"], "baselines": ["gd"],
                    "infer_steps": [0, 1, 2, 5, 10, 20, 50, 100], "infer_lr": 0.2}},
     grid={**gradient_models([1, 2, 3, 4, 6, 8]), "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides={**SMOKE_FEATURES, "eval.infer_steps": [0, 5]},
+        "smoke": Preset(overrides={**bases.SMOKE_FEATURES, "eval.infer_steps": [0, 5]},
                         grid={**gradient_models([2], frozen_depth=3), "seed": [0]}),
-        "cpu": Preset(overrides=CPU_FEATURES, grid={**gradient_models([1, 2, 3]),
+        "cpu": Preset(overrides=bases.CPU_FEATURES, grid={**gradient_models([1, 2, 3]),
                                                     "seed": [0, 1, 2]}),
         # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
-        "gpu": Preset(overrides=GPU_FEATURES, grid={**gradient_models([1, 2, 3, 4, 6, 8]),
+        "gpu": Preset(overrides=bases.GPU_FEATURES, grid={**gradient_models([1, 2, 3, 4, 6, 8]),
                                                     "seed": [0, 1, 2]}),
         "paper": Preset(),
     },

@@ -12,7 +12,10 @@ Without a cluster, run plain Optuna with a persistent journal (open it in optuna
     python sweeps/hpo_lr.py --preset cpu --optuna-journal results/hpo_lr.journal
 """
 
-from bases import CPU_LS, GPU_LS, LIU_LS, SMOKE_LS
+if __package__:  # imported as sweeps.hpo_lr (icl_core.catalog, the tests)
+    from . import bases
+else:  # run as a script, python sweeps/hpo_lr.py: sweeps/ is on sys.path
+    import bases
 
 from icl_core.search import Search
 from icl_core.sweep import Preset, Sweep
@@ -20,7 +23,7 @@ from icl_core.sweep import Preset, Sweep
 WIDTH_LR = Search(
     name="width_lr",
     doc="Optuna (TPE) + ASHA over lr, batch, warmup; one search per width; 2-layer LS model",
-    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 2}},
+    base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 2}},
     space={
         "train.lr": ("loguniform", 1e-4, 1e-2),
         "train.batch_size": ("choice", [64, 128, 256]),
@@ -28,12 +31,12 @@ WIDTH_LR = Search(
     },
     grid={"model.width": [32, 64, 128, 256]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={"model.width": [8]}, num_samples=3),
-        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2, "train.steps": 2000},
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.width": [8]}, num_samples=3),
+        "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2, "train.steps": 2000},
                       grid={"model.width": [16, 32]}, num_samples=12),
         # widths 32-128 (the paper's 2-layer model, D = 5, batch range), 4000 steps, 16 trials
         # a width (an upper bound: ASHA stops poor trials early)
-        "gpu": Preset(overrides={**GPU_LS, "model.depth": 2, "train.steps": 4000,
+        "gpu": Preset(overrides={**bases.GPU_LS, "model.depth": 2, "train.steps": 4000,
                                  "train.step_size": 1000},
                       grid={"model.width": [32, 64, 128]}, num_samples=16),
         "paper": Preset(num_samples=64),

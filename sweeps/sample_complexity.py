@@ -33,7 +33,10 @@ distribution. `--set 'eval.grid=[{},{"test_dist":"simple","simple":true}]'` adds
 variant (the first point still decides the stop).
 """
 
-from bases import CPU_LS, GPU_LS, LIU_LS, SMOKE_LS
+if __package__:  # imported as sweeps.sample_complexity (icl_core.catalog, the tests)
+    from . import bases
+else:  # run as a script, python sweeps/sample_complexity.py: sweeps/ is on sys.path
+    import bases
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -45,16 +48,16 @@ def dims(*ds: int) -> dict:
 LEAST_SQUARES_DIM = Study(
     name="least_squares_dim",
     doc="samples to reach a target query MSE vs dimension D (N = 2D), test curve every 1%",
-    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 4},
-          "eval": {**LIU_LS["eval"], "every": 10_000}},
+    base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 4},
+          "eval": {**bases.LIU_LS["eval"], "every": 10_000}},
     grid={**dims(2, 4, 8, 16), "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides={**SMOKE_LS, "eval.every": 10}, grid={**dims(2, 3), "seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2, "eval.every": 250,
+        "smoke": Preset(overrides={**bases.SMOKE_LS, "eval.every": 10}, grid={**dims(2, 3), "seed": [0]}),
+        "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2, "eval.every": 250,
                                  "eval.n_prompts": 300},
                       grid={**dims(2, 3, 4, 6), "seed": [0, 1, 2]}),
         # the paper's 4 layers, width and batch, D = 2-8, 20k steps, the curve every 500
-        "gpu": Preset(overrides={**GPU_LS, "eval.every": 500},
+        "gpu": Preset(overrides={**bases.GPU_LS, "eval.every": 500},
                       grid={**dims(2, 3, 4, 6, 8), "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -63,15 +66,15 @@ LEAST_SQUARES_DIM = Study(
 DIM_DEPTH = Study(
     name="least_squares_dim_depth",
     doc="scale-up: samples to a target MSE vs D x depth (N = 2D), 10 seeds for n* CIs",
-    base={**LIU_LS, "eval": {**LIU_LS["eval"], "every": 10_000}},
+    base={**bases.LIU_LS, "eval": {**bases.LIU_LS["eval"], "every": 10_000}},
     grid={**dims(2, 4, 8, 16, 32), "model.depth": [2, 4, 8], "seed": list(range(10))},
     presets={
-        "smoke": Preset(overrides={**SMOKE_LS, "eval.every": 10},
+        "smoke": Preset(overrides={**bases.SMOKE_LS, "eval.every": 10},
                         grid={**dims(2), "model.depth": [1], "seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "eval.every": 250, "eval.n_prompts": 300},
+        "cpu": Preset(overrides={**bases.CPU_LS, "eval.every": 250, "eval.n_prompts": 300},
                       grid={**dims(2, 3, 4), "model.depth": [1, 2], "seed": [0, 1, 2]}),
         # D = 2-8 x depth 2-8, 10k steps, the curve every 250
-        "gpu": Preset(overrides={**GPU_LS, "train.steps": 10_000, "train.step_size": 1000,
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 10_000, "train.step_size": 1000,
                                  "train.report_every": 250, "eval.every": 250},
                       grid={**dims(2, 4, 8), "model.depth": [2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),

@@ -6,11 +6,14 @@
 * fixed_n_points -- fixed-N least squares at N in {5, 10, 20, 40}: query MSE vs N.
 """
 
-from bases import CPU_LS, GPU_LS, LIU_LS, SMOKE_LS
+if __package__:  # imported as sweeps.sequence_length (icl_core.catalog, the tests)
+    from . import bases
+else:  # run as a script, python sweeps/sequence_length.py: sweeps/ is on sys.path
+    import bases
 
 from icl_core.sweep import Preset, Study, Sweep
 
-PREFIX = {**LIU_LS, "task": {**LIU_LS["task"], "layout": "all_prefix"}}
+PREFIX = {**bases.LIU_LS, "task": {**bases.LIU_LS["task"], "layout": "all_prefix"}}
 
 ICL_PREFIX = Study(
     name="icl_prefix",
@@ -19,10 +22,10 @@ ICL_PREFIX = Study(
     base=PREFIX,
     grid={"seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides={**SMOKE_LS, "task.n_points": 6}, grid={"seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "model.depth": 4, "task.n_points": 10}),
+        "smoke": Preset(overrides={**bases.SMOKE_LS, "task.n_points": 6}, grid={"seed": [0]}),
+        "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 4, "task.n_points": 10}),
         # the paper's model (12 layers), N = 20, D = 5 and batch, 80k steps
-        "gpu": Preset(overrides={**GPU_LS, "train.steps": 80_000, "train.step_size": 8000}),
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 80_000, "train.step_size": 8000}),
         "paper": Preset(),
     },
 )
@@ -30,14 +33,14 @@ ICL_PREFIX = Study(
 FIXED_N_POINTS = Study(
     name="fixed_n_points",
     doc="query MSE vs prompt length N (fixed-N least squares), 4 layers",
-    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 4}},
+    base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 4}},
     grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={"task.n_points": [4, 8], "seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"task.n_points": [4, 8], "seed": [0]}),
+        "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2},
                       grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]}),
         # the paper's 4 layers, D = 5, width and batch, 40k steps
-        "gpu": Preset(overrides={**GPU_LS, "train.steps": 40_000, "train.step_size": 4000}),
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 40_000, "train.step_size": 4000}),
         "paper": Preset(),
     },
 )
@@ -45,16 +48,16 @@ FIXED_N_POINTS = Study(
 N_DEPTH = Study(
     name="fixed_n_points_depth",
     doc="scale-up: query MSE vs prompt length N x depth (fixed-N LS, D = 5), 5 seeds",
-    base=LIU_LS,
+    base=bases.LIU_LS,
     grid={"task.n_points": [5, 10, 20, 40, 80, 160], "model.depth": [2, 4, 8, 16],
           "seed": [0, 1, 2, 3, 4]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={"task.n_points": [5], "model.depth": [1],
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"task.n_points": [5], "model.depth": [1],
                                                   "seed": [0]}),
-        "cpu": Preset(overrides=CPU_LS, grid={"task.n_points": [5, 10, 20, 40],
+        "cpu": Preset(overrides=bases.CPU_LS, grid={"task.n_points": [5, 10, 20, 40],
                                              "model.depth": [1, 2], "seed": [0, 1, 2]}),
         # N 5-80 x depth 2-8, the paper's D = 5, width and batch, 10k steps
-        "gpu": Preset(overrides={**GPU_LS, "train.steps": 10_000, "train.step_size": 1000},
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 10_000, "train.step_size": 1000},
                       grid={"task.n_points": [5, 10, 20, 40, 80], "model.depth": [2, 4, 8],
                             "seed": [0, 1, 2]}),
         "paper": Preset(),

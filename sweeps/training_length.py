@@ -6,16 +6,10 @@ multiply_steps is the paper's panel (MULTIPLY, 1-layer Transformer and BaseConv 
 least_squares_steps asks it of fixed-N least squares.
 """
 
-from bases import (
-    CPU_LS,
-    CPU_PRIMITIVES,
-    GPU_LS,
-    GPU_PRIMITIVES,
-    LIU_LS,
-    LIU_PRIMITIVES,
-    SMOKE_LS,
-    SMOKE_PRIMITIVES,
-)
+if __package__:  # imported as sweeps.training_length (icl_core.catalog, the tests)
+    from . import bases
+else:  # run as a script, python sweeps/training_length.py: sweeps/ is on sys.path
+    import bases
 
 from icl_core.sweep import Preset, Study, Sweep
 
@@ -31,15 +25,15 @@ PAPER_DECAY = {"train.gamma": 0.9}  # the paper's StepLR factor (the cpu presets
 LEAST_SQUARES_STEPS = Study(
     name="least_squares_steps",
     doc="Liu et al. Fig 9, on least squares: query MSE vs training steps (StepLR at steps/100)",
-    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 1}},
+    base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 1}},
     grid={**steps_axis(100_000, 1_000_000, 10_000_000, 100_000_000), "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={**steps_axis(10, 20), "seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "model.depth": 1},
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={**steps_axis(10, 20), "seed": [0]}),
+        "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 1},
                       grid={**steps_axis(300, 1000, 3000, 10_000), "seed": [0, 1, 2]}),
         # 1e3-1e5 steps (the paper: 1e5-1e8), the paper's task, width, batch and StepLR
         # (x0.9 every steps/100)
-        "gpu": Preset(overrides={**GPU_LS, **PAPER_DECAY},
+        "gpu": Preset(overrides={**bases.GPU_LS, **PAPER_DECAY},
                       grid={**steps_axis(1000, 3000, 10_000, 30_000, 100_000),
                             "seed": [0, 1, 2]}),
         "paper": Preset(),
@@ -49,16 +43,16 @@ LEAST_SQUARES_STEPS = Study(
 STEPS_DEPTH = Study(
     name="least_squares_steps_depth",
     doc="scale-up: query MSE vs training steps x depth (fixed-N LS), 5 seeds",
-    base=LIU_LS,
+    base=bases.LIU_LS,
     grid={**steps_axis(10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000),
           "model.depth": [2, 4, 8, 16], "seed": [0, 1, 2, 3, 4]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={**steps_axis(10), "model.depth": [1],
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={**steps_axis(10), "model.depth": [1],
                                                   "seed": [0]}),
-        "cpu": Preset(overrides=CPU_LS, grid={**steps_axis(300, 1000, 3000),
+        "cpu": Preset(overrides=bases.CPU_LS, grid={**steps_axis(300, 1000, 3000),
                                              "model.depth": [1, 2], "seed": [0, 1, 2]}),
         # 1e3-3e4 steps x depth 2-8, the paper's task, width, batch and StepLR
-        "gpu": Preset(overrides={**GPU_LS, **PAPER_DECAY}, grid={**steps_axis(1000, 3000, 10_000, 30_000),
+        "gpu": Preset(overrides={**bases.GPU_LS, **PAPER_DECAY}, grid={**steps_axis(1000, 3000, 10_000, 30_000),
                                              "model.depth": [2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -68,16 +62,16 @@ MULTIPLY_STEPS = Study(
     name="multiply_steps",
     doc="Liu et al. Fig 9: MULTIPLY MSE vs training steps, 1-layer Transformer vs BaseConv",
     figure="multiply_steps",
-    base={**LIU_PRIMITIVES, "model": {**LIU_PRIMITIVES["model"], "depth": 1}},
+    base={**bases.LIU_PRIMITIVES, "model": {**bases.LIU_PRIMITIVES["model"], "depth": 1}},
     grid={**steps_axis(100_000, 1_000_000, 10_000_000, 100_000_000),
           "model.mixer": ["attention", "baseconv"], "seed": [0]},
     presets={
-        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={**steps_axis(10, 20)}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES,
+        "smoke": Preset(overrides=bases.SMOKE_PRIMITIVES, grid={**steps_axis(10, 20)}),
+        "cpu": Preset(overrides=bases.CPU_PRIMITIVES,
                       grid={**steps_axis(300, 1000, 3000, 10_000), "seed": [0, 1, 2]}),
         # 1e3-1e5 steps (the paper: 1e5-1e8), the paper's width, batch and StepLR (x0.9 every
         # steps/100), the cpu task size (bases.GPU_PRIMITIVES)
-        "gpu": Preset(overrides={**GPU_PRIMITIVES, **PAPER_DECAY},
+        "gpu": Preset(overrides={**bases.GPU_PRIMITIVES, **PAPER_DECAY},
                       grid={**steps_axis(1000, 3000, 10_000, 30_000, 100_000),
                             "seed": [0, 1, 2]}),
         "paper": Preset(),

@@ -5,31 +5,24 @@ multiply_width and multiply_mlp are the paper's panels (MULTIPLY, 2-layer transf
 least_squares_width asks the width question of fixed-N least squares.
 """
 
-from bases import (
-    CPU_LS,
-    CPU_PRIMITIVES,
-    GPU_LS,
-    GPU_PRIMITIVES,
-    GPU_PRIMITIVES_LONG,
-    LIU_LS,
-    LIU_PRIMITIVES,
-    SMOKE_LS,
-    SMOKE_PRIMITIVES,
-)
+if __package__:  # imported as sweeps.width_scaling (icl_core.catalog, the tests)
+    from . import bases
+else:  # run as a script, python sweeps/width_scaling.py: sweeps/ is on sys.path
+    import bases
 
 from icl_core.sweep import Preset, Study, Sweep
 
 LEAST_SQUARES_WIDTH = Study(
     name="least_squares_width",
     doc="Liu et al. Fig 4 (left), on least squares: query MSE vs width, 2 layers",
-    base={**LIU_LS, "model": {**LIU_LS["model"], "depth": 2}},
+    base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 2}},
     grid={"model.width": [32, 64, 128, 256], "seed": [0, 1, 2]},
     presets={
-        "smoke": Preset(overrides=SMOKE_LS, grid={"model.width": [4, 8], "seed": [0]}),
-        "cpu": Preset(overrides={**CPU_LS, "model.depth": 2},
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.width": [4, 8], "seed": [0]}),
+        "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2},
                       grid={"model.width": [8, 16, 32, 64], "seed": [0, 1, 2]}),
         # the paper's widths, task and batch (bases.GPU_LS), 40k steps
-        "gpu": Preset(overrides={**GPU_LS, "model.depth": 2, "train.steps": 40_000,
+        "gpu": Preset(overrides={**bases.GPU_LS, "model.depth": 2, "train.steps": 40_000,
                                  "train.step_size": 4000}),
         "paper": Preset(),
     },
@@ -39,14 +32,14 @@ MULTIPLY_WIDTH = Study(
     name="multiply_width",
     doc="Liu et al. Fig 4 (left): MULTIPLY MSE vs attention dim, 2-layer Transformer",
     figure="multiply_width",
-    base=LIU_PRIMITIVES,
+    base=bases.LIU_PRIMITIVES,
     grid={"model.width": [32, 64, 128, 256], "seed": [0]},
     presets={
-        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.width": [4, 8]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.width": [16, 32, 64],
+        "smoke": Preset(overrides=bases.SMOKE_PRIMITIVES, grid={"model.width": [4, 8]}),
+        "cpu": Preset(overrides=bases.CPU_PRIMITIVES, grid={"model.width": [16, 32, 64],
                                                       "seed": [0, 1, 2]}),
         # the paper's widths 32-256 at the cpu task size, 20k steps (bases.GPU_PRIMITIVES)
-        "gpu": Preset(overrides={**GPU_PRIMITIVES, **GPU_PRIMITIVES_LONG},
+        "gpu": Preset(overrides={**bases.GPU_PRIMITIVES, **bases.GPU_PRIMITIVES_LONG},
                       grid={"model.width": [32, 64, 128, 256], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -56,14 +49,14 @@ MULTIPLY_MLP = Study(
     name="multiply_mlp",
     doc="Liu et al. Fig 4 (right): MULTIPLY MSE vs MLP width factor, 2 layers, dim 256",
     figure="multiply_mlp",
-    base={**LIU_PRIMITIVES, "model": {**LIU_PRIMITIVES["model"], "width": 256}},
+    base={**bases.LIU_PRIMITIVES, "model": {**bases.LIU_PRIMITIVES["model"], "width": 256}},
     grid={"model.mlp_ratio": [1, 2, 4, 8], "seed": [0]},
     presets={
-        "smoke": Preset(overrides=SMOKE_PRIMITIVES, grid={"model.mlp_ratio": [1, 2]}),
-        "cpu": Preset(overrides=CPU_PRIMITIVES, grid={"model.mlp_ratio": [1, 2, 4, 8],
+        "smoke": Preset(overrides=bases.SMOKE_PRIMITIVES, grid={"model.mlp_ratio": [1, 2]}),
+        "cpu": Preset(overrides=bases.CPU_PRIMITIVES, grid={"model.mlp_ratio": [1, 2, 4, 8],
                                                       "seed": [0, 1, 2]}),
         # the paper's dim 256 and ratios at the cpu task size, 20k steps
-        "gpu": Preset(overrides={**GPU_PRIMITIVES, **GPU_PRIMITIVES_LONG, "model.width": 256},
+        "gpu": Preset(overrides={**bases.GPU_PRIMITIVES, **bases.GPU_PRIMITIVES_LONG, "model.width": 256},
                       grid={"model.mlp_ratio": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },

@@ -16,9 +16,9 @@ import pytest
 
 from analysis.figures import depth_figure
 from analysis.fit import FORMS, fit_scaling
-from analysis.regenerate import load_sweep, main, regenerate, sweep_names
 from analysis.store import MissingResults, load_rows
 from icl_core.catalog import SWEEPS_DIR
+from icl_core.regenerate import load_sweep, main, regenerate, sweep_names
 from icl_core.store import Store, rows_table
 
 SWEEP, STUDY = "depth_scaling", "least_squares"

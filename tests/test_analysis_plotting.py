@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
-from analysis import regenerate as regen
 from analysis.fit import fit_scaling
 from analysis.plotting import (
     draw_fit,
@@ -27,6 +26,7 @@ from analysis.plotting import (
     style,
 )
 from icl_core import catalog
+from icl_core import regenerate as regen
 from icl_core.store import Store, rows_table
 
 GRID = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])

@@ -16,8 +16,9 @@ import pytest
 from conftest import tiny_member
 
 from icl_core import catalog
-from icl_core.cli import build_parser, make_plans, plan_gpu_seconds
+from icl_core.cli import build_parser
 from icl_core.config import resolve_member
+from icl_core.orchestrate import make_plans, plan_gpu_seconds
 from icl_core.resources import (
     estimate_gpu_seconds,
     gpu_fraction,

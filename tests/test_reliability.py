@@ -12,9 +12,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 import torch
+from faults import kill, raylet_pid, trial_workers
 
 from icl_core.config import resolve_member
-from icl_core.faults import kill, raylet_pid, trial_workers
 from icl_core.launch import run_tune
 from icl_core.trial import CHECKPOINT_FILE, TrialSpec, load_state, run_trial, save_state
 

@@ -30,9 +30,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from icl_core.config import require
+from icl_core.batch import Layout
 from icl_core.models.mixers import BaseConv
-from icl_core.tasks.ls_features import Layout
+from icl_core.validation import require
 
 
 def dim_from_width(width: int) -> int:

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from icl_core.config import require
+from icl_core.batch import Batch, masked_mse
 from icl_core.models.mixers import MIXERS
 from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm
-from icl_core.tasks.base import Batch, masked_mse
+from icl_core.validation import require
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from icl_core.config import require
+from icl_core.validation import require
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from icl_core.config import require
+from icl_core.validation import require
 
 
 def _refuse_causal(name: str, causal: bool) -> None:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from icl_core.config import require
 from icl_core.models.construction import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
+from icl_core.validation import require
 
 
 @dataclass(frozen=True)

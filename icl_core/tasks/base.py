@@ -22,33 +22,11 @@ chain-of-thought (vector targets on the intermediate tokens).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
-
-@dataclass
-class Batch:
-    inputs: torch.Tensor  # (B, T, d_in)
-    targets: torch.Tensor  # (B, T, d_out)
-    mask: torch.Tensor  # (T,) bool
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
-@dataclass
-class RegressionProblem:
-    """One least-squares problem per prompt, for the classical baselines (OLS, GD).
-
-    X (B, k, D), y (B, k): the k in-context examples; x_query (B, D); `token` is the index
-    of the token whose prediction this problem answers. A task's `context_problems` (the
-    examples the trivial predictors fit, `icl_core.trivial`) may give vector targets y (B, k, O).
-    """
-
-    X: torch.Tensor
-    y: torch.Tensor
-    x_query: torch.Tensor
-    token: int
+from icl_core.batch import Batch, RegressionProblem, masked_mse  # noqa: F401  (re-exported)
 
 
 class Task(Protocol):
@@ -70,17 +48,6 @@ class Task(Protocol):
 #                               token, read from the inputs alone: prompt_mean and ridge
 #   trivial_predictors()        {name: fn(inputs) -> outputs}: a task's own trivial predictors
 #   trivial_ridge = False       no ridge predictor from context_problems
-
-
-def masked_mse(pred_BxTxO: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """The training loss: mean squared error over supervised tokens and output dims.
-
-    Written without boolean indexing, whose output size the host must read: on a GPU that
-    would be a device sync every training step."""
-    B, _, n_out = pred_BxTxO.shape
-    err = (pred_BxTxO - batch.targets).pow(2)
-    supervised = torch.where(batch.mask[None, :, None], err, 0.0).sum()
-    return supervised / (B * n_out * batch.mask.sum())
 
 
 def all_prefix_positions(n: int) -> torch.Tensor:

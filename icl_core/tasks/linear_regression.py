@@ -24,7 +24,6 @@ from typing import Literal
 
 import torch
 
-from icl_core.config import require
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
@@ -33,6 +32,7 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
+from icl_core.validation import require
 
 
 @dataclass(frozen=True)

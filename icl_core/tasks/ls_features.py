@@ -46,18 +46,8 @@ from typing import Literal
 import torch
 
 from icl_core.baselines import gd, ls_grad, ols
-from icl_core.config import require
-from icl_core.tasks.base import Batch
-
-
-class Layout:
-    """Channel offsets of the token for dimension D (the construction's layout too)."""
-
-    def __init__(self, D: int):
-        self.D, self.width = D, D * D + 3 * D + 1
-        self.x, self.y, self.w = 0, D, D + 1
-        self.a, self.m = 2 * D + 1, 3 * D + 1
-        self.features = range(self.a, self.width)  # a and M: D + D² channels
+from icl_core.batch import Batch, Layout  # Layout: the construction's too
+from icl_core.validation import require
 
 
 @dataclass(frozen=True)

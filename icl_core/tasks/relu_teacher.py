@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import torch
 
-from icl_core.config import require
 from icl_core.device import derive_seed
 from icl_core.tasks.base import (
     Batch,
@@ -53,6 +52,7 @@ from icl_core.teacher_baseline import (
     pooled_r2,
     train_networks,
 )
+from icl_core.validation import require
 
 
 @dataclass(frozen=True)

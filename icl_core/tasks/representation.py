@@ -54,7 +54,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from icl_core.config import require
 from icl_core.device import derive_seed
 from icl_core.tasks.base import (
     Batch,
@@ -64,6 +63,7 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
+from icl_core.validation import require
 
 
 def leaky_mlp(sizes: list[int], generator: torch.Generator, slope: float, batch: tuple = (),

@@ -1,5 +1,6 @@
-"""Fault injection for the reliability tests and the soak (benchmarks/soak.py): find this Ray
-session's trial workers and kill them for real (SIGKILL), as a crash or pre-emption would."""
+"""Fault injection (test-only tooling, on Ray private API) for the reliability tests and the soak
+(benchmarks/soak.py): find this Ray session's trial workers and kill them for real (SIGKILL), as a
+crash or pre-emption would."""
 
 from __future__ import annotations
 

@@ -1,0 +1,152 @@
+"""The validation primitives every config section uses: coercion against declared types,
+dataclass construction with unknown keys refused, `require`, and `ConfigError`.
+
+The bottom layer of the config code: models and tasks declare their config dataclasses with
+these (`require` in their `check`), and `icl_core.config` builds the member config on top, so
+neither models nor tasks import `icl_core.config` (which imports their registries).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import types
+import typing
+from typing import Any, Literal
+
+
+class ConfigError(ValueError):
+    """An invalid sweep input. The message names the field and the valid choices."""
+
+
+# ----------------------------------------------------------------------------- coercion
+
+
+def _parse_bool(value: str, path: str) -> bool:
+    low = value.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{path}: expected a boolean (true/false), got {value!r}")
+
+
+def coerce(value: Any, annotation: Any, path: str, from_cli: bool = False) -> Any:
+    """Check `value` against a type annotation; strings from the CLI are parsed, not evaluated."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (from_cli and isinstance(value, str) and value.lower() == "none"):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return coerce(value, arg, path, from_cli)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: {value!r} fits none of {args}")
+    if origin is Literal:
+        if from_cli and isinstance(value, str):
+            for choice in args:
+                if str(choice) == value:
+                    return choice
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+        raise ConfigError(f"{path}: {value!r} is not valid; valid choices: {', '.join(map(str, args))}")
+    if origin in (tuple, list):
+        if from_cli and isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [v for v in text.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        item_type = args[0] if args else Any
+        return tuple(coerce(v, item_type, f"{path}[{i}]", from_cli) for i, v in enumerate(value))
+    if annotation is dict or origin is dict:
+        if from_cli and isinstance(value, str):
+            value = json.loads(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        return dict(value)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if from_cli and isinstance(value, str):
+            return _parse_bool(value, path)
+        raise ConfigError(f"{path}: expected a boolean, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if from_cli and isinstance(value, str):
+            try:
+                return int(float(value)) if float(value).is_integer() else int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}: expected an integer, got {value!r}")
+    if annotation is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if from_cli and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}: expected a number, got {value!r}")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{path}: expected a string, got {value!r}")
+    raise TypeError(f"{path}: unsupported annotation {annotation!r}")
+
+
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """Resolved field annotations of a dataclass (cached: planning resolves thousands)."""
+    return typing.get_type_hints(cls)
+
+
+def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
+    """Construct `cls` from a mapping: unknown keys rejected, values coerced, `check()` run."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping, got {data!r}")
+    hints = type_hints(cls)
+    names = list(hints)
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"{path}.{unknown[0]}: unknown field; valid fields: {', '.join(names)}"
+        )
+    kwargs = {k: coerce(v, hints[k], f"{path}.{k}", from_cli) for k, v in data.items()}
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        check(path)
+    return obj
+
+
+def require(condition: bool, path: str, message: str) -> None:
+    """Raise a ConfigError for `path` unless `condition` holds."""
+    if not condition:
+        raise ConfigError(f"{path}: {message}")
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses -> dicts, tuples -> lists: JSON-ready."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj
