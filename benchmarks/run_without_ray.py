@@ -27,6 +27,7 @@ from icl_core.config import flatten  # noqa: E402
 from icl_core.orchestrate import write_manifest  # noqa: E402
 from icl_core.provenance import driver_provenance  # noqa: E402
 from icl_core.stacked import stack_key  # noqa: E402
+from icl_core.study import Study  # noqa: E402
 from icl_core.store import Store  # noqa: E402
 from icl_core.trial import TrialSpec, run_trial  # noqa: E402
 
@@ -41,7 +42,7 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
            stack: str, provenance: dict, where: dict[str, str]) -> list[TrialSpec]:
     sweep, store, out = load_sweep(sweep_name), Store(storage), []
     for study in sweep.studies:
-        if studies and study.name not in studies or not hasattr(study, "grid"):
+        if studies and study.name not in studies or not isinstance(study, Study):
             continue  # searches need Optuna + Tune
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
         done = store.finished(sweep.name, study.name)
