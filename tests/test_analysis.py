@@ -268,4 +268,4 @@ def test_smoke_sweep_end_to_end(tmp_path):
     assert summary["ok"] == 4 and summary["excluded"] == 0
     assert sorted(summary["x"]) == [1, 2] and summary["fit"] is None
     assert summary["references"]["ols_float64"] < summary["references"]["ols_float32"]
-    assert sys.modules.get("_icl_sweep_depth_scaling") is not None
+    assert load_sweep(SWEEP) is sys.modules["sweeps.depth_scaling"].SWEEP  # the package's
