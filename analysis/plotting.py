@@ -43,7 +43,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.fit import FORMS, Fit
+from analysis.fit import Fit
+from analysis.fit_forms import FORMS
 from analysis.frames import REFERENCES, reference_levels, trivial_levels
 from analysis.verdicts import RIDGE_SOLVES, seed_spreads
 

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis.fit import exponents, fit_status
+from analysis.fit import fit_status
+from analysis.fit_result import exponents
 
 __all__ = ["LEARNED_ERROR_RATIO", "LEARNED_R2_GAP", "MIN_SEEDS", "OUTCOMES", "PARTLY_LOG_FRACTION",
            "RIDGE_SOLVES", "SPREAD", "THRESHOLD_RATIO", "TRIVIAL", "Ordering", "Regime",

@@ -13,7 +13,8 @@ import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
 from analysis.figures import FIGURES
-from analysis.fit import B_MAX, fit_scaling
+from analysis.fit import fit_scaling
+from analysis.fit_forms import B_MAX
 from analysis.plotting import (
     LOOKS,
     NOT_LEARNED_LABEL,

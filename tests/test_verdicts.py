@@ -10,7 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.fit import B_MAX, fit_scaling, fit_status
+from analysis.fit import fit_scaling, fit_status
+from analysis.fit_forms import B_MAX
 from analysis.verdicts import (
     LEARNED_ERROR_RATIO,
     LEARNED_R2_GAP,
