@@ -44,7 +44,7 @@ from analysis.plotting import (
     study_title,
     style,
 )
-from analysis.verdicts import regime_notes
+from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3
 

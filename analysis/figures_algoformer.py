@@ -46,7 +46,7 @@ from analysis.plotting import (
     study_title,
     style,
 )
-from analysis.verdicts import TRIVIAL, regime_notes
+from analysis.regime import TRIVIAL, regime_notes
 
 MODEL_LABEL = {"transformer": "standard transformer", "looped": "looped transformer",
                "algoformer": "AlgoFormer"}

@@ -54,7 +54,8 @@ from analysis.plotting import (
     study_title,
     style,
 )
-from analysis.verdicts import TRIVIAL, final_rows, regime_notes, seed_spreads
+from analysis.regime import TRIVIAL, final_rows, regime_notes
+from analysis.spreads import seed_spreads
 
 MIXER_LABEL = {"relu_attention": "ReLU attention", "attention": "softmax attention"}
 MIXER_COLORS = {"relu_attention": PALETTE[0], "attention": PALETTE[3]}

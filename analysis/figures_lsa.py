@@ -34,7 +34,7 @@ from analysis.plotting import (
     style,
     trivial_lines,
 )
-from analysis.verdicts import final_rows, regime_notes, trivial_levels
+from analysis.regime import final_rows, regime_notes, trivial_levels
 from icl_core.artifacts import load_artifact
 from icl_core.closed_forms import dist_to_identity, lsa_optimal_loss, sigma_from_spectrum
 

@@ -49,7 +49,6 @@ from analysis.frames import (
     reference_levels,
     require,
     short,
-    trivial_levels,
     with_hue,
 )
 from analysis.frames import members as _members
@@ -79,7 +78,7 @@ from analysis.plotting import (
     style,
     trivial_lines,
 )
-from analysis.verdicts import TRIVIAL, regime_notes
+from analysis.regime import TRIVIAL, regime_notes, trivial_levels
 
 MIN_FIT_X = 3  # distinct x values a hue needs before it is fitted
 # Panels in the paper's order; other facets are sorted.

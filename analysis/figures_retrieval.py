@@ -40,8 +40,8 @@ from analysis.plotting import (
     study_title,
     style,
 )
+from analysis.regime import TRIVIAL, final_rows, regime_notes, threshold_regime, trivial_levels
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
-from analysis.verdicts import TRIVIAL, final_rows, regime_notes, threshold_regime, trivial_levels
 from icl_core.tasks.sparse_retrieval import code_dim
 
 N_COL, ARCH = "task.n_points", "model.name"

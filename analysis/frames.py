@@ -10,7 +10,7 @@ import warnings
 
 import polars as pl
 
-from analysis.verdicts import TRIVIAL, learned_regime, trivial_levels
+from analysis.regime import TRIVIAL, learned_regime
 
 # the classical references on the same test prompts (drawn in their plotting.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
@@ -20,10 +20,9 @@ STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
 BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
                 "position", "test_dist", "predictor")
 PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
-__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "STATS", "TRIVIAL", "cell_regime",
-           "excluded_note", "final_eval", "labels", "last_step", "levels", "member_counts",
-           "members", "number", "reference_levels", "require", "short", "trivial_levels",
-           "var_y", "with_hue"]
+__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "STATS", "cell_regime", "excluded_note",
+           "final_eval", "labels", "last_step", "levels", "member_counts", "members", "number",
+           "reference_levels", "require", "short", "var_y", "with_hue"]
 
 
 def member_counts(rows: pl.DataFrame) -> tuple[int, int]:

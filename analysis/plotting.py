@@ -45,8 +45,9 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.fit import Fit
 from analysis.fit_forms import FORMS
-from analysis.frames import REFERENCES, reference_levels, trivial_levels
-from analysis.verdicts import RIDGE_SOLVES, seed_spreads
+from analysis.frames import REFERENCES, reference_levels
+from analysis.regime import RIDGE_SOLVES, trivial_levels
+from analysis.spreads import seed_spreads
 
 FORMATS = ("png", "pdf")
 DPI = 200

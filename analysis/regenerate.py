@@ -26,8 +26,8 @@ import polars as pl
 from analysis.figures import FIGURES, final_eval, member_counts
 from analysis.fit import Fit, compare_forms
 from analysis.frames import cell_regime
+from analysis.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
 from analysis.store import MissingResults, locate, missing_message, read_rows
-from analysis.verdicts import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
 from icl_core import catalog
 from icl_core.catalog import sweep_names
 
