@@ -31,19 +31,9 @@ from analysis.frames import (  # noqa: F401  (re-exported: the figures' shared s
     reference_levels,
     var_y,
 )
-from analysis.plotting import (
-    COLORS,
-    band,
-    draw_fit,
-    draw_references,
-    fit_label,
-    hollow,
-    log_axes,
-    regime_note,
-    save,
-    study_title,
-    style,
-)
+from analysis.plot_baselines import draw_references
+from analysis.plot_notes import hollow, regime_note, study_title
+from analysis.plotting import COLORS, band, draw_fit, fit_label, log_axes, save, style
 from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3

@@ -16,9 +16,9 @@ Fig 5 the last one. Every model is drawn as the median over seeds with the minâ€
 as a band (analysis.plotting.seed_band; the legend title says so and gives n); the summary
 holds the medians and, with "_lo" / "_hi", the seed min / max; baselines are means over
 members. The trivial
-predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their rows
+predictors (zero, prompt mean, ridge; analysis.regime.TRIVIAL) are drawn where their rows
 exist; a model whose error at the last position is not <= 0.1 x the best of them is marked
-"not testable at this scale" (analysis.verdicts.LEARNED_ERROR_RATIO).
+"not testable at this scale" (analysis.regime.LEARNED_ERROR_RATIO).
 """
 
 from __future__ import annotations
@@ -29,23 +29,10 @@ import polars as pl
 from matplotlib.ticker import MaxNLocator
 
 from analysis.frames import cell_regime
-from analysis.plotting import (
-    PALETTE,
-    baseline_curve,
-    baseline_line,
-    figure_legend,
-    hollow,
-    legend_right,
-    log_axes,
-    palette,
-    regime_note,
-    ridge_solves,
-    save,
-    seed_band,
-    seed_level,
-    study_title,
-    style,
-)
+from analysis.plot_baselines import baseline_curve, baseline_line, ridge_solves
+from analysis.plot_legends import figure_legend, legend_right
+from analysis.plot_notes import hollow, regime_note, study_title
+from analysis.plotting import PALETTE, log_axes, palette, save, seed_band, seed_level, style
 from analysis.regime import TRIVIAL, regime_notes
 
 MODEL_LABEL = {"transformer": "standard transformer", "looped": "looped transformer",
@@ -80,7 +67,7 @@ def last_position(final: pl.DataFrame) -> pl.DataFrame:
 
 
 def regime_at_last(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Learned-regime table (analysis.verdicts) of the headline error at the last position,
+    """Learned-regime table (analysis.regime) of the headline error at the last position,
     per `keys`, against the trivial predictors of the same members."""
     final = _with(last_position(mse_rows(rows)), *keys)
     return cell_regime(final, keys, statistic="mean", metric="mse")

@@ -15,9 +15,9 @@ config, in practice one); statistic "pooled" unless noted. The transformers (and
 N-layer net, the comparison of Figs 1-2) are drawn with their min–max over seeds as a band
 (error bars on point markers; analysis.plotting.seed_band; the legend title says so and
 gives n); the summary keys ending in "_lo" / "_hi" hold the seed min / max. The
-trivial predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their
+trivial predictors (zero, prompt mean, ridge; analysis.regime.TRIVIAL) are drawn where their
 rows exist, and a panel whose transformer does not clear the best of them by the R² margin
-(analysis.verdicts.LEARNED_R2_GAP) at the training length says "not testable at this scale".
+(analysis.regime.LEARNED_R2_GAP) at the training length says "not testable at this scale".
 """
 
 from __future__ import annotations
@@ -32,26 +32,19 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.fit import fit_scaling
 from analysis.frames import cell_regime
+from analysis.plot_baselines import baseline_curve, baseline_line, look
+from analysis.plot_legends import figure_legend, legend_right, legend_title
+from analysis.plot_notes import hollow, panel_note, regime_note, study_title
 from analysis.plotting import (
     COLORS,
     PALETTE,
-    baseline_curve,
-    baseline_line,
     draw_fit,
-    figure_legend,
     fit_label,
     grid_ticks,
-    hollow,
-    legend_right,
-    legend_title,
     log_axes,
-    look,
-    panel_note,
-    regime_note,
     save,
     seed_band,
     seed_caption,
-    study_title,
     style,
 )
 from analysis.regime import TRIVIAL, final_rows, regime_notes

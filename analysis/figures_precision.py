@@ -52,31 +52,30 @@ from analysis.frames import (
     with_hue,
 )
 from analysis.frames import members as _members
-from analysis.plotting import (
-    COLORS,
+from analysis.plot_baselines import (
     LOOKS,
-    PALETTE,
-    band,
     baseline_curve,
     baseline_line,
-    draw_fit,
     draw_references,
+    ridge_solves,
+    trivial_lines,
+)
+from analysis.plot_legends import legend_right
+from analysis.plot_notes import hollow, panel_note, regime_note, study_title
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    band,
+    draw_fit,
+    finish,
     fit_label,
     grid_ticks,
-    hollow,
-    legend_right,
     log_axes,
     palette,
-    panel_note,
     prompt_iqr,
-    regime_note,
-    ridge_solves,
-    save,
     seed_band,
     seed_caption,
-    study_title,
     style,
-    trivial_lines,
 )
 from analysis.regime import TRIVIAL, regime_notes, trivial_levels
 
@@ -84,12 +83,6 @@ MIN_FIT_X = 3  # distinct x values a hue needs before it is fitted
 # Panels in the paper's order; other facets are sorted.
 FACET_ORDER = {"task.op": ("read", "affine", "multiply")}
 CONSTRUCTION_COLORS = {"construction float32": COLORS["model"], "construction float64": PALETTE[1]}
-
-
-def _finish(fig, out_dir, name: str) -> list[Path]:
-    paths = save(fig, out_dir, name)
-    plt.close(fig)
-    return paths
 
 
 # ------------------------------------------------------------------------------ icl_prefix
@@ -176,7 +169,7 @@ def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_
     ax.set_ylabel("query MSE (per-prompt median)")
     ax.set_title(study_title(rows, labels(rows, "dtype")), fontsize=9)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    paths = _finish(fig, out_dir, name)
+    paths = finish(fig, out_dir, name)
     return {
         "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
         "table": table, "dim": dim, "plateau": plateau, "ols_float32_floor": floor,
@@ -322,7 +315,7 @@ def mse_vs_axis(rows: pl.DataFrame, out_dir: str | Path, name: str | None = None
     if notes and form is not None:
         panel_note(axes[0], ["\n".join(t for t in notes if "no fit" in t)[:300]])
     legend_right(axes, axes[-1])
-    paths = _finish(fig, out_dir, name)
+    paths = finish(fig, out_dir, name)
 
     if not facet:
         table = table.with_columns(pl.lit(None, pl.String).alias("facet"))
@@ -414,7 +407,7 @@ def construction_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "co
     ax.set_ylabel("MSE of the output vs target (per-prompt median)")
     ax.set_title(study_title(rows), fontsize=9)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    paths = _finish(fig, out_dir, name)
+    paths = finish(fig, out_dir, name)
     return {
         "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
         "table": table.sort("line", "iter"), "max_rel_diff": max_rel, "floor": floor, "ax": ax,
@@ -528,7 +521,7 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     ax_r.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), title=seed_caption(ax_r) or None,
                 title_fontsize=6.5, alignment="left")
     fig.suptitle(study_title(rows, labels(rows, "dtype")), fontsize=10)
-    paths = _finish(fig, out_dir, name)
+    paths = finish(fig, out_dir, name)
     return {
         "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
         "table_left": table_left, "table_right": table_right.sort("line", "x"),

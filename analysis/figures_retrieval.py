@@ -15,7 +15,7 @@
 The metric is the test MSE averaged over prompts and positions (statistic "mean"), which
 Var(y) = 1 normalises, as in the paper. A threshold panel is "not testable at this scale" at
 the N whose best trivial predictor (no retrieval, zero, ...) is not clearly worse than the
-threshold (analysis.verdicts.THRESHOLD_RATIO): reaching it there says nothing about learning.
+threshold (analysis.regime.THRESHOLD_RATIO): reaching it there says nothing about learning.
 """
 
 from __future__ import annotations
@@ -28,18 +28,9 @@ import polars as pl
 from matplotlib.colors import PowerNorm
 
 from analysis.frames import cell_regime, excluded_note, members
-from analysis.plotting import (
-    PALETTE,
-    baseline_curve,
-    baseline_line,
-    grid_ticks,
-    log_axes,
-    palette,
-    regime_note,
-    save,
-    study_title,
-    style,
-)
+from analysis.plot_baselines import baseline_curve, baseline_line
+from analysis.plot_notes import regime_note, study_title
+from analysis.plotting import PALETTE, grid_ticks, log_axes, palette, save, style
 from analysis.regime import TRIVIAL, final_rows, regime_notes, threshold_regime, trivial_levels
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
 from icl_core.tasks.sparse_retrieval import code_dim

@@ -12,7 +12,7 @@ import polars as pl
 
 from analysis.regime import TRIVIAL, learned_regime
 
-# the classical references on the same test prompts (drawn in their plotting.LOOKS)
+# the classical references on the same test prompts (drawn in their plot_baselines.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
 GD = ("gd_float32", "gd_float64")
 OLS = ("ols_float32", "ols_float64")
@@ -165,7 +165,7 @@ def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
 
 def cell_regime(final: pl.DataFrame, keys: list[str], statistic: str = "median",
                 metric: str | None = None) -> pl.DataFrame:
-    """The learned-regime table (analysis.verdicts.learned_regime) of the model's cells `keys`
+    """The learned-regime table (analysis.regime.learned_regime) of the model's cells `keys`
     in rows already picked (final evaluation), with the trivial predictors of the same
     members; `learned` is null everywhere when the rows hold no trivial predictor."""
     metric = metric or (final["metric"][0] if final.height else "mse")
