@@ -1,7 +1,9 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
-The shared data steps (which members count, each member's final evaluation, the reference
-predictors' levels) live in analysis.frames and are re-exported here.
+The registry `FIGURES` imports the figure modules (figures_precision, figures_retrieval,
+figures_deep, figures_algoformer, figures_lsa), never the reverse; it also holds the `depth`
+figure. The shared data steps (which members count, each member's final evaluation, the
+reference predictors' levels) live in analysis.frames.
 """
 
 from __future__ import annotations
@@ -21,16 +23,7 @@ from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
-from analysis.frames import (  # noqa: F401  (re-exported: the figures' shared steps)
-    REFERENCES,
-    STATS,
-    cell_regime,
-    final_eval,
-    labels,
-    member_counts,
-    reference_levels,
-    var_y,
-)
+from analysis.frames import STATS, cell_regime, final_eval, labels, member_counts, var_y
 from analysis.plot_baselines import draw_references
 from analysis.plot_notes import hollow, regime_note, study_title
 from analysis.plotting import COLORS, band, draw_fit, fit_label, log_axes, save, style
