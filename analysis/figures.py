@@ -1,8 +1,8 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
-The registry `FIGURES` imports the figure modules (figures_precision, figures_retrieval,
-figures_deep, figures_algoformer, figures_lsa), never the reverse; it also holds the `depth`
-figure. The shared data steps (which members count, each member's final evaluation, the
+The registry `FIGURES` imports the figure modules (figures_precision, figures_construction,
+figures_retrieval, figures_deep, figures_algoformer, figures_lsa), never the reverse; it also
+holds the `depth` figure. The shared data steps (which members count, each member's final evaluation, the
 reference predictors' levels) live in analysis.frames.
 """
 
@@ -18,6 +18,7 @@ import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.figures_algoformer import ALGOFORMER_FIGURES
+from analysis.figures_construction import CONSTRUCTION_FIGURES
 from analysis.figures_deep import DEEP_FIGURES
 from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures_precision import PRECISION_FIGURES
@@ -127,8 +128,9 @@ FIGURES: dict[str, Callable[..., dict]] = {
     "lsa_convergence": lsa_convergence_figure,
     "lsa_scaling": lsa_scaling_figure,
     # icl_prefix, precision_depth, primitives_depth, multiply_width, multiply_heads,
-    # multiply_mlp, multiply_steps, features_depth, construction, explicit_gradient
+    # multiply_mlp, multiply_steps, features_depth
     **PRECISION_FIGURES,
+    **CONSTRUCTION_FIGURES,  # construction, explicit_gradient
     # str_sample_complexity, str_heads, str_attention (sparse token retrieval)
     **RETRIEVAL_FIGURES,
     **DEEP_FIGURES,  # deep_shift, deep_depth, deep_scaling (Wu et al. 2024)
