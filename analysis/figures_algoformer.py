@@ -34,6 +34,7 @@ from analysis.plot_legends import figure_legend, legend_right
 from analysis.plot_notes import hollow, regime_note, study_title
 from analysis.plotting import PALETTE, log_axes, palette, save, seed_band, seed_level, style
 from analysis.regime import TRIVIAL, regime_notes
+from analysis.spreads import spread_keys
 
 MODEL_LABEL = {"transformer": "standard transformer", "looped": "looped transformer",
                "algoformer": "AlgoFormer"}
@@ -82,12 +83,6 @@ def spread_text(table: pl.DataFrame, i: int = -1) -> str:
     return f"{row['median']:.3g} [{row['min']:.3g}, {row['max']:.3g}]"
 
 
-def _spread_keys(key: str, table: pl.DataFrame, i: int = -1) -> dict:
-    row = table.row(i, named=True)
-    return {key: float(row["median"]), f"{key}_lo": float(row["min"]),
-            f"{key}_hi": float(row["max"]), f"{key}_n_seeds": int(row["n_seeds"])}
-
-
 def trivial_mean(rows: pl.DataFrame, by: list[str] = (), last: bool = False) -> pl.DataFrame:
     """(by..., predictor, value): each trivial predictor's error averaged over positions (or
     at the last position), mean over members; empty without trivial rows."""
@@ -121,7 +116,7 @@ def algo_examples_figure(rows: pl.DataFrame, out_dir, name: str = "algo_examples
             _, c = seed_band(ax, src.filter(pl.col("model.name") == model), "position",
                              label=MODEL_LABEL[model], color=MODEL_COLOR[model], marker=None)
             y = c["median"].to_numpy()
-            summary.update(_spread_keys(f"err_{task}_{model}_last", c))
+            summary.update(spread_keys(f"err_{task}_{model}_last", c))
             summary[f"err_{task}_{model}_mean"] = float(np.mean(y))
             notes.append(f"{task} {model}: last {spread_text(c)} (median [min, max] over "
                          f"seeds), mean over positions {np.mean(y):.3g}")
@@ -176,10 +171,10 @@ def algo_loops_figure(rows: pl.DataFrame, out_dir, name: str = "algo_loops",
         ax.axvline(T, color=color, ls=":", lw=0.8)
         at = int(np.flatnonzero(x == T)[0]) if (x == T).any() else 0
         i_best = int(np.argmin(y))
-        summary.update({**_spread_keys(f"err_T{T}_dT{dT}_at_T", c, at),
+        summary.update({**spread_keys(f"err_T{T}_dT{dT}_at_T", c, at),
                         f"err_T{T}_dT{dT}_min": float(y.min()),
                         f"err_T{T}_dT{dT}_argmin": int(x[i_best]),
-                        **_spread_keys(f"err_T{T}_dT{dT}_last", c)})
+                        **spread_keys(f"err_T{T}_dT{dT}_last", c)})
         notes.append(f"(T={T}, ΔT={dT}): at T {spread_text(c, at)}, min {spread_text(c, i_best)} "
                      f"at t={int(x[i_best])}, at t={int(x[-1])} {spread_text(c)} "
                      f"(median [min, max] over seeds)")
@@ -232,14 +227,14 @@ def algo_layers_heads_figure(rows: pl.DataFrame, out_dir, name: str = "algo_laye
         out = c.join(out, on="model.heads", how="semi")
         hollow(ax, out["model.heads"], out["median"], color)
         for j, hh in enumerate(h):
-            summary.update(_spread_keys(f"err_L{L}_h{hh}", c, j))
+            summary.update(spread_keys(f"err_L{L}_h{hh}", c, j))
         notes.append(f"L={L}: " + ", ".join(f"h{hh} {spread_text(c, j)}"
                                             for j, hh in enumerate(h)))
         std = table.filter((pl.col("model.name") == "transformer")
                            & (pl.col("model.depth") == 3 * L))
         if std.height:
             _, level = seed_level(ax, std, label=f"standard, {3 * L} layers", color=color)
-            summary.update(_spread_keys(f"err_standard_{3 * L}", level, 0))
+            summary.update(spread_keys(f"err_standard_{3 * L}", level, 0))
             notes.append(f"standard {3 * L} layers {spread_text(level, 0)}")
     for predictor, value in trivial_mean(rows).select("predictor", "value").iter_rows():
         baseline_line(ax, predictor, value, " (mean over positions)")
@@ -323,7 +318,7 @@ def algo_newton_figure(rows: pl.DataFrame, out_dir, name: str = "algo_newton",
                     j = int(np.flatnonzero(x == t)[0])
                     summary[f"err_s{sigma}_{key}_t{t}"] = float(y[j])
                     if spread is not None:
-                        summary.update(_spread_keys(f"err_s{sigma}_{key}_t{t}", spread, j))
+                        summary.update(spread_keys(f"err_s{sigma}_{key}_t{t}", spread, j))
             summary[f"err_s{sigma}_{key}_min"] = float(y.min())
             notes.append(f"σ={sigma} {key}: t=1 {text[0]}, min {text[int(np.argmin(y))]}, "
                          f"t={int(x.max())} {text[-1]}")

@@ -4,6 +4,7 @@ values' min-max range (`SPREAD`).
 
     seed_spreads(frame, ["model.depth"])   # per cell: n_seeds, min, q25, median, q75, max
     spread([0.1, 0.2, 0.3]).text()         # "0.2 [0.1, 0.3] (3 seeds, min-max)"
+    spread_keys("err", table, 0)           # {"err": median, "err_lo": min, "err_hi": max, ...}
 """
 
 from __future__ import annotations
@@ -82,3 +83,13 @@ def seed_spreads(frame: pl.DataFrame, by: Sequence[str], value: str = "value",
         v.quantile(0.75, "linear").alias("q75"), v.max().alias("max"),
         v.sort().alias("values")).sort(keys, nulls_last=True)
     return out if by else out.drop("_cell")
+
+
+def spread_keys(key: str, cell: dict | pl.DataFrame, i: int = -1) -> dict:
+    """A cell's seed spread as summary values: {key: median, key_lo: min, key_hi: max,
+    key_n_seeds: n_seeds}; cell: a row of a `seed_spreads` table (a dict), or the table and
+    the row index i."""
+    if isinstance(cell, pl.DataFrame):
+        cell = cell.row(i, named=True)
+    return {key: float(cell["median"]), f"{key}_lo": float(cell["min"]),
+            f"{key}_hi": float(cell["max"]), f"{key}_n_seeds": int(cell["n_seeds"])}
