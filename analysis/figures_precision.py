@@ -78,13 +78,27 @@ FACET_ORDER = {"task.op": ("read", "affine", "multiply")}
 # ------------------------------------------------------------------------------ icl_prefix
 
 
-def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_prefix",
-                      n_boot: int = 1000, seed: int = 0, **_context) -> dict:
-    """Query MSE vs the number of in-context examples k (Fig 1): the model (median over seeds
-    of the per-prompt median, IQR band), OLS float32/float64 and the trivial predictors at the
-    same positions; a dotted line at k = D. plateau / ols_float32_floor: medians over k > D;
-    gap_orders = log10(plateau / ols_float32_floor). Positions k > D where the model is not
-    in the learned regime get a ring and the panel says so."""
+@dataclass(frozen=True)
+class PrefixData:
+    """What `icl_prefix_figure` draws, shaped from the rows (no drawing)."""
+
+    last: pl.DataFrame  # rows at each member's last step, every position
+    table: pl.DataFrame  # position, median, q25, q75, n_seeds, ols_float32, ols_float64
+    trivial: pl.DataFrame  # position, predictor, value
+    regime: pl.DataFrame  # learned-regime table per position k > D
+    dim: int  # D: the largest task.dim of the ok members
+    ols_levels: dict[str, float | None]  # OLS medians over k > D
+    plateau: float  # the model's median over k > D
+    floor: float  # OLS float32 median over k > D
+    floor64: float  # OLS float64 median over k > D
+    gap: float  # log10(plateau / floor), NaN without both
+    notes: list[str]
+    ok: int
+    excluded: int
+
+
+def prefix_data(rows: pl.DataFrame, name: str = "icl_prefix") -> PrefixData:
+    """The data of `icl_prefix_figure`: ValueError without per-position model rows."""
     require(rows, name, ["task.dim"])
     ok, excluded = _members(rows, name)
     last = last_step(rows, "mse").filter(pl.col("position").is_not_null())
@@ -125,46 +139,66 @@ def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_
         gap = math.nan
         notes.append(f"no gap: plateau {plateau:.3g}, OLS float32 floor {floor:.3g} "
                      f"(positions k > D = {dim})")
+    ols_levels = {p: determined[p].drop_nulls().median() for p in OLS}
+    return PrefixData(last=last, table=table, trivial=trivial, regime=regime, dim=dim,
+                      ols_levels=ols_levels, plateau=plateau, floor=floor, floor64=floor64,
+                      gap=gap, notes=notes, ok=ok, excluded=excluded)
 
+
+def _draw_prefix(data: PrefixData, rows: pl.DataFrame):
+    """Draw `icl_prefix_figure`; (figure, axes)."""
+    table, dim = data.table, data.dim
     style()
     fig, ax = plt.subplots()
     ax.set_yscale("log")
     k = table["position"].to_numpy()
     band(ax, k, table["median"], table["q25"], table["q75"],
          "model (median over seeds; band: IQR over prompts)", COLORS["model"])
-    out = regime.filter(pl.col("learned").not_())
+    out = data.regime.filter(pl.col("learned").not_())
     hollow(ax, out["position"], out["model"], COLORS["model"])
     for predictor in OLS:
         part = table.filter(pl.col(predictor).is_not_null())
         if part.height:
-            level = determined[predictor].drop_nulls().median()
+            level = data.ols_levels[predictor]
             note = f" (k > D: {level:.2g})" if level is not None else ""
             baseline_curve(ax, predictor, part["position"], part[predictor], note)
     for predictor in TRIVIAL:
-        part = trivial.filter(pl.col("predictor") == predictor).sort("position")
+        part = data.trivial.filter(pl.col("predictor") == predictor).sort("position")
         if part.height:
             note = " (solves the task: not a bar)" if predictor == "ridge" and ridge_solves(
-                last) else ""
+                data.last) else ""
             baseline_curve(ax, predictor, part["position"], part["value"], note)
     ax.axvline(dim, linestyle=":", color="0.4", linewidth=1.0, label=f"k = D = {dim}")
     ax.text(dim, 0.98, "under-determined ", transform=ax.get_xaxis_transform(), ha="right",
             va="top", fontsize=7, color="0.3")
     ax.text(dim, 0.98, " determined", transform=ax.get_xaxis_transform(), ha="left",
             va="top", fontsize=7, color="0.3")
-    if math.isfinite(gap):
-        panel_note(ax, [f"gap {gap:.1f} orders (k > D; medians)"], loc="lower right",
+    if math.isfinite(data.gap):
+        panel_note(ax, [f"gap {data.gap:.1f} orders (k > D; medians)"], loc="lower right",
                    fontsize=7)
-    regime_note(ax, [f"k > D: {t}" for t in regime_notes(regime, x="position")])
+    regime_note(ax, [f"k > D: {t}" for t in regime_notes(data.regime, x="position")])
     ax.set_xlabel("in-context examples k")
     ax.set_ylabel("query MSE (per-prompt median)")
     ax.set_title(study_title(rows, labels(rows, "dtype")), fontsize=9)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig, ax
+
+
+def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_prefix",
+                      n_boot: int = 1000, seed: int = 0, **_context) -> dict:
+    """Query MSE vs the number of in-context examples k (Fig 1): the model (median over seeds
+    of the per-prompt median, IQR band), OLS float32/float64 and the trivial predictors at the
+    same positions; a dotted line at k = D. plateau / ols_float32_floor: medians over k > D;
+    gap_orders = log10(plateau / ols_float32_floor). Positions k > D where the model is not
+    in the learned regime get a ring and the panel says so."""
+    data = prefix_data(rows, name)
+    fig, ax = _draw_prefix(data, rows)
     paths = finish(fig, out_dir, name)
     return {
-        "fit": None, "note": "; ".join(notes), "ok": ok, "excluded": excluded, "paths": paths,
-        "table": table, "dim": dim, "plateau": plateau, "ols_float32_floor": floor,
-        "ols_float64_floor": floor64, "gap_orders": gap, "ax": ax, "regime": regime,
-        "trivial": trivial,
+        "fit": None, "note": "; ".join(data.notes), "ok": data.ok, "excluded": data.excluded,
+        "paths": paths, "table": data.table, "dim": data.dim, "plateau": data.plateau,
+        "ols_float32_floor": data.floor, "ols_float64_floor": data.floor64,
+        "gap_orders": data.gap, "ax": ax, "regime": data.regime, "trivial": data.trivial,
     }
 
 
