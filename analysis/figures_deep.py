@@ -22,6 +22,7 @@ rows exist, and a panel whose transformer does not clear the best of them by the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -128,8 +129,25 @@ def shift_regime(rows: pl.DataFrame, k: int) -> pl.DataFrame:
                        metric="r2")
 
 
-def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
-                      **_context) -> dict:
+@dataclass(frozen=True)
+class ShiftData:
+    """What `deep_shift_figure` draws, shaped from the rows (no drawing)."""
+
+    table: pl.DataFrame  # r2_table: R² per cell, median over seeds with min / max
+    members: pl.DataFrame  # r2_members: R² per seed and cell
+    model: pl.DataFrame  # the transformer's cells of `table`
+    refs: pl.DataFrame  # the baselines' cells of `table` (trained net, least squares, trivial)
+    mixers: list[str]
+    depths: list[int]  # teacher depths N
+    dists: list[str]  # test mixtures, by ω₂
+    n_train: int  # the training length (k)
+    regime: pl.DataFrame  # learned-regime table at k = n_train per mixer, N, mixture
+    values: dict  # summary values: R² at k = n_train and at the largest k (_lo/_hi/_n_seeds)
+    lines: list[str]  # the note: R² at n_train -> at the largest k, first mixture
+
+
+def shift_data(rows: pl.DataFrame) -> ShiftData:
+    """The data of `deep_shift_figure`: ValueError without final R² rows."""
     table = r2_table(rows)
     if table.height == 0:
         raise ValueError("deep_shift: no final r2 rows of ok members")
@@ -139,85 +157,100 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
     depths = sorted(model["task.depth"].unique().to_list())
     dists = sorted(model["test_dist"].unique().to_list(), key=_mix)
     n_train = int(model["task.n_points"].max())
-    regime = shift_regime(rows, n_train)
-    paths, summary = [], {"fit": None, "excluded": 0, "n_train": n_train, "regime": regime}
+    mixers = sorted(model["model.mixer"].unique().to_list())
+    values: dict = {}
     lines = []
-    style()
-    for mixer in sorted(model["model.mixer"].unique().to_list()):
-        fig, axes = plt.subplots(len(depths), len(dists), squeeze=False, sharex=True,
-                                 figsize=(2.6 * len(dists), 2.2 * len(depths)))
-        for i, depth in enumerate(depths):
-            for j, dist in enumerate(dists):
-                ax, low = axes[i, j], 0.0
-                sources = [("model", model.filter(pl.col("model.mixer") == mixer)),
-                           *[(p, refs) for p in (NET, OLS, *TRIVIAL)]]
-                for predictor, source in sources:
-                    x, y = _curve(source, predictor=predictor, **{"task.depth": depth},
-                                  test_dist=dist)
-                    if not x.size:
-                        continue
-                    if predictor in (NET, "model"):  # the comparison: both with their spread
-                        part = members.filter(
-                            (pl.col("predictor") == predictor) & (pl.col("task.depth") == depth)
-                            & (pl.col("test_dist") == dist))
-                        if predictor == "model":
-                            part = part.filter(pl.col("model.mixer") == mixer)
-                        _seed_curve(ax, part, "position", predictor)
-                    else:
-                        baseline_curve(ax, predictor, x, y, label=LABELS.get(predictor))
-                    low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
-                ax.axvline(n_train, color="0.6", lw=0.8, ls="-.")
-                ax.set_ylim(max(low, -1.0) - 0.05, 1.02)
-                clipped = f" (clipped: min {low:.2g})" if low < -1.0 else ""
-                cell = regime.filter((pl.col("model.mixer") == mixer)
-                                     & (pl.col("task.depth") == depth)
-                                     & (pl.col("test_dist") == dist))
-                if cell.height and cell["learned"][0] is False:
-                    regime_note(ax, ["not testable at this scale",
-                                     f"R² gap {cell['margin'][0]:+.2f} at k = {n_train}"],
-                                loc="lower left")
-                ax.set_title(f"ω₂ = {_mix(dist):g}{clipped}" if i == 0 else clipped.strip(),
-                             fontsize=8)
-                if j == 0:
-                    ax.set_ylabel(f"N = {depth}\nR² ({STATISTIC})")
-                if i == len(depths) - 1:
-                    ax.set_xlabel("in-context examples k")
-        fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
-                     f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
-        fig.tight_layout()
-        figure_legend(fig, axes.flat, title=seed_caption(list(axes.flat)).replace(
-            "median over seeds", "median over seeds (transformer, trained net)"))
-        paths += save(fig, out_dir, f"{name}_{mixer}")
-        plt.close(fig)
-    # summary: R² at the training length vs ω₂, and the change past the training length
-    fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
-                             figsize=(3.2 * len(depths), 3.0))
-    for i, depth in enumerate(depths):
-        ax = axes[0, i]
-        mixes = [_mix(d) for d in dists]
-        at_k = members.filter((pl.col("task.depth") == depth) & (pl.col("position") == n_train))
-        for mixer in sorted(model["model.mixer"].unique().to_list()):
+    for depth in depths:
+        for mixer in mixers:
             src = model.filter(pl.col("model.mixer") == mixer)
-            _seed_curve(ax, at_k.filter((pl.col("predictor") == "model")
-                                        & (pl.col("model.mixer") == mixer)), "mix", "model",
-                        label=MIXER_LABEL.get(mixer), color=MIXER_COLORS.get(mixer))
             for d in dists:
                 k_max = int(src.filter(pl.col("test_dist") == d)["position"].max())
                 at_train = _spread_at(src, n_train, **{"task.depth": depth}, test_dist=d)
                 at_max = _spread_at(src, k_max, **{"task.depth": depth}, test_dist=d)
-                summary.update(spread_keys(f"r2_{mixer}_N{depth}_{d}_k{n_train}", at_train))
-                summary.update(spread_keys(f"r2_{mixer}_N{depth}_{d}_k{k_max}", at_max))
+                values.update(spread_keys(f"r2_{mixer}_N{depth}_{d}_k{n_train}", at_train))
+                values.update(spread_keys(f"r2_{mixer}_N{depth}_{d}_k{k_max}", at_max))
                 if d == dists[0]:
                     lines.append(f"{mixer} N={depth} {d}: R²(k={n_train}) {_text(at_train)} -> "
                                  f"R²(k={k_max}) {_text(at_max)}")
         for d in dists:
             net = _spread_at(refs, n_train, predictor=NET, **{"task.depth": depth}, test_dist=d)
-            summary.update(spread_keys(f"r2_net_N{depth}_{d}_k{n_train}", net))
+            values.update(spread_keys(f"r2_net_N{depth}_{d}_k{n_train}", net))
+    return ShiftData(table=table, members=members, model=model, refs=refs, mixers=mixers,
+                     depths=depths, dists=dists, n_train=n_train,
+                     regime=shift_regime(rows, n_train), values=values, lines=lines)
+
+
+def _draw_shift_grid(data: ShiftData, rows: pl.DataFrame, mixer: str, out_dir, name: str
+                     ) -> list:
+    """One attention type's grid: teacher depth N (rows) x test mixture (columns), R² vs k."""
+    depths, dists, n_train, members = data.depths, data.dists, data.n_train, data.members
+    fig, axes = plt.subplots(len(depths), len(dists), squeeze=False, sharex=True,
+                             figsize=(2.6 * len(dists), 2.2 * len(depths)))
+    for i, depth in enumerate(depths):
+        for j, dist in enumerate(dists):
+            ax, low = axes[i, j], 0.0
+            sources = [("model", data.model.filter(pl.col("model.mixer") == mixer)),
+                       *[(p, data.refs) for p in (NET, OLS, *TRIVIAL)]]
+            for predictor, source in sources:
+                x, y = _curve(source, predictor=predictor, **{"task.depth": depth},
+                              test_dist=dist)
+                if not x.size:
+                    continue
+                if predictor in (NET, "model"):  # the comparison: both with their spread
+                    part = members.filter(
+                        (pl.col("predictor") == predictor) & (pl.col("task.depth") == depth)
+                        & (pl.col("test_dist") == dist))
+                    if predictor == "model":
+                        part = part.filter(pl.col("model.mixer") == mixer)
+                    _seed_curve(ax, part, "position", predictor)
+                else:
+                    baseline_curve(ax, predictor, x, y, label=LABELS.get(predictor))
+                low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
+            ax.axvline(n_train, color="0.6", lw=0.8, ls="-.")
+            ax.set_ylim(max(low, -1.0) - 0.05, 1.02)
+            clipped = f" (clipped: min {low:.2g})" if low < -1.0 else ""
+            cell = data.regime.filter((pl.col("model.mixer") == mixer)
+                                      & (pl.col("task.depth") == depth)
+                                      & (pl.col("test_dist") == dist))
+            if cell.height and cell["learned"][0] is False:
+                regime_note(ax, ["not testable at this scale",
+                                 f"R² gap {cell['margin'][0]:+.2f} at k = {n_train}"],
+                            loc="lower left")
+            ax.set_title(f"ω₂ = {_mix(dist):g}{clipped}" if i == 0 else clipped.strip(),
+                         fontsize=8)
+            if j == 0:
+                ax.set_ylabel(f"N = {depth}\nR² ({STATISTIC})")
+            if i == len(depths) - 1:
+                ax.set_xlabel("in-context examples k")
+    fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
+                 f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
+    fig.tight_layout()
+    figure_legend(fig, axes.flat, title=seed_caption(list(axes.flat)).replace(
+        "median over seeds", "median over seeds (transformer, trained net)"))
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    return paths
+
+
+def _draw_shift_summary(data: ShiftData, rows: pl.DataFrame, out_dir, name: str) -> list:
+    """R² at the training length vs ω₂, one panel per teacher depth."""
+    depths, dists, n_train = data.depths, data.dists, data.n_train
+    fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
+                             figsize=(3.2 * len(depths), 3.0))
+    for i, depth in enumerate(depths):
+        ax = axes[0, i]
+        mixes = [_mix(d) for d in dists]
+        at_k = data.members.filter((pl.col("task.depth") == depth)
+                                   & (pl.col("position") == n_train))
+        for mixer in data.mixers:
+            _seed_curve(ax, at_k.filter((pl.col("predictor") == "model")
+                                        & (pl.col("model.mixer") == mixer)), "mix", "model",
+                        label=MIXER_LABEL.get(mixer), color=MIXER_COLORS.get(mixer))
         _seed_curve(ax, at_k.filter(pl.col("predictor") == NET), "mix", NET,
                     label="trained N-layer net")
         for predictor in TRIVIAL:
-            vals = [_at(refs, n_train, predictor=predictor, **{"task.depth": depth}, test_dist=d)
-                    for d in dists]
+            vals = [_at(data.refs, n_train, predictor=predictor, **{"task.depth": depth},
+                        test_dist=d) for d in dists]
             if np.isfinite(vals).any():
                 baseline_curve(ax, predictor, mixes, vals)
         ax.set_title(f"teacher depth N = {depth}")
@@ -226,11 +259,28 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
     fig.suptitle(f"{study_title(rows)}: R² at the training length", fontsize=9)
     fig.tight_layout()
     figure_legend(fig, axes.flat)
-    paths += save(fig, out_dir, f"{name}_summary")
+    paths = save(fig, out_dir, name)
     plt.close(fig)
+    return paths
+
+
+def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
+                      **_context) -> dict:
+    """Figs 1, 2: per attention type a grid of R² vs k (teacher depth x test mixture), the
+    transformer and the trained N-layer net with their seed spread, least squares and the
+    trivial predictors; a summary of R² at the training length vs ω₂; the trained net's R²
+    over epochs."""
+    data = shift_data(rows)
+    summary = {"fit": None, "excluded": 0, "n_train": data.n_train, "regime": data.regime}
+    style()
+    paths = []
+    for mixer in data.mixers:
+        paths += _draw_shift_grid(data, rows, mixer, out_dir, f"{name}_{mixer}")
+    paths += _draw_shift_summary(data, rows, out_dir, f"{name}_summary")
+    summary.update(data.values)
     paths += baseline_epochs_figure(rows, out_dir, f"{name}_baseline_epochs")
-    summary.update(paths=paths, table=table,
-                   note="; ".join(lines) + " (median [min, max] over seeds)")
+    summary.update(paths=paths, table=data.table,
+                   note="; ".join(data.lines) + " (median [min, max] over seeds)")
     return summary
 
 
