@@ -34,9 +34,7 @@ from analysis.frames import (
     with_hue,
 )
 from analysis.frames import members as _members
-from analysis.plot_baselines import (
-    draw_references,
-)
+from analysis.plot_baselines import draw_references
 from analysis.plot_legends import legend_right
 from analysis.plot_notes import hollow, panel_note, regime_note, study_title
 from analysis.plotting import (

@@ -35,12 +35,7 @@ from analysis.frames import (
     with_hue,
 )
 from analysis.frames import members as _members
-from analysis.plot_baselines import (
-    LOOKS,
-    baseline_curve,
-    baseline_line,
-    trivial_lines,
-)
+from analysis.plot_baselines import LOOKS, baseline_curve, baseline_line, trivial_lines
 from analysis.plot_notes import hollow, regime_note, study_title
 from analysis.plotting import (
     COLORS,

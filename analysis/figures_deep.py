@@ -32,14 +32,7 @@ from analysis.frames import cell_regime
 from analysis.plot_baselines import baseline_curve, look
 from analysis.plot_legends import figure_legend, legend_right
 from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import (
-    COLORS,
-    PALETTE,
-    save,
-    seed_band,
-    seed_caption,
-    style,
-)
+from analysis.plotting import COLORS, PALETTE, save, seed_band, seed_caption, style
 from analysis.regime import TRIVIAL, final_rows, regime_notes
 from analysis.spreads import seed_spreads, spread_keys
 
