@@ -1,7 +1,9 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
-The shared data steps (which members count, each member's final evaluation, the reference
-predictors' levels) live in analysis.frames and are re-exported here.
+The registry `FIGURES` imports the figure modules (figures_precision, figures_construction,
+figures_retrieval, figures_deep, figures_deep_scaling, figures_algoformer, figures_lsa), never
+the reverse; it also holds the `depth` figure. The shared data steps (which members count, each
+member's final evaluation, the reference predictors' levels) live in analysis.frames.
 """
 
 from __future__ import annotations
@@ -16,35 +18,18 @@ import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.figures_algoformer import ALGOFORMER_FIGURES
+from analysis.figures_construction import CONSTRUCTION_FIGURES
 from analysis.figures_deep import DEEP_FIGURES
+from analysis.figures_deep_scaling import SCALING_FIGURES
 from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
-from analysis.frames import (  # noqa: F401  (re-exported: the figures' shared steps)
-    REFERENCES,
-    STATS,
-    cell_regime,
-    final_eval,
-    labels,
-    member_counts,
-    reference_levels,
-    var_y,
-)
-from analysis.plotting import (
-    COLORS,
-    band,
-    draw_fit,
-    draw_references,
-    fit_label,
-    hollow,
-    log_axes,
-    regime_note,
-    save,
-    study_title,
-    style,
-)
-from analysis.verdicts import regime_notes
+from analysis.frames import STATS, cell_regime, final_eval, labels, member_counts, var_y
+from analysis.plot_baselines import draw_references
+from analysis.plot_notes import hollow, regime_note, study_title
+from analysis.plotting import COLORS, band, draw_fit, fit_label, log_axes, save, style
+from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3
 
@@ -144,11 +129,13 @@ FIGURES: dict[str, Callable[..., dict]] = {
     "lsa_convergence": lsa_convergence_figure,
     "lsa_scaling": lsa_scaling_figure,
     # icl_prefix, precision_depth, primitives_depth, multiply_width, multiply_heads,
-    # multiply_mlp, multiply_steps, features_depth, construction, explicit_gradient
+    # multiply_mlp, multiply_steps, features_depth
     **PRECISION_FIGURES,
+    **CONSTRUCTION_FIGURES,  # construction, explicit_gradient
     # str_sample_complexity, str_heads, str_attention (sparse token retrieval)
     **RETRIEVAL_FIGURES,
-    **DEEP_FIGURES,  # deep_shift, deep_depth, deep_scaling (Wu et al. 2024)
+    **DEEP_FIGURES,  # deep_shift, deep_depth (Wu et al. 2024)
+    **SCALING_FIGURES,  # deep_scaling (its scale-up)
     # algo_examples, algo_loops, algo_layers_heads, algo_newton (AlgoFormer)
     **ALGOFORMER_FIGURES,
 }

@@ -16,9 +16,9 @@ Fig 5 the last one. Every model is drawn as the median over seeds with the min�
 as a band (analysis.plotting.seed_band; the legend title says so and gives n); the summary
 holds the medians and, with "_lo" / "_hi", the seed min / max; baselines are means over
 members. The trivial
-predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their rows
+predictors (zero, prompt mean, ridge; analysis.regime.TRIVIAL) are drawn where their rows
 exist; a model whose error at the last position is not <= 0.1 x the best of them is marked
-"not testable at this scale" (analysis.verdicts.LEARNED_ERROR_RATIO).
+"not testable at this scale" (analysis.regime.LEARNED_ERROR_RATIO).
 """
 
 from __future__ import annotations
@@ -29,24 +29,12 @@ import polars as pl
 from matplotlib.ticker import MaxNLocator
 
 from analysis.frames import cell_regime
-from analysis.plotting import (
-    PALETTE,
-    baseline_curve,
-    baseline_line,
-    figure_legend,
-    hollow,
-    legend_right,
-    log_axes,
-    palette,
-    regime_note,
-    ridge_solves,
-    save,
-    seed_band,
-    seed_level,
-    study_title,
-    style,
-)
-from analysis.verdicts import TRIVIAL, regime_notes
+from analysis.plot_baselines import baseline_curve, baseline_line, ridge_solves
+from analysis.plot_legends import figure_legend, legend_right
+from analysis.plot_notes import hollow, regime_note, study_title
+from analysis.plotting import PALETTE, log_axes, palette, save, seed_band, seed_level, style
+from analysis.regime import TRIVIAL, regime_notes
+from analysis.spreads import spread_keys
 
 MODEL_LABEL = {"transformer": "standard transformer", "looped": "looped transformer",
                "algoformer": "AlgoFormer"}
@@ -80,7 +68,7 @@ def last_position(final: pl.DataFrame) -> pl.DataFrame:
 
 
 def regime_at_last(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Learned-regime table (analysis.verdicts) of the headline error at the last position,
+    """Learned-regime table (analysis.regime) of the headline error at the last position,
     per `keys`, against the trivial predictors of the same members."""
     final = _with(last_position(mse_rows(rows)), *keys)
     return cell_regime(final, keys, statistic="mean", metric="mse")
@@ -93,12 +81,6 @@ def spread_text(table: pl.DataFrame, i: int = -1) -> str:
     if row["n_seeds"] <= 1:
         return f"{row['median']:.3g} (1 seed)"
     return f"{row['median']:.3g} [{row['min']:.3g}, {row['max']:.3g}]"
-
-
-def _spread_keys(key: str, table: pl.DataFrame, i: int = -1) -> dict:
-    row = table.row(i, named=True)
-    return {key: float(row["median"]), f"{key}_lo": float(row["min"]),
-            f"{key}_hi": float(row["max"]), f"{key}_n_seeds": int(row["n_seeds"])}
 
 
 def trivial_mean(rows: pl.DataFrame, by: list[str] = (), last: bool = False) -> pl.DataFrame:
@@ -134,7 +116,7 @@ def algo_examples_figure(rows: pl.DataFrame, out_dir, name: str = "algo_examples
             _, c = seed_band(ax, src.filter(pl.col("model.name") == model), "position",
                              label=MODEL_LABEL[model], color=MODEL_COLOR[model], marker=None)
             y = c["median"].to_numpy()
-            summary.update(_spread_keys(f"err_{task}_{model}_last", c))
+            summary.update(spread_keys(f"err_{task}_{model}_last", c))
             summary[f"err_{task}_{model}_mean"] = float(np.mean(y))
             notes.append(f"{task} {model}: last {spread_text(c)} (median [min, max] over "
                          f"seeds), mean over positions {np.mean(y):.3g}")
@@ -189,10 +171,10 @@ def algo_loops_figure(rows: pl.DataFrame, out_dir, name: str = "algo_loops",
         ax.axvline(T, color=color, ls=":", lw=0.8)
         at = int(np.flatnonzero(x == T)[0]) if (x == T).any() else 0
         i_best = int(np.argmin(y))
-        summary.update({**_spread_keys(f"err_T{T}_dT{dT}_at_T", c, at),
+        summary.update({**spread_keys(f"err_T{T}_dT{dT}_at_T", c, at),
                         f"err_T{T}_dT{dT}_min": float(y.min()),
                         f"err_T{T}_dT{dT}_argmin": int(x[i_best]),
-                        **_spread_keys(f"err_T{T}_dT{dT}_last", c)})
+                        **spread_keys(f"err_T{T}_dT{dT}_last", c)})
         notes.append(f"(T={T}, ΔT={dT}): at T {spread_text(c, at)}, min {spread_text(c, i_best)} "
                      f"at t={int(x[i_best])}, at t={int(x[-1])} {spread_text(c)} "
                      f"(median [min, max] over seeds)")
@@ -245,14 +227,14 @@ def algo_layers_heads_figure(rows: pl.DataFrame, out_dir, name: str = "algo_laye
         out = c.join(out, on="model.heads", how="semi")
         hollow(ax, out["model.heads"], out["median"], color)
         for j, hh in enumerate(h):
-            summary.update(_spread_keys(f"err_L{L}_h{hh}", c, j))
+            summary.update(spread_keys(f"err_L{L}_h{hh}", c, j))
         notes.append(f"L={L}: " + ", ".join(f"h{hh} {spread_text(c, j)}"
                                             for j, hh in enumerate(h)))
         std = table.filter((pl.col("model.name") == "transformer")
                            & (pl.col("model.depth") == 3 * L))
         if std.height:
             _, level = seed_level(ax, std, label=f"standard, {3 * L} layers", color=color)
-            summary.update(_spread_keys(f"err_standard_{3 * L}", level, 0))
+            summary.update(spread_keys(f"err_standard_{3 * L}", level, 0))
             notes.append(f"standard {3 * L} layers {spread_text(level, 0)}")
     for predictor, value in trivial_mean(rows).select("predictor", "value").iter_rows():
         baseline_line(ax, predictor, value, " (mean over positions)")
@@ -336,7 +318,7 @@ def algo_newton_figure(rows: pl.DataFrame, out_dir, name: str = "algo_newton",
                     j = int(np.flatnonzero(x == t)[0])
                     summary[f"err_s{sigma}_{key}_t{t}"] = float(y[j])
                     if spread is not None:
-                        summary.update(_spread_keys(f"err_s{sigma}_{key}_t{t}", spread, j))
+                        summary.update(spread_keys(f"err_s{sigma}_{key}_t{t}", spread, j))
             summary[f"err_s{sigma}_{key}_min"] = float(y.min())
             notes.append(f"σ={sigma} {key}: t=1 {text[0]}, min {text[int(np.argmin(y))]}, "
                          f"t={int(x.max())} {text[-1]}")

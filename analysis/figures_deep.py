@@ -7,54 +7,34 @@
   the training length vs ω₂.
 * deep_depth (Fig 3): R² vs transformer depth, one curve per k in {0.3, 0.6, 0.9} x the
   training length (15, 30, 45 at the paper's 50), one panel per attention type.
-* deep_scaling: 1 - R² at the training length vs depth, one curve per width, with a
-  saturating fit c + a L^-b per width; and 1 - R² vs k per model with a fit of the best.
+* deep_scaling (the scale-up): in analysis.figures_deep_scaling.
 
 Every value is the median over seeds (a seed's value: the mean over its members with the same
 config, in practice one); statistic "pooled" unless noted. The transformers (and the trained
 N-layer net, the comparison of Figs 1-2) are drawn with their min–max over seeds as a band
 (error bars on point markers; analysis.plotting.seed_band; the legend title says so and
 gives n); the summary keys ending in "_lo" / "_hi" hold the seed min / max. The
-trivial predictors (zero, prompt mean, ridge; analysis.verdicts.TRIVIAL) are drawn where their
+trivial predictors (zero, prompt mean, ridge; analysis.regime.TRIVIAL) are drawn where their
 rows exist, and a panel whose transformer does not clear the best of them by the R² margin
-(analysis.verdicts.LEARNED_R2_GAP) at the training length says "not testable at this scale".
+(analysis.regime.LEARNED_R2_GAP) at the training length says "not testable at this scale".
 """
 
 from __future__ import annotations
 
 import math
-import warnings
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.fit import fit_scaling
 from analysis.frames import cell_regime
-from analysis.plotting import (
-    COLORS,
-    PALETTE,
-    baseline_curve,
-    baseline_line,
-    draw_fit,
-    figure_legend,
-    fit_label,
-    grid_ticks,
-    hollow,
-    legend_right,
-    legend_title,
-    log_axes,
-    look,
-    panel_note,
-    regime_note,
-    save,
-    seed_band,
-    seed_caption,
-    study_title,
-    style,
-)
-from analysis.verdicts import TRIVIAL, final_rows, regime_notes, seed_spreads
+from analysis.plot_baselines import baseline_curve, look
+from analysis.plot_legends import figure_legend, legend_right
+from analysis.plot_notes import hollow, regime_note, study_title
+from analysis.plotting import COLORS, PALETTE, save, seed_band, seed_caption, style
+from analysis.regime import TRIVIAL, final_rows, regime_notes
+from analysis.spreads import seed_spreads, spread_keys
 
 MIXER_LABEL = {"relu_attention": "ReLU attention", "attention": "softmax attention"}
 MIXER_COLORS = {"relu_attention": PALETTE[0], "attention": PALETTE[3]}
@@ -112,11 +92,6 @@ def _spread_at(table: pl.DataFrame, k: int, **where) -> dict:
     return {c: hit[c][0] for c in ("median", "min", "max", "n_seeds")}
 
 
-def _spread_keys(key: str, cell: dict) -> dict:
-    return {key: float(cell["median"]), f"{key}_lo": float(cell["min"]),
-            f"{key}_hi": float(cell["max"]), f"{key}_n_seeds": int(cell["n_seeds"])}
-
-
 def _text(cell: dict) -> str:
     """"0.912 [0.905, 0.920]" (median [min, max] over seeds), "0.912 (1 seed)" with one."""
     if cell["n_seeds"] <= 1:
@@ -147,8 +122,25 @@ def shift_regime(rows: pl.DataFrame, k: int) -> pl.DataFrame:
                        metric="r2")
 
 
-def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
-                      **_context) -> dict:
+@dataclass(frozen=True)
+class ShiftData:
+    """What `deep_shift_figure` draws, shaped from the rows (no drawing)."""
+
+    table: pl.DataFrame  # r2_table: R² per cell, median over seeds with min / max
+    members: pl.DataFrame  # r2_members: R² per seed and cell
+    model: pl.DataFrame  # the transformer's cells of `table`
+    refs: pl.DataFrame  # the baselines' cells of `table` (trained net, least squares, trivial)
+    mixers: list[str]
+    depths: list[int]  # teacher depths N
+    dists: list[str]  # test mixtures, by ω₂
+    n_train: int  # the training length (k)
+    regime: pl.DataFrame  # learned-regime table at k = n_train per mixer, N, mixture
+    values: dict  # summary values: R² at k = n_train and at the largest k (_lo/_hi/_n_seeds)
+    lines: list[str]  # the note: R² at n_train -> at the largest k, first mixture
+
+
+def shift_data(rows: pl.DataFrame) -> ShiftData:
+    """The data of `deep_shift_figure`: ValueError without final R² rows."""
     table = r2_table(rows)
     if table.height == 0:
         raise ValueError("deep_shift: no final r2 rows of ok members")
@@ -158,85 +150,100 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
     depths = sorted(model["task.depth"].unique().to_list())
     dists = sorted(model["test_dist"].unique().to_list(), key=_mix)
     n_train = int(model["task.n_points"].max())
-    regime = shift_regime(rows, n_train)
-    paths, summary = [], {"fit": None, "excluded": 0, "n_train": n_train, "regime": regime}
+    mixers = sorted(model["model.mixer"].unique().to_list())
+    values: dict = {}
     lines = []
-    style()
-    for mixer in sorted(model["model.mixer"].unique().to_list()):
-        fig, axes = plt.subplots(len(depths), len(dists), squeeze=False, sharex=True,
-                                 figsize=(2.6 * len(dists), 2.2 * len(depths)))
-        for i, depth in enumerate(depths):
-            for j, dist in enumerate(dists):
-                ax, low = axes[i, j], 0.0
-                sources = [("model", model.filter(pl.col("model.mixer") == mixer)),
-                           *[(p, refs) for p in (NET, OLS, *TRIVIAL)]]
-                for predictor, source in sources:
-                    x, y = _curve(source, predictor=predictor, **{"task.depth": depth},
-                                  test_dist=dist)
-                    if not x.size:
-                        continue
-                    if predictor in (NET, "model"):  # the comparison: both with their spread
-                        part = members.filter(
-                            (pl.col("predictor") == predictor) & (pl.col("task.depth") == depth)
-                            & (pl.col("test_dist") == dist))
-                        if predictor == "model":
-                            part = part.filter(pl.col("model.mixer") == mixer)
-                        _seed_curve(ax, part, "position", predictor)
-                    else:
-                        baseline_curve(ax, predictor, x, y, label=LABELS.get(predictor))
-                    low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
-                ax.axvline(n_train, color="0.6", lw=0.8, ls="-.")
-                ax.set_ylim(max(low, -1.0) - 0.05, 1.02)
-                clipped = f" (clipped: min {low:.2g})" if low < -1.0 else ""
-                cell = regime.filter((pl.col("model.mixer") == mixer)
-                                     & (pl.col("task.depth") == depth)
-                                     & (pl.col("test_dist") == dist))
-                if cell.height and cell["learned"][0] is False:
-                    regime_note(ax, ["not testable at this scale",
-                                     f"R² gap {cell['margin'][0]:+.2f} at k = {n_train}"],
-                                loc="lower left")
-                ax.set_title(f"ω₂ = {_mix(dist):g}{clipped}" if i == 0 else clipped.strip(),
-                             fontsize=8)
-                if j == 0:
-                    ax.set_ylabel(f"N = {depth}\nR² ({STATISTIC})")
-                if i == len(depths) - 1:
-                    ax.set_xlabel("in-context examples k")
-        fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
-                     f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
-        fig.tight_layout()
-        figure_legend(fig, axes.flat, title=seed_caption(list(axes.flat)).replace(
-            "median over seeds", "median over seeds (transformer, trained net)"))
-        paths += save(fig, out_dir, f"{name}_{mixer}")
-        plt.close(fig)
-    # summary: R² at the training length vs ω₂, and the change past the training length
-    fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
-                             figsize=(3.2 * len(depths), 3.0))
-    for i, depth in enumerate(depths):
-        ax = axes[0, i]
-        mixes = [_mix(d) for d in dists]
-        at_k = members.filter((pl.col("task.depth") == depth) & (pl.col("position") == n_train))
-        for mixer in sorted(model["model.mixer"].unique().to_list()):
+    for depth in depths:
+        for mixer in mixers:
             src = model.filter(pl.col("model.mixer") == mixer)
-            _seed_curve(ax, at_k.filter((pl.col("predictor") == "model")
-                                        & (pl.col("model.mixer") == mixer)), "mix", "model",
-                        label=MIXER_LABEL.get(mixer), color=MIXER_COLORS.get(mixer))
             for d in dists:
                 k_max = int(src.filter(pl.col("test_dist") == d)["position"].max())
                 at_train = _spread_at(src, n_train, **{"task.depth": depth}, test_dist=d)
                 at_max = _spread_at(src, k_max, **{"task.depth": depth}, test_dist=d)
-                summary.update(_spread_keys(f"r2_{mixer}_N{depth}_{d}_k{n_train}", at_train))
-                summary.update(_spread_keys(f"r2_{mixer}_N{depth}_{d}_k{k_max}", at_max))
+                values.update(spread_keys(f"r2_{mixer}_N{depth}_{d}_k{n_train}", at_train))
+                values.update(spread_keys(f"r2_{mixer}_N{depth}_{d}_k{k_max}", at_max))
                 if d == dists[0]:
                     lines.append(f"{mixer} N={depth} {d}: R²(k={n_train}) {_text(at_train)} -> "
                                  f"R²(k={k_max}) {_text(at_max)}")
         for d in dists:
             net = _spread_at(refs, n_train, predictor=NET, **{"task.depth": depth}, test_dist=d)
-            summary.update(_spread_keys(f"r2_net_N{depth}_{d}_k{n_train}", net))
+            values.update(spread_keys(f"r2_net_N{depth}_{d}_k{n_train}", net))
+    return ShiftData(table=table, members=members, model=model, refs=refs, mixers=mixers,
+                     depths=depths, dists=dists, n_train=n_train,
+                     regime=shift_regime(rows, n_train), values=values, lines=lines)
+
+
+def _draw_shift_grid(data: ShiftData, rows: pl.DataFrame, mixer: str, out_dir, name: str
+                     ) -> list:
+    """One attention type's grid: teacher depth N (rows) x test mixture (columns), R² vs k."""
+    depths, dists, n_train, members = data.depths, data.dists, data.n_train, data.members
+    fig, axes = plt.subplots(len(depths), len(dists), squeeze=False, sharex=True,
+                             figsize=(2.6 * len(dists), 2.2 * len(depths)))
+    for i, depth in enumerate(depths):
+        for j, dist in enumerate(dists):
+            ax, low = axes[i, j], 0.0
+            sources = [("model", data.model.filter(pl.col("model.mixer") == mixer)),
+                       *[(p, data.refs) for p in (NET, OLS, *TRIVIAL)]]
+            for predictor, source in sources:
+                x, y = _curve(source, predictor=predictor, **{"task.depth": depth},
+                              test_dist=dist)
+                if not x.size:
+                    continue
+                if predictor in (NET, "model"):  # the comparison: both with their spread
+                    part = members.filter(
+                        (pl.col("predictor") == predictor) & (pl.col("task.depth") == depth)
+                        & (pl.col("test_dist") == dist))
+                    if predictor == "model":
+                        part = part.filter(pl.col("model.mixer") == mixer)
+                    _seed_curve(ax, part, "position", predictor)
+                else:
+                    baseline_curve(ax, predictor, x, y, label=LABELS.get(predictor))
+                low = min(low, float(np.nanmin(y[x >= 1])) if (x >= 1).any() else 0)
+            ax.axvline(n_train, color="0.6", lw=0.8, ls="-.")
+            ax.set_ylim(max(low, -1.0) - 0.05, 1.02)
+            clipped = f" (clipped: min {low:.2g})" if low < -1.0 else ""
+            cell = data.regime.filter((pl.col("model.mixer") == mixer)
+                                      & (pl.col("task.depth") == depth)
+                                      & (pl.col("test_dist") == dist))
+            if cell.height and cell["learned"][0] is False:
+                regime_note(ax, ["not testable at this scale",
+                                 f"R² gap {cell['margin'][0]:+.2f} at k = {n_train}"],
+                            loc="lower left")
+            ax.set_title(f"ω₂ = {_mix(dist):g}{clipped}" if i == 0 else clipped.strip(),
+                         fontsize=8)
+            if j == 0:
+                ax.set_ylabel(f"N = {depth}\nR² ({STATISTIC})")
+            if i == len(depths) - 1:
+                ax.set_xlabel("in-context examples k")
+    fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
+                 f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
+    fig.tight_layout()
+    figure_legend(fig, axes.flat, title=seed_caption(list(axes.flat)).replace(
+        "median over seeds", "median over seeds (transformer, trained net)"))
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    return paths
+
+
+def _draw_shift_summary(data: ShiftData, rows: pl.DataFrame, out_dir, name: str) -> list:
+    """R² at the training length vs ω₂, one panel per teacher depth."""
+    depths, dists, n_train = data.depths, data.dists, data.n_train
+    fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
+                             figsize=(3.2 * len(depths), 3.0))
+    for i, depth in enumerate(depths):
+        ax = axes[0, i]
+        mixes = [_mix(d) for d in dists]
+        at_k = data.members.filter((pl.col("task.depth") == depth)
+                                   & (pl.col("position") == n_train))
+        for mixer in data.mixers:
+            _seed_curve(ax, at_k.filter((pl.col("predictor") == "model")
+                                        & (pl.col("model.mixer") == mixer)), "mix", "model",
+                        label=MIXER_LABEL.get(mixer), color=MIXER_COLORS.get(mixer))
         _seed_curve(ax, at_k.filter(pl.col("predictor") == NET), "mix", NET,
                     label="trained N-layer net")
         for predictor in TRIVIAL:
-            vals = [_at(refs, n_train, predictor=predictor, **{"task.depth": depth}, test_dist=d)
-                    for d in dists]
+            vals = [_at(data.refs, n_train, predictor=predictor, **{"task.depth": depth},
+                        test_dist=d) for d in dists]
             if np.isfinite(vals).any():
                 baseline_curve(ax, predictor, mixes, vals)
         ax.set_title(f"teacher depth N = {depth}")
@@ -245,11 +252,28 @@ def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
     fig.suptitle(f"{study_title(rows)}: R² at the training length", fontsize=9)
     fig.tight_layout()
     figure_legend(fig, axes.flat)
-    paths += save(fig, out_dir, f"{name}_summary")
+    paths = save(fig, out_dir, name)
     plt.close(fig)
+    return paths
+
+
+def deep_shift_figure(rows: pl.DataFrame, out_dir, name: str = "deep_shift",
+                      **_context) -> dict:
+    """Figs 1, 2: per attention type a grid of R² vs k (teacher depth x test mixture), the
+    transformer and the trained N-layer net with their seed spread, least squares and the
+    trivial predictors; a summary of R² at the training length vs ω₂; the trained net's R²
+    over epochs."""
+    data = shift_data(rows)
+    summary = {"fit": None, "excluded": 0, "n_train": data.n_train, "regime": data.regime}
+    style()
+    paths = []
+    for mixer in data.mixers:
+        paths += _draw_shift_grid(data, rows, mixer, out_dir, f"{name}_{mixer}")
+    paths += _draw_shift_summary(data, rows, out_dir, f"{name}_summary")
+    summary.update(data.values)
     paths += baseline_epochs_figure(rows, out_dir, f"{name}_baseline_epochs")
-    summary.update(paths=paths, table=table,
-                   note="; ".join(lines) + " (median [min, max] over seeds)")
+    summary.update(paths=paths, table=data.table,
+                   note="; ".join(data.lines) + " (median [min, max] over seeds)")
     return summary
 
 
@@ -333,7 +357,7 @@ def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
                            label=f"best trivial at k = {k}: {look(predictor).label} = "
                                  f"{value:.2f}")
             for j, d in enumerate(depth):
-                summary.update(_spread_keys(f"r2_{mixer}_L{d}_k{k}", curve.row(j, named=True)))
+                summary.update(spread_keys(f"r2_{mixer}_L{d}_k{k}", curve.row(j, named=True)))
             notes.append(f"{mixer} k={k}: " + ", ".join(
                 f"L{d} {_text(curve.row(j, named=True))}" for j, d in enumerate(depth)))
         part = regime.filter(pl.col("model.mixer") == mixer).with_columns(
@@ -352,124 +376,7 @@ def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
     return summary
 
 
-def _fit(x, y, groups, n_boot, seed=0):
-    """A saturating fit c + a x^-b with the claim b > 0 (1 - R² falls), or (None, why) when
-    there are too few points; a fit that is not resolved (at the bound |b| = B_MAX: a step or a
-    flat curve; CI nan or spanning 0) is returned with its status as the note."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = fit_scaling(x, y, groups, form="saturating", n_boot=n_boot, seed=seed)
-    except (ValueError, RuntimeError) as exc:
-        return None, f"no fit: {exc}"
-    fit.claim_sign = 1
-    if fit.status != "ok":
-        return fit, (f"no law: fit unresolved ({fit.status}; 1-R² spans "
-                     f"{np.min(y):.3g}..{np.max(y):.3g})")
-    return fit, ""
-
-
-def _trivial_error(rows: pl.DataFrame) -> pl.DataFrame:
-    """(predictor, position, err = 1 - R²) of the trivial predictors, means over members."""
-    triv = final_rows(rows, "r2", test_dist=None, position="all").filter(
-        pl.col("predictor").is_in(list(TRIVIAL)) & (pl.col("statistic") == STATISTIC))
-    return triv.group_by("predictor", "position").agg((1 - pl.col("value")).mean().alias(
-        "err")).sort("predictor", "position")
-
-
-def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
-                        n_boot: int = 1000, **_context) -> dict:
-    """1 - R² at the training length vs depth per width, with a saturating fit per width;
-    1 - R² vs k per model with a fit of the best; the trivial predictors' 1 - R² on both.
-    Fits that are not resolved are drawn dotted and labelled "unresolved (why)"."""
-    ok = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == "r2")
-                     & (pl.col("predictor") == "model") & (pl.col("statistic") == STATISTIC))
-    ok = ok.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
-    if ok.height == 0:
-        raise ValueError("deep_scaling: no final r2 rows of ok members")
-    n_train = int(ok["task.n_points"].max())
-    ok = ok.with_columns((1 - pl.col("value")).alias("err"))
-    trivial = _trivial_error(rows)
-    regime = cell_regime(final_rows(rows, "r2", test_dist=None, position="all").filter(
-        pl.col("position") == n_train), ["model.width", "model.depth"], statistic=STATISTIC,
-        metric="r2")
-    style()
-    fig, (ax_l, ax_k) = plt.subplots(1, 2, figsize=(9.5, 3.6))
-    log_axes(ax_l)
-    log_axes(ax_k)
-    fits, notes = [], []
-    at_train = ok.filter(pl.col("position") == n_train)
-    for width in sorted(at_train["model.width"].unique().to_list()):
-        pts = at_train.filter(pl.col("model.width") == width).sort("model.depth")
-        line, _ = seed_band(ax_l, pts, "model.depth", "err", label=f"width {width}",
-                            linestyle="none", errorbars=True)
-        out = regime.filter((pl.col("model.width") == width) & pl.col("learned").not_())
-        hollow(ax_l, out["model.depth"], 1 - out["model"], line.get_color())
-        fit, note = _fit(pts["model.depth"].to_numpy(), pts["err"].to_numpy(),
-                         pts["seed"].to_numpy(), n_boot)
-        if fit is not None:
-            fits.append(fit)
-            x = pts["model.depth"].to_numpy()
-            draw_fit(ax_l, fit, (x.min(), x.max()), label=fit_label(fit, f"w{width}"),
-                     color=line.get_color())
-        notes.append(f"width {width}: {note or '1-R² = ' + fit.label()}")
-    for predictor, value in trivial.filter(pl.col("position") == n_train).select(
-            "predictor", "err").iter_rows():
-        baseline_line(ax_l, predictor, value, f" (1 - R², k = {n_train})")
-    depths = sorted(at_train["model.depth"].unique().to_list())
-    ax_l.set_xticks(depths)
-    if at_train["err"].max() < 3 * at_train["err"].min():  # < half a decade: linear y reads
-        ax_l.set_yscale("linear")
-    ax_l.xaxis.set_major_formatter(ScalarFormatter())
-    ax_l.xaxis.set_minor_formatter(NullFormatter())
-    panel_note(ax_l, [n for n in notes if "no " in n], fontsize=6)
-    part = regime.with_columns(pl.format("width {}", "model.width").alias("w"))
-    regime_note(ax_l, regime_notes(part, group="w", x="model.depth"))
-    ax_l.set_xlabel("transformer depth L")
-    ax_l.set_ylabel(f"1 - R² ({STATISTIC}) at k = {n_train}")
-    ax_l.legend(fontsize=6, **legend_title([ax_l]))
-    # 1 - R² vs k for every model; a fit c + a k^-b of the best one (k >= 1)
-    models = ok.group_by("model.depth", "model.width", "position").agg(pl.col("err").mean())
-    best = at_train.group_by("model.depth", "model.width").agg(pl.col("err").mean()).sort(
-        "err").row(0, named=True)
-    for (depth, width), curve in sorted(models.group_by("model.depth", "model.width"),
-                                        key=lambda kv: kv[0]):
-        curve = curve.filter(pl.col("position") >= 1).sort("position")
-        is_best = depth == best["model.depth"] and width == best["model.width"]
-        ax_k.plot(curve["position"], curve["err"], lw=1.4 if is_best else 0.6,
-                  alpha=1 if is_best else 0.4, color="k" if is_best else None,
-                  label=f"best: L={depth}, w={width}" if is_best else None)
-    for predictor in TRIVIAL:
-        part = trivial.filter((pl.col("predictor") == predictor) & (pl.col("position") >= 1))
-        if part.height:
-            baseline_curve(ax_k, predictor, part["position"], part["err"])
-    curve = ok.filter((pl.col("model.depth") == best["model.depth"])
-                      & (pl.col("model.width") == best["model.width"])
-                      & (pl.col("position") >= 1) & (pl.col("position") <= n_train))
-    fit_k, note_k = _fit(curve["position"].to_numpy(), curve["err"].to_numpy(),
-                         curve["seed"].to_numpy(), n_boot)
-    if fit_k is not None:
-        fits.append(fit_k)
-        draw_fit(ax_k, fit_k, (1, float(ok["position"].max())),
-                 label=fit_label(fit_k, f"fit k ≤ {n_train}"), color=PALETTE[3])
-    notes.append(f"best model vs k: {note_k or '1-R² = ' + fit_k.label()}")
-    ax_k.axvline(n_train, color="0.6", lw=0.8, ls="-.")
-    grid_ticks(ax_k, ok["position"].filter(ok["position"] >= 1).unique().to_list())
-    ax_k.set_xlabel("in-context examples k")
-    ax_k.set_ylabel(f"1 - R² ({STATISTIC})")
-    ax_k.legend(fontsize=6)
-    fig.suptitle(study_title(rows), fontsize=9)
-    fig.tight_layout()
-    paths = save(fig, out_dir, name)
-    plt.close(fig)
-    # "fit" stays None: these fits are of different curves, not alternative forms of one
-    return {"fit": None, "fits": fits, "excluded": 0, "paths": paths, "regime": regime,
-            "best_depth": best["model.depth"], "best_width": best["model.width"],
-            "best_err": float(best["err"]), "note": "; ".join(notes)}
-
-
 DEEP_FIGURES = {
     "deep_shift": deep_shift_figure,
     "deep_depth": deep_depth_figure,
-    "deep_scaling": deep_scaling_figure,
 }

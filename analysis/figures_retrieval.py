@@ -15,7 +15,7 @@
 The metric is the test MSE averaged over prompts and positions (statistic "mean"), which
 Var(y) = 1 normalises, as in the paper. A threshold panel is "not testable at this scale" at
 the N whose best trivial predictor (no retrieval, zero, ...) is not clearly worse than the
-threshold (analysis.verdicts.THRESHOLD_RATIO): reaching it there says nothing about learning.
+threshold (analysis.regime.THRESHOLD_RATIO): reaching it there says nothing about learning.
 """
 
 from __future__ import annotations
@@ -28,20 +28,12 @@ import polars as pl
 from matplotlib.colors import PowerNorm
 
 from analysis.frames import cell_regime, excluded_note, members
-from analysis.plotting import (
-    PALETTE,
-    baseline_curve,
-    baseline_line,
-    grid_ticks,
-    log_axes,
-    palette,
-    regime_note,
-    save,
-    study_title,
-    style,
-)
+from analysis.plot_baselines import baseline_curve, baseline_line
+from analysis.plot_notes import regime_note, study_title
+from analysis.plotting import PALETTE, grid_ticks, log_axes, palette, save, style
+from analysis.regime import TRIVIAL, final_rows, regime_notes, threshold_regime, trivial_levels
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
-from analysis.verdicts import TRIVIAL, final_rows, regime_notes, threshold_regime, trivial_levels
+from icl_core.artifacts import load_artifact
 from icl_core.tasks.sparse_retrieval import code_dim
 
 N_COL, ARCH = "task.n_points", "model.name"
@@ -292,8 +284,6 @@ def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_bo
     """|W_QK| after training, one panel per (architecture, prompt kind); with several seeds
     the panel shows the seed whose diagonal contrast is the median, and its title gives the
     contrast's median [min–max] over seeds."""
-    from analysis.store import load_artifact
-
     ok, excluded = members(rows, name)
     trained = (rows.filter(pl.col("status") == "ok")
                .group_by("config_hash").agg(pl.all().first()).sort(ARCH, "task.simple", "seed"))

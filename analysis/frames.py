@@ -10,9 +10,9 @@ import warnings
 
 import polars as pl
 
-from analysis.verdicts import TRIVIAL, learned_regime, trivial_levels
+from analysis.regime import TRIVIAL, learned_regime
 
-# the classical references on the same test prompts (drawn in their plotting.LOOKS)
+# the classical references on the same test prompts (drawn in their plot_baselines.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
 GD = ("gd_float32", "gd_float64")
 OLS = ("ols_float32", "ols_float64")
@@ -20,10 +20,9 @@ STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
 BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
                 "position", "test_dist", "predictor")
 PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
-__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "STATS", "TRIVIAL", "cell_regime",
-           "excluded_note", "final_eval", "labels", "last_step", "levels", "member_counts",
-           "members", "number", "reference_levels", "require", "short", "trivial_levels",
-           "var_y", "with_hue"]
+__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "STATS", "cell_regime", "excluded_note",
+           "final_eval", "labels", "last_step", "levels", "member_counts", "members", "number",
+           "reference_levels", "require", "short", "var_y", "with_hue"]
 
 
 def member_counts(rows: pl.DataFrame) -> tuple[int, int]:
@@ -166,7 +165,7 @@ def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
 
 def cell_regime(final: pl.DataFrame, keys: list[str], statistic: str = "median",
                 metric: str | None = None) -> pl.DataFrame:
-    """The learned-regime table (analysis.verdicts.learned_regime) of the model's cells `keys`
+    """The learned-regime table (analysis.regime.learned_regime) of the model's cells `keys`
     in rows already picked (final evaluation), with the trivial predictors of the same
     members; `learned` is null everywhere when the rows hold no trivial predictor."""
     metric = metric or (final["metric"][0] if final.height else "mse")

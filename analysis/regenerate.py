@@ -29,11 +29,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow.fs as pafs
 
-from analysis.figures import FIGURES, final_eval, member_counts
+from analysis.figures import FIGURES
 from analysis.fit import Fit, compare_forms
-from analysis.frames import cell_regime
+from analysis.frames import cell_regime, final_eval, member_counts
+from analysis.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
 from analysis.store import MissingResults, locate, missing_message, read_rows
-from analysis.verdicts import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
 from icl_core.store import read_manifest
 
 FALLBACK = "python -m icl_core.regenerate"  # the same command, studies read from sweeps/

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from analysis.fit import fit_status
+
 DEFAULT_BOOT = 1000
 CENSORED_SHARE = 0.5  # a configuration's median n* is censored at this share of its seeds
 
@@ -149,8 +151,6 @@ class GammaFit:
     @property
     def status(self) -> str:
         """'ok' or why γ is unresolved (analysis.fit.fit_status)."""
-        from analysis.fit import fit_status
-
         return fit_status(self)
 
     def predict(self, n) -> np.ndarray:

@@ -27,8 +27,8 @@ from icl_core.config import flatten  # noqa: E402
 from icl_core.orchestrate import write_manifest  # noqa: E402
 from icl_core.provenance import driver_provenance  # noqa: E402
 from icl_core.stacked import stack_key  # noqa: E402
-from icl_core.study import Study  # noqa: E402
 from icl_core.store import Store  # noqa: E402
+from icl_core.study import Study  # noqa: E402
 from icl_core.trial import TrialSpec, run_trial  # noqa: E402
 
 

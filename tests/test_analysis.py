@@ -15,7 +15,8 @@ import polars as pl
 import pytest
 
 from analysis.figures import depth_figure
-from analysis.fit import FORMS, fit_scaling
+from analysis.fit import fit_scaling
+from analysis.fit_forms import FORMS
 from analysis.store import MissingResults, load_rows
 from icl_core.catalog import SWEEPS_DIR
 from icl_core.regenerate import load_sweep, main, regenerate, sweep_names

@@ -9,13 +9,9 @@ import polars as pl
 import pytest
 
 from analysis.figures import FIGURES
-from analysis.figures_precision import (
-    PRECISION_FIGURES,
-    construction_figure,
-    explicit_gradient_figure,
-    icl_prefix_figure,
-    mse_vs_axis,
-)
+from analysis.figures_axis import mse_vs_axis
+from analysis.figures_construction import construction_figure, explicit_gradient_figure
+from analysis.figures_precision import PRECISION_FIGURES, icl_prefix_figure
 
 N_BOOT = 50
 STEP = 100

@@ -10,21 +10,18 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.fit import B_MAX, fit_scaling, fit_status
-from analysis.verdicts import (
+from analysis.fit import fit_scaling, fit_status
+from analysis.fit_forms import B_MAX
+from analysis.regime import (
     LEARNED_ERROR_RATIO,
     LEARNED_R2_GAP,
-    MIN_SEEDS,
-    OUTCOMES,
     Regime,
     learned_regime,
-    ordering,
     regime_notes,
-    seed_spreads,
-    spread,
     threshold_regime,
-    verdict,
 )
+from analysis.spreads import seed_spreads, spread
+from analysis.verdicts import MIN_SEEDS, OUTCOMES, ordering, verdict
 
 TRIVIAL_MSE = 3.0  # Var(y) of D = 3 least squares: what predicting the prompt mean costs
 
