@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
@@ -41,7 +40,7 @@ from icl_core.train import (
     lr_factor,
     member_loss,
     train_batch,
-    train_row,
+    train_until,
 )
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
@@ -158,38 +157,27 @@ class StackedRun:
             g.mul_(coef.view(K, *([1] * (g.dim() - 1))))
 
     def train_until(self, target_step: int) -> list[float]:
-        """Train every member up to `target_step`; per member, the mean loss over these
-        steps (as `MemberRun.train_until`: losses stay on the device, read once here)."""
-        start, active = self.step, self.active()
-        if target_step <= start or not active:
-            return [float("nan")] * self.size
-        t0 = time.perf_counter()
-        total = torch.zeros(self.size, device=self.device, dtype=self.dtype)
-        bad = torch.full((self.size,), -1, device=self.device, dtype=torch.long)
-        for step in range(start, target_step):
-            losses = self._losses(step)
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            if self.cfg.grad_clip is not None:
-                self._clip()
-            self.optimizer.step()
-            self.scheduler.step()
-            losses = losses.detach()
-            bad = torch.where(~torch.isfinite(losses) & (bad < 0), step + 1, bad)
-            total = total + losses
-        self.step = target_step
-        elapsed = time.perf_counter() - t0
-        means = (total / (target_step - start)).tolist()
-        bad_steps = bad.tolist()
-        for k in active:
-            run = self.runs[k]
-            run.step, run.train_seconds = target_step, run.train_seconds + elapsed
-            run.steps_timed += target_step - start
-            run.tokens += self.tokens_per_step * (target_step - start)
-            if bad_steps[k] >= 0:
-                run.diverged_at = run.step = bad_steps[k]
-            run.rows.append(train_row(run.step, means[k]))
-        return means
+        """Train every member up to `target_step`; per member, the mean loss over these steps
+        (icl_core.train.train_until, the driver a lone member trains by too)."""
+        return train_until(self, target_step)
+
+    def train_mode(self) -> None:
+        self.loss_module.train()
+
+    def take_step(self, step: int) -> tuple[torch.Tensor, int]:
+        """One vmapped forward and backward and one optimizer step for every member:
+        (losses (K,) on the device, tokens per member)."""
+        losses = self._losses(step)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        if self.cfg.grad_clip is not None:
+            self._clip()
+        self.optimizer.step()
+        self.scheduler.step()
+        return losses.detach(), self.tokens_per_step
+
+    def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
+        return False  # epoch training (the one stop rule inside training) never stacks
 
     # -- members' own state -----------------------------------------------------------
     def sync_member(self, k: int, optimizer: bool = True) -> MemberRun:

@@ -1,16 +1,19 @@
 """One training loop for every member: Adam/AdamW, warmup, StepLR, clipping, step skipping.
 
 `MemberRun` holds everything a member's training needs (model, optimizer, scheduler, data
-RNG, step, rows so far) and exposes `state_dict` / `load_state_dict`, so the trial driver can
-checkpoint and resume it bit for bit. Room is left for other trainers: an optimizer is a
-name in OPTIMIZERS (icl_core.optimizers); L-BFGS on a fixed batch and epoch training plug
-in as further entries.
+RNG, step, rows so far) and exposes `state_dict` / `load_state_dict`, so the trial can
+checkpoint and resume it bit for bit. `train_until` is the one driver (step bookkeeping:
+train_loss rows, divergence, stop rules, timing): it runs any `Trainer`, a lone member (a
+stack of one: MemberRun's own step, L-BFGS on a fixed batch, epoch training) or a stack of
+K members (icl_core.stacked.StackedRun, one vmapped step). An optimizer is a name in
+OPTIMIZERS (icl_core.optimizers).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Protocol
 
 import torch
 
@@ -79,60 +82,49 @@ class MemberRun:
         for name, value in get().items():
             self.artifacts.setdefault(name, []).append((self.step, value.detach().cpu().clone()))
 
-    # -- training ---------------------------------------------------------------------
-    def train_until(self, target_step: int) -> float:
-        """Train up to `target_step`; return the mean loss over these steps (NaN if none).
+    # -- training: the step kind of a lone member (see `train_until` below) -------------
+    @property
+    def runs(self) -> list[MemberRun]:
+        return [self]
 
-        Losses stay on the device; the host reads them once per call, never per step.
-        A non-finite loss stops training and records the first bad step.
-        """
-        cfg, start = self.member.train, self.step
-        if self.diverged_at is not None or self.stopped_at is not None or target_step <= start:
-            return math.nan
+    def sync_member(self, k: int, optimizer: bool = True) -> MemberRun:
+        """The member's own state is the training state (a stack copies it here)."""
+        return self
+
+    def train_until(self, target_step: int) -> float:
+        """Train up to `target_step`; the mean loss over these steps (NaN if none)."""
+        return train_until(self, target_step)[0]
+
+    def train_mode(self) -> None:
         self.model.train()
-        t0 = time.perf_counter()
-        total = torch.zeros((), device=self.device, dtype=self.dtype)
-        bad_step = torch.full((), -1, device=self.device, dtype=torch.long)
-        taken = 0  # steps whose loss is in `total` (skipped steps are not)
-        for step in range(start, target_step):
-            if cfg.optimizer in FIXED_BATCH:
-                loss = self._fixed_batch_step(step)
-                bad_step = torch.where(~torch.isfinite(loss) & (bad_step < 0), step + 1, bad_step)
-                total, taken = total + loss.detach(), taken + 1
-                self.scheduler.step()
-                continue
-            batch = self._dataset_batch(step) if cfg.dataset_size else \
-                train_batch(self.task, cfg.batch_size, self.data_gen, step)
-            loss = self.loss(batch, step)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip is not None or cfg.skip_grad_norm is not None:
-                limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
-                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
-                if cfg.skip_grad_norm is not None and float(norm) > cfg.skip_grad_norm:
-                    self.skipped_steps += 1  # this branch syncs, by request of the config
-                    self.scheduler.step()
-                    continue
-            self.optimizer.step()
+
+    def take_step(self, step: int) -> tuple[torch.Tensor | None, int]:
+        """One optimizer step: (its loss, shape (1,), on the device; tokens trained on), or
+        (None, 0) for a step skipped by `skip_grad_norm`."""
+        cfg = self.member.train
+        if cfg.optimizer in FIXED_BATCH:
+            loss = self._fixed_batch_step(step)
             self.scheduler.step()
-            finite = torch.isfinite(loss)
-            bad_step = torch.where(~finite & (bad_step < 0), step + 1, bad_step)
-            total = total + loss.detach()
-            taken += 1
-            self.tokens += batch.inputs.shape[0] * batch.inputs.shape[1]
-            if cfg.dataset_size and self._epoch_end(step, loss.detach()):
-                target_step = step + 1  # the stop rule fired: this epoch is the last
-                break
-        self.steps_timed += target_step - start
-        self.step = target_step
-        self.train_seconds += time.perf_counter() - t0
-        bad = int(bad_step)
-        if bad >= 0:
-            self.diverged_at = bad
-            self.step = bad
-        mean = float(total) / taken if taken else math.nan
-        self.rows.append(train_row(self.step, mean))
-        return mean
+            return loss.reshape(1), self.tokens_per_step
+        batch = self._dataset_batch(step) if cfg.dataset_size else \
+            train_batch(self.task, cfg.batch_size, self.data_gen, step)
+        loss = self.loss(batch, step)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip is not None or cfg.skip_grad_norm is not None:
+            limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
+            if cfg.skip_grad_norm is not None and float(norm) > cfg.skip_grad_norm:
+                self.skipped_steps += 1  # this branch syncs, by request of the config
+                self.scheduler.step()
+                return None, 0
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss.detach().reshape(1), batch.inputs.shape[0] * batch.inputs.shape[1]
+
+    def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
+        """Epoch training: True at the end of an epoch whose mean loss meets `stop_loss`."""
+        return bool(self.member.train.dataset_size) and self._epoch_end(step, losses[0])
 
     def loss(self, batch: Batch, step: int) -> torch.Tensor:
         return member_loss(self.model, batch, step)
@@ -187,9 +179,7 @@ class MemberRun:
             loss.backward()
             return loss
 
-        loss = self.optimizer.step(closure)
-        self.tokens += self.tokens_per_step
-        return loss.detach()
+        return self.optimizer.step(closure).detach()
 
     # -- checkpointing ----------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -221,6 +211,79 @@ class MemberRun:
         self.stopped_at = state.get("stopped_at")
         self.epoch_loss = state.get("epoch_loss", self.epoch_loss)
         self.steps_timed = state.get("steps_timed", self.step)
+
+
+class Trainer(Protocol):
+    """A step kind `train_until` drives: a lone member (`MemberRun`: one model's step, L-BFGS
+    on a fixed batch, epoch training) or a stack (icl_core.stacked.StackedRun: one vmapped
+    step for K members). Its `runs` hold every result; `step` is where it stands."""
+
+    step: int
+
+    @property
+    def runs(self) -> list[MemberRun]: ...
+
+    def train_mode(self) -> None: ...
+
+    def take_step(self, step: int) -> tuple[torch.Tensor | None, int]:
+        """One optimizer step: (losses (K,) on the device, tokens) or (None, 0) if skipped."""
+
+    def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
+        """True when a stop rule ends training after this step (its members are stopped)."""
+
+
+def train_until(trainer: Trainer, target_step: int) -> list[float]:
+    """The one training driver: train every member still training up to `target_step`; per
+    member, the mean loss over these steps (NaN if none).
+
+    Losses stay on the device; the host reads them once per call, never per step. A member
+    whose loss turns non-finite is recorded as diverged at its first bad step (the others go
+    on); a stop rule ends the call after its step. Each training member gets a train_loss row.
+    """
+    runs, start = trainer.runs, trainer.step
+    active = [k for k, r in enumerate(runs) if r.diverged_at is None and r.stopped_at is None]
+    if target_step <= start or not active:
+        return [math.nan] * len(runs)
+    trainer.train_mode()
+    device, dtype = runs[0].device, runs[0].dtype
+    t0 = time.perf_counter()
+    total = torch.zeros(len(runs), device=device, dtype=dtype)
+    bad = torch.full((len(runs),), -1, device=device, dtype=torch.long)
+    taken = tokens = 0  # steps whose losses are in `total` (skipped steps are not); tokens
+    for step in range(start, target_step):
+        losses, drawn = trainer.take_step(step)
+        if losses is None:
+            continue
+        bad = torch.where(~torch.isfinite(losses) & (bad < 0), step + 1, bad)
+        total, taken, tokens = total + losses, taken + 1, tokens + drawn
+        if trainer.stop_rule(step, losses):
+            target_step = step + 1  # the stop rule fired: this step is the last
+            break
+    elapsed = time.perf_counter() - t0
+    trainer.step = target_step
+    means = mean_losses(total, taken)
+    bad_steps = bad.tolist()
+    for k in active:
+        run = runs[k]
+        run.step = target_step
+        run.train_seconds += elapsed
+        run.steps_timed += target_step - start
+        run.tokens += tokens
+        if bad_steps[k] >= 0:
+            run.diverged_at = run.step = bad_steps[k]
+        run.rows.append(train_row(run.step, means[k]))
+    return means
+
+
+def mean_losses(total: torch.Tensor, taken: int) -> list[float]:
+    """Summed losses (K,) over `taken` steps -> means: a lone member's in Python floats, a
+    stack's in its dtype, as each was written before the two shared this driver (the same
+    in float64; rows of runs resumed from older checkpoints stay continuous)."""
+    if not taken:
+        return [math.nan] * total.shape[0]
+    if total.shape[0] == 1:
+        return [float(total[0]) / taken]
+    return (total / taken).tolist()
 
 
 def train_batch(task, batch_size: int, generator: torch.Generator, step: int) -> Batch:
