@@ -1,5 +1,7 @@
-"""A trial: a list of members (one model each) trained in one process, one after another or,
-where they share a stack (icl_core.stacked), at once with stacked weights.
+"""A trial: a list of members (one model each) trained in one process, in groups: a stack
+(icl_core.stacked: members trained at once, weights stacked) or a lone member, which is a
+stack of one here; both go through one run path (`run_group`) and one training driver
+(icl_core.train.train_until).
 
 `run_trial` is plain Python (tests and notebooks call it directly); `tune_trainable` wraps it
 for Ray Tune: metrics go out through `ray.tune.report` every `train.report_every` steps, with
@@ -31,7 +33,7 @@ from icl_core.provenance import worker_provenance
 from icl_core.stacked import StackedRun, stack_groups
 from icl_core.store import Store, rows_table
 from icl_core.throughput import records
-from icl_core.train import MemberRun
+from icl_core.train import MemberRun, Trainer, train_until
 
 CHECKPOINT_FILE = "member_state.pt"
 PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
@@ -105,12 +107,7 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
     work = Work(spec, store, report, len(todo),
                 diverged=sum(1 for s in statuses.values() if s == "diverged"))
     for group in stack_groups([m for _, m in todo], spec.stack):
-        members = [todo[i] for i in group]
-        if len(members) == 1:
-            index, member = members[0]
-            statuses[member.hash] = run_member(work, index, member, resumed.get(member.hash))
-        else:
-            statuses.update(run_stack(work, members, resumed))
+        statuses.update(run_group(work, [todo[i] for i in group], resumed))
     if work.failures:
         raise TrialFailed("; ".join(work.failures))
     return statuses
@@ -168,36 +165,119 @@ def needs_model(member, run: MemberRun, checkpoint: bool) -> bool:
         or bool(cfg.artifact_every and run.step % cfg.artifact_every == 0)
 
 
-def run_member(work: Work, index, member, resume) -> str:
-    t0 = time.time()
-    cfg = member.train
-    run, loss = None, math.nan
+def run_group(work: Work, members: list, resumed: dict) -> dict:
+    """Train a group of members, a stack (icl_core.stacked: at once, stacked weights) or a
+    lone member (a stack of one as far as this is concerned); each ends (diverges, meets its
+    stop rule, finishes) on its own and writes its rows as if it had trained alone. Returns
+    {config_hash: status}."""
+    t0, runs, statuses = time.time(), [], {}
     try:
-        run = MemberRun(member)
-        prompts = eval_prompts(member)  # drawn once; every evaluation of this member reuses them
-        if resume is not None:
-            run.load_state_dict(resume)
-        while run.step < cfg.steps and run.diverged_at is None and run.stopped_at is None:
-            loss = run.train_until(next_report(run.step, cfg))
-            if run.diverged_at is not None:
-                break
-            after_report(member, run, prompts)
-            checkpoint = run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps
-            if work.report is not None:
-                work.report(
-                    # ("done" is reserved by Tune: it would end the whole trial)
-                    {"member": index, "step": run.step, "loss": loss, "member_done": False,
-                     "progress": work.progress(run.step / max(cfg.steps, 1))},
-                    {"runs": {member.hash: run.state_dict()}} if checkpoint else None,
-                )
-        status, reason = final_rows(member, run, prompts)
-    except StopMember as stop:
-        status, reason = "pruned", str(stop)
-    except Exception as exc:  # recorded with its reason; the trial goes on with other members
-        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        for _, member in members:
+            run = MemberRun(member)
+            if member.hash in resumed:
+                run.load_state_dict(resumed[member.hash])
+            runs.append(run)
+        prompts = [eval_prompts(member) for _, member in members]
+        trainer = runs[0] if len(runs) == 1 else StackedRun(runs)
+    except Exception as exc:  # every member of the group is recorded with the reason
         traceback.print_exc()
-    finish_member(work, index, member, run, status, reason, loss, time.time() - t0)
-    return status
+        reason = f"{type(exc).__name__}: {exc}"
+        for k, (index, member) in enumerate(members):
+            run = runs[k] if k < len(runs) else None
+            finish_member(work, index, member, run, "failed", reason, math.nan, time.time() - t0)
+            statuses[member.hash] = "failed"
+        return statuses
+    group = Group(work, members, runs, prompts, trainer, t0, statuses)
+    while group.open:
+        try:
+            live, checkpoint = group.advance()
+        except Exception as exc:  # recorded with its reason; the trial goes on with others
+            group.fail(exc)
+            break
+        try:  # the reporter's own errors end the trial (Tune restarts it from a checkpoint)
+            group.report(live, checkpoint)
+        except StopMember as stop:
+            group.close_all("pruned", str(stop))
+            break
+        try:
+            group.close_ended()
+        except Exception as exc:
+            group.fail(exc)
+            break
+    return statuses
+
+
+@dataclass
+class Group:
+    """A group's members while they train: the trainer (a MemberRun or a StackedRun), the
+    members not yet written (`open`), each one's last mean loss."""
+
+    work: Work
+    members: list  # (index in the trial, MemberConfig)
+    runs: list  # MemberRun per member
+    prompts: list  # evaluation prompts per member, drawn once
+    trainer: Trainer  # a MemberRun (a lone member) or a StackedRun
+    t0: float
+    statuses: dict
+    open: dict = field(init=False)
+    losses: list = field(init=False)
+
+    def __post_init__(self):
+        self.open = dict(enumerate(self.members))
+        self.losses = [math.nan] * len(self.members)
+
+    def advance(self) -> tuple[list[int], bool]:
+        """Train to the next report step; for each member that trained and did not diverge
+        (returned, with whether a checkpoint is due), its intermediate evaluation and artifacts."""
+        cfg, trainer = self.members[0][1].train, self.trainer
+        trained = [k for k in trainer_active(trainer) if k in self.open] \
+            if trainer.step < cfg.steps else []
+        if trained:
+            self.losses = train_until(trainer, next_report(trainer.step, cfg))
+        checkpoint = trainer.step % cfg.checkpoint_every == 0 and trainer.step < cfg.steps
+        live = [k for k in trained if self.runs[k].diverged_at is None]
+        for k in live:
+            member, run = self.members[k][1], self.runs[k]
+            if needs_model(member, run, checkpoint) or run.step >= cfg.steps:
+                trainer.sync_member(k, optimizer=checkpoint)  # a stack's weights -> the member's
+            after_report(member, run, self.prompts[k])
+        return live, checkpoint
+
+    def report(self, live: list[int], checkpoint: bool) -> None:
+        """Progress of the members that trained, with their checkpoint when one is due."""
+        if self.work.report is None or not live:
+            return
+        steps, step = self.members[0][1].train.steps, self.trainer.step
+        self.work.report(
+            # ("done" is reserved by Tune: it would end the whole trial)
+            {"member": min(self.members[k][0] for k in live), "step": step,
+             "loss": finite_mean([self.losses[k] for k in live]), "member_done": False,
+             "progress": self.work.progress(len(live) * step / max(steps, 1))},
+            {"runs": {self.members[k][1].hash: self.runs[k].state_dict() for k in live}}
+            if checkpoint else None,
+        )
+
+    def close_ended(self) -> None:
+        """Final evaluation and rows of every member that diverged, stopped or finished."""
+        steps = self.members[0][1].train.steps
+        for k in list(self.open):
+            run = self.runs[k]
+            if run.diverged_at is not None or run.stopped_at is not None or run.step >= steps:
+                self.close(k, *final_rows(self.members[k][1], run, self.prompts[k]))
+
+    def close(self, k: int, status: str, reason: str | None) -> None:
+        index, member = self.open.pop(k)
+        finish_member(self.work, index, member, self.runs[k], status, reason, self.losses[k],
+                      time.time() - self.t0, len(self.runs))
+        self.statuses[member.hash] = status
+
+    def close_all(self, status: str, reason: str) -> None:
+        for k in list(self.open):
+            self.close(k, status, reason)
+
+    def fail(self, exc: Exception) -> None:
+        traceback.print_exc()
+        self.close_all("failed", f"{type(exc).__name__}: {exc}")
 
 
 def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
@@ -208,67 +288,9 @@ def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
     return "ok", None
 
 
-def run_stack(work: Work, members: list, resumed: dict) -> dict:
-    """Train members of one stack at once (icl_core.stacked); each ends (diverges, meets its
-    stop rule, finishes) on its own and writes its rows as if it had trained alone."""
-    t0 = time.time()
-    cfg = members[0][1].train
-    runs, statuses = [], {}
-    try:
-        for _, member in members:
-            run = MemberRun(member)
-            if member.hash in resumed:
-                run.load_state_dict(resumed[member.hash])
-            runs.append(run)
-        prompts = [eval_prompts(member) for _, member in members]
-        stack = StackedRun(runs)
-    except Exception as exc:  # every member of the stack is recorded with the reason
-        traceback.print_exc()
-        reason = f"{type(exc).__name__}: {exc}"
-        for k, (index, member) in enumerate(members):
-            run = runs[k] if k < len(runs) else None
-            finish_member(work, index, member, run, "failed", reason, math.nan, time.time() - t0)
-            statuses[member.hash] = "failed"
-        return statuses
-    open_ = dict(enumerate(members))  # members still training or not yet written
-    losses = [math.nan] * stack.size
-
-    def close(k: int, status: str, reason: str | None) -> None:
-        index, member = open_.pop(k)
-        finish_member(work, index, member, runs[k], status, reason, losses[k],
-                      time.time() - t0, stack.size)
-        statuses[member.hash] = status
-
-    while open_:
-        try:
-            if stack.step < cfg.steps and stack.active():
-                losses = stack.train_until(next_report(stack.step, cfg))
-            checkpoint = stack.step % cfg.checkpoint_every == 0 and stack.step < cfg.steps
-            for k in list(open_):
-                index, member = open_[k]
-                run = runs[k]
-                if run.diverged_at is None and (needs_model(member, run, checkpoint)
-                                                or run.step >= cfg.steps):
-                    stack.sync_member(k, optimizer=checkpoint)
-                if run.diverged_at is None and run.step < cfg.steps:
-                    after_report(member, run, prompts[k])
-                if run.diverged_at is not None or run.stopped_at is not None \
-                        or run.step >= cfg.steps:
-                    close(k, *final_rows(member, run, prompts[k]))
-        except Exception as exc:
-            traceback.print_exc()
-            for k in list(open_):
-                close(k, "failed", f"{type(exc).__name__}: {exc}")
-            break
-        if work.report is not None and open_:
-            work.report(
-                {"member": min(i for i, _ in open_.values()), "step": stack.step,
-                 "loss": finite_mean([losses[k] for k in open_]), "member_done": False,
-                 "progress": work.progress(len(open_) * stack.step / max(cfg.steps, 1))},
-                {"runs": {open_[k][1].hash: runs[k].state_dict() for k in open_}}
-                if checkpoint else None,
-            )
-    return statuses
+def trainer_active(trainer) -> list[int]:
+    """Members of `trainer` still training (not diverged, not stopped by a stop rule)."""
+    return [k for k, r in enumerate(trainer.runs) if r.diverged_at is None and r.stopped_at is None]
 
 
 def finite_mean(values: list[float]) -> float:
