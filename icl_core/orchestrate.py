@@ -177,7 +177,7 @@ def run_study(sweep, plan: Plan, store, provenance, args) -> int:
         specs = [
             TrialSpec(sweep.name, study.name, store.uri, [m.to_dict() for m in group],
                       threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
-                      stack=args.stack)
+                      hashes=[m.hash for m in group], stack=args.stack)
             for group, res in study_trials(plan, args, cluster_gpus(), cluster_cpus(), todo)
         ]
         print(f"[{label}] {len(specs)} trials of up to {max(len(s.members) for s in specs)} "
@@ -214,7 +214,8 @@ def search_template(sweep, plan, point, store, provenance, res):
     from icl_core.trial import TrialSpec
 
     return TrialSpec(sweep.name, plan.study.name, store.uri, [point.to_dict()],
-                     threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance)
+                     threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
+                     hashes=[point.hash])
 
 
 def run_search(sweep, plan: Plan, store, provenance, args) -> int:
@@ -269,7 +270,7 @@ def standalone_runner(sweep, plan: Plan, store, provenance):
     import optuna
 
     from icl_core.resources import TrialResources
-    from icl_core.trial import StopMember, run_trial
+    from icl_core.trial import StopMember, run_trial_results
 
     name = plan.study.name
     res = TrialResources(cpu=plan.study.cpus_per_trial, gpu=0.0)
@@ -283,13 +284,14 @@ def standalone_runner(sweep, plan: Plan, store, provenance):
                 if trial.should_prune():
                     raise StopMember(f"pruned by Optuna at step {metrics['step']}")
 
-        run_trial(spec, report)
-        status, reason = store.member_status(sweep.name, name, [member.hash])[member.hash]
-        if status == "pruned":
-            raise optuna.TrialPruned(reason)
-        if status != "ok":
-            raise RuntimeError(f"{member.hash}: {status}: {reason}")
-        return final_loss(store, sweep.name, name, member.hash)
+        result = run_trial_results(spec, report)[member.hash]
+        if result.status == "pruned":
+            raise optuna.TrialPruned(result.reason)
+        if result.status != "ok":
+            raise RuntimeError(f"{member.hash}: {result.status}: {result.reason}")
+        if result.final_loss is None:  # the same config finished in an earlier trial
+            return final_loss(store, sweep.name, name, member.hash)
+        return result.final_loss
 
     return runner
 

@@ -48,7 +48,9 @@ class TrialSpec:
     threads: int = 1  # torch CPU threads (the trial's CPU share)
     gpu: float = 0.0  # the trial's GPU share (icl_core.resources)
     provenance: dict = field(default_factory=dict)  # from the driver: code and package versions
-    hashes: list[str] = field(default_factory=list)  # the driver's config hashes (file names)
+    hashes: list[str] = field(default_factory=list)  # the planner's config hashes (file
+    # names): planning resolves each member once and passes them; left empty (tests,
+    # notebooks), they are computed here
     stack: str = "auto"  # icl_core.stacked.STACK_MODES: stack members on CUDA (auto), always, never
 
     def __post_init__(self):
@@ -81,8 +83,24 @@ class TrialFailed(RuntimeError):
 Reporter = Callable[[dict, dict | None], None]  # (metrics, checkpoint state or None)
 
 
+@dataclass
+class MemberResult:
+    """How a member of a trial ended: status, reason, and its last training loss (None for a
+    member an earlier attempt finished: its rows hold it)."""
+
+    status: str
+    reason: str | None = None
+    final_loss: float | None = None
+
+
 def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | None = None) -> dict:
-    """Train every unfinished member; returns {config_hash: status}.
+    """Train every unfinished member; returns {config_hash: status} (`run_trial_results`)."""
+    return {h: r.status for h, r in run_trial_results(spec, report, state).items()}
+
+
+def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
+                      state: dict | None = None) -> dict[str, MemberResult]:
+    """Train every unfinished member; returns {config_hash: MemberResult}.
 
     Members that may share a stack (icl_core.stacked: same config but seeds, and stacking on
     for this device by `spec.stack`) train at once; the others one after another.
@@ -91,7 +109,7 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
     store = Store(spec.storage)
     done = store.finished(spec.sweep, spec.study)
     resumed = saved_runs(state)
-    statuses, todo = {}, []
+    results, todo = {}, []
     for index, (raw, expected) in enumerate(zip(spec.members, spec.hashes, strict=True)):
         member = resolve_member(raw)
         if member.hash != expected:
@@ -101,16 +119,18 @@ def run_trial(spec: TrialSpec, report: Reporter | None = None, state: dict | Non
                 "driver and workers run different versions of icl_core"
             )
         if member.hash in done:  # finished by an earlier attempt of this trial
-            statuses[member.hash] = store.member_status(spec.sweep, spec.study, [member.hash])[member.hash][0]
+            results[member.hash] = MemberResult(
+                *store.member_status(spec.sweep, spec.study, [member.hash])[member.hash])
         else:
             todo.append((index, member))
     work = Work(spec, store, report, len(todo),
-                diverged=sum(1 for s in statuses.values() if s == "diverged"))
+                diverged=sum(1 for r in results.values() if r.status == "diverged"))
     for group in stack_groups([m for _, m in todo], spec.stack):
-        statuses.update(run_group(work, [todo[i] for i in group], resumed))
+        run_group(work, [todo[i] for i in group], resumed)
+    results.update(work.results)
     if work.failures:
         raise TrialFailed("; ".join(work.failures))
-    return statuses
+    return results
 
 
 def saved_runs(state: dict | None) -> dict:
@@ -133,6 +153,7 @@ class Work:
     finished: int = 0
     diverged: int = 0  # members of this trial recorded as diverged (earlier attempts too)
     failures: list = field(default_factory=list)
+    results: dict = field(default_factory=dict)  # config_hash -> MemberResult, as written
 
     def progress(self, running: float = 0.0) -> float:
         """Share of this attempt's work done (finished members + fractions of running ones)."""
@@ -165,12 +186,12 @@ def needs_model(member, run: MemberRun, checkpoint: bool) -> bool:
         or bool(cfg.artifact_every and run.step % cfg.artifact_every == 0)
 
 
-def run_group(work: Work, members: list, resumed: dict) -> dict:
+def run_group(work: Work, members: list, resumed: dict) -> None:
     """Train a group of members, a stack (icl_core.stacked: at once, stacked weights) or a
     lone member (a stack of one as far as this is concerned); each ends (diverges, meets its
-    stop rule, finishes) on its own and writes its rows as if it had trained alone. Returns
-    {config_hash: status}."""
-    t0, runs, statuses = time.time(), [], {}
+    stop rule, finishes) on its own and writes its rows as if it had trained alone (each
+    one's MemberResult goes to `work.results`)."""
+    t0, runs = time.time(), []
     try:
         for _, member in members:
             run = MemberRun(member)
@@ -185,9 +206,8 @@ def run_group(work: Work, members: list, resumed: dict) -> dict:
         for k, (index, member) in enumerate(members):
             run = runs[k] if k < len(runs) else None
             finish_member(work, index, member, run, "failed", reason, math.nan, time.time() - t0)
-            statuses[member.hash] = "failed"
-        return statuses
-    group = Group(work, members, runs, prompts, trainer, t0, statuses)
+        return
+    group = Group(work, members, runs, prompts, trainer, t0)
     while group.open:
         try:
             live, checkpoint = group.advance()
@@ -204,7 +224,6 @@ def run_group(work: Work, members: list, resumed: dict) -> dict:
         except Exception as exc:
             group.fail(exc)
             break
-    return statuses
 
 
 @dataclass
@@ -218,7 +237,6 @@ class Group:
     prompts: list  # evaluation prompts per member, drawn once
     trainer: Trainer  # a MemberRun (a lone member) or a StackedRun
     t0: float
-    statuses: dict
     open: dict = field(init=False)
     losses: list = field(init=False)
 
@@ -269,7 +287,6 @@ class Group:
         index, member = self.open.pop(k)
         finish_member(self.work, index, member, self.runs[k], status, reason, self.losses[k],
                       time.time() - self.t0, len(self.runs))
-        self.statuses[member.hash] = status
 
     def close_all(self, status: str, reason: str) -> None:
         for k in list(self.open):
@@ -315,6 +332,8 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
         work.failures.append(f"member {index} ({h}): {reason}")
     work.finished += 1
     work.diverged += status == "diverged"
+    losses = [r["value"] for r in rows if r["metric"] == "train_loss"]
+    work.results[h] = MemberResult(status, reason, losses[-1] if losses else math.nan)
     if work.report is not None and status != "pruned":
         work.report({"member": index, "step": run.step if run else 0, "member_done": True,
                      "status": status, "loss": loss, "mse": headline_mse(rows),
