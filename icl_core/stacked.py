@@ -39,6 +39,7 @@ from icl_core.train import (
     MemberRun,
     lr_factor,
     member_loss,
+    still_training,
     train_batch,
     train_until,
 )
@@ -131,7 +132,7 @@ class StackedRun:
 
     def active(self) -> list[int]:
         """Members still training (not diverged, not stopped by a stop rule)."""
-        return [k for k, r in enumerate(self.runs) if r.diverged_at is None and r.stopped_at is None]
+        return still_training(self.runs)
 
     # -- training ---------------------------------------------------------------------
     def _losses(self, step: int) -> torch.Tensor:

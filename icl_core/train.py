@@ -241,7 +241,7 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
     on); a stop rule ends the call after its step. Each training member gets a train_loss row.
     """
     runs, start = trainer.runs, trainer.step
-    active = [k for k, r in enumerate(runs) if r.diverged_at is None and r.stopped_at is None]
+    active = still_training(runs)
     if target_step <= start or not active:
         return [math.nan] * len(runs)
     trainer.train_mode()
@@ -273,6 +273,11 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
             run.diverged_at = run.step = bad_steps[k]
         run.rows.append(train_row(run.step, means[k]))
     return means
+
+
+def still_training(runs: list[MemberRun]) -> list[int]:
+    """Indices of the runs still training (not diverged, not stopped by a stop rule)."""
+    return [k for k, r in enumerate(runs) if r.diverged_at is None and r.stopped_at is None]
 
 
 def mean_losses(total: torch.Tensor, taken: int) -> list[float]:

@@ -33,7 +33,7 @@ from icl_core.provenance import worker_provenance
 from icl_core.stacked import StackedRun, stack_groups
 from icl_core.store import Store, rows_table
 from icl_core.throughput import records
-from icl_core.train import MemberRun, Trainer, train_until
+from icl_core.train import MemberRun, Trainer, still_training, train_until
 
 CHECKPOINT_FILE = "member_state.pt"
 PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
@@ -248,7 +248,7 @@ class Group:
         """Train to the next report step; for each member that trained and did not diverge
         (returned, with whether a checkpoint is due), its intermediate evaluation and artifacts."""
         cfg, trainer = self.members[0][1].train, self.trainer
-        trained = [k for k in trainer_active(trainer) if k in self.open] \
+        trained = [k for k in still_training(self.runs) if k in self.open] \
             if trainer.step < cfg.steps else []
         if trained:
             self.losses = train_until(trainer, next_report(trainer.step, cfg))
@@ -303,11 +303,6 @@ def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
         return "diverged", f"non-finite training loss at step {run.diverged_at}"
     run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True, prompts)
     return "ok", None
-
-
-def trainer_active(trainer) -> list[int]:
-    """Members of `trainer` still training (not diverged, not stopped by a stop rule)."""
-    return [k for k, r in enumerate(trainer.runs) if r.diverged_at is None and r.stopped_at is None]
 
 
 def finite_mean(values: list[float]) -> float:
