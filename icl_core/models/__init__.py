@@ -1,5 +1,6 @@
 """Model registry: every architecture by short name, built with (d_in, d_out, max_len, causal)."""
 
+from icl_core.models.base import ModelBase, ModelConfig, num_params
 from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
 from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
 from icl_core.models.lsa import LSA, LSAConfig
@@ -37,10 +38,4 @@ def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, devic
     return model.to(device=device, dtype=dtype)
 
 
-def num_params(model) -> int:
-    """Non-embedding parameter count, the x-axis of size-scaling plots (one place)."""
-    own = getattr(model, "num_params", None)
-    return own() if own is not None else sum(p.numel() for p in model.parameters())
-
-
-__all__ = ["MIXERS", "MODELS", "build_model", "num_params"]
+__all__ = ["MIXERS", "MODELS", "ModelBase", "ModelConfig", "build_model", "num_params"]

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.construction import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
 from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(ModelConfig):
     name: str = "transformer"
     width: int = 64  # embedding size D (paper App. B.1: 64)
     depth: int = 12  # number of blocks L (paper default: 12)
@@ -58,6 +59,9 @@ class TransformerConfig:
     @property
     def trained_blocks(self) -> int:
         return self.depth - self.construction_layers
+
+    def layer_passes(self, seq_len: int) -> float:  # ModelConfig: the planner's launch floor
+        return float(self.depth or 1)
 
     def param_count(self, d_in: int, d_out: int, max_len: int) -> int:
         """Trainable non-embedding parameters without building the model (planning thousands
@@ -106,7 +110,7 @@ class Block(nn.Module):
         return x
 
 
-class Transformer(nn.Module):
+class Transformer(ModelBase):
     def __init__(self, cfg: TransformerConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         self.cfg, self.max_len = cfg, max_len
