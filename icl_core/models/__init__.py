@@ -1,5 +1,9 @@
 """Model registry: every architecture by short name, built with (d_in, d_out, max_len, causal)."""
 
+import functools
+
+import torch
+
 from icl_core.models.base import ModelBase, ModelConfig, num_params
 from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
 from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
@@ -38,4 +42,14 @@ def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, devic
     return model.to(device=device, dtype=dtype)
 
 
-__all__ = ["MIXERS", "MODELS", "ModelBase", "ModelConfig", "build_model", "num_params"]
+@functools.lru_cache(maxsize=4096)
+def count_params(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool) -> int:
+    """`num_params` of the model a resolved (frozen, hashable) config builds, built on the
+    meta device (shapes only: no memory): what the planner counts without weights."""
+    with torch.device("meta"):
+        model = MODELS.build(cfg, d_in=d_in, d_out=d_out, max_len=max_len, causal=causal)
+    return num_params(model)
+
+
+__all__ = ["MIXERS", "MODELS", "ModelBase", "ModelConfig", "build_model", "count_params",
+           "num_params"]
