@@ -48,10 +48,6 @@ class Fit:
         """'ok' or why the fit is unresolved (`fit_status` with the claim's sign)."""
         return fit_status(self)
 
-    @property
-    def n_params(self) -> int:
-        return len(FORMS[self.form].params)
-
     def predict(self, x) -> Array:
         """y_model at x (any shape)."""
         form = FORMS[self.form]

@@ -13,7 +13,7 @@ normal equations lose half the digits (see notes §11: float64 lstsq ~1e-26 vs ~
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -136,6 +136,16 @@ def grid_search(name: str, problems: list, targets: list, grid: Sequence[float],
             errs.append(err if err == err and err != float("inf") else float("inf"))
         best[p.token] = grid[min(range(len(grid)), key=errs.__getitem__)]
     return best
+
+
+@runtime_checkable
+class Tuned(Protocol):
+    """A baseline with a step size to tune: icl_core.evaluate first runs `tune` on held-out
+    prompts ({token: step size}), then calls the baseline with its result."""
+
+    def tune(self, problems: list, targets: list, eval_cfg) -> dict[int, float]: ...
+
+    def __call__(self, p: RegressionProblem, eval_cfg, tuned: dict) -> dict: ...
 
 
 def _tuned(name: str):

@@ -22,6 +22,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from icl_core.models.base import ChecksInput, ModelConfig
+from icl_core.tasks.base import (
+    HasBaselineErrors,
+    HasRegressionProblems,
+    KnowsInputWidth,
+    TaskConfig,
+)
 from icl_core.validation import (  # re-exported: the names config users have always imported
     ConfigError,
     build_dataclass,
@@ -163,8 +170,8 @@ DTYPES = ("float32", "float64", "bfloat16")
 class MemberConfig:
     """One model trained on one task with one seed: the unit every row is keyed by."""
 
-    task: Any  # a task config dataclass (icl_core.tasks.TASKS)
-    model: Any  # a model config dataclass (icl_core.models.MODELS)
+    task: TaskConfig  # a task config dataclass (icl_core.tasks.TASKS)
+    model: ModelConfig  # a model config dataclass (icl_core.models.MODELS)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 0  # training seed: model init and training batches
@@ -277,25 +284,24 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
             f"must be a multiple of train.report_every={train.report_every} (0: off), got {every}",
         )
     task_cls = TASKS.builder(task.name)
-    if evaluation.baselines and not (hasattr(task_cls, "regression_problems")
-                                     or hasattr(task_cls, "baseline_errors")):
+    if evaluation.baselines and not (issubclass(task_cls, HasRegressionProblems)
+                                     or issubclass(task_cls, HasBaselineErrors)):
         raise ConfigError(f"eval.baselines: task {task.name!r} has no classical baselines; "
                           "set eval.baselines=[]")
-    valid = getattr(task_cls, "baseline_names", None)  # a task that says which it defines
+    valid = task_cls.baseline_names  # a task that says which it defines (None: any)
     for name in evaluation.baselines if valid is not None else ():
         require(name in valid, "eval.baselines", f"{name!r} is not defined for task "
                 f"{task.name!r}; valid choices: {', '.join(valid)}")
-    if getattr(task_cls, "causal", False) is True and getattr(model, "causal_ok", True) is False:
+    if task_cls.causal and not model.causal_ok:
         raise ConfigError(f"model.name: {model.name!r} reads the whole sequence, but task "
                           f"{task.name!r} needs a causal model")
-    check_input = getattr(model, "check_input", None)
-    if check_input is not None and hasattr(task, "d_in"):
-        check_input(task.d_in, "model")
-    if getattr(task, "curriculum_dims_start", 0) or getattr(task, "curriculum_points_start", 0):
+    if isinstance(model, ChecksInput) and isinstance(task, KnowsInputWidth):
+        model.check_input(task.d_in, "model")
+    if task.curriculum:
         require(not train.dataset_size and train.optimizer != "lbfgs", "task.curriculum_*",
                 "a training curriculum needs online batches; got "
                 f"train.dataset_size={train.dataset_size}, train.optimizer={train.optimizer!r}")
-    if not getattr(model, "trainable", True):
+    if not model.trainable:
         require(train.steps == 0, "train.steps",
                 f"model {model.name!r} has no trainable weights; set train.steps=0")
     # Every evaluation point must describe a valid task.

@@ -20,10 +20,12 @@ import dataclasses
 import torch
 
 from icl_core import trivial
-from icl_core.baselines import BASELINES
+from icl_core.baselines import BASELINES, Tuned
 from icl_core.config import MemberConfig
 from icl_core.device import derive_seed, generator
+from icl_core.models.base import LoopOutputs
 from icl_core.tasks import build_task
+from icl_core.tasks.base import HasBaselineErrors, HasPredictionMetrics, Iterates
 
 STATISTICS = ("mean", "median", "q25", "q75")
 
@@ -71,7 +73,7 @@ def position_errors(sq_PxMxO: torch.Tensor, task, tokens) -> tuple[torch.Tensor,
     """Per-prompt errors (P, M') and their positions: the mean over outputs per token, and
     over the tokens that share a position (e.g. the chain steps of one chain-of-thought
     example); a task with `pool_tokens` gets one error over all tokens (position None)."""
-    if getattr(task, "pool_tokens", False):
+    if task.pool_tokens:
         return sq_PxMxO.mean((1, 2)).unsqueeze(1), [None]
     err = sq_PxMxO.mean(-1)
     positions = token_positions(task, tokens)
@@ -134,7 +136,7 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     rows = []
     for test_dist, task, batch in prompts if prompts is not None else eval_prompts(member):
         rows += prediction_rows("model", predict, task, batch, cfg, test_dist, step)
-        if getattr(model, "loop_outputs", None) is not None:  # looped models: every loop count
+        if isinstance(model, LoopOutputs):  # looped models: every loop count
             tokens = torch.nonzero(task.mask).flatten().tolist()
             for t, out in loop_predictions(model, batch.inputs, device, dtype, cfg.chunk).items():
                 sq = (out - batch.targets)[:, tokens].pow(2)
@@ -156,11 +158,11 @@ def prediction_rows(name: str, predict, task, batch, cfg, test_dist, step) -> li
     pred = predict(batch.inputs)  # (P, T, O) float64
     sq = (pred - batch.targets)[:, tokens].pow(2)  # (P, M, O)
     rows = error_rows(*position_errors(sq, task, tokens), task, test_dist, step, name)
-    if getattr(task, "iterate", None) is not None and cfg.infer_steps:
+    if isinstance(task, Iterates) and cfg.infer_steps:
         for it, err in task.iterate(predict, batch, cfg.infer_steps, cfg.infer_lr).items():
             rows += error_rows(err.unsqueeze(1), token_positions(task, tokens), task,
                                test_dist, step, name, infer_iter=it, metric="w_mse")
-    if getattr(task, "prediction_metrics", None) is not None:
+    if isinstance(task, HasPredictionMetrics):
         rows += task_rows(task.prediction_metrics(pred, batch), task, test_dist, step, name)
     return rows
 
@@ -202,7 +204,7 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
     says itself what its baselines measure (e.g. the error of w rather than of a prediction).
     """
     rows = []
-    own = getattr(task, "baseline_errors", None)
+    own = task.baseline_errors if isinstance(task, HasBaselineErrors) else None
     positions = token_positions(task, torch.nonzero(task.mask).flatten().tolist())
     problems = task.regression_problems(batch) if own is None and cfg.baselines else []
     for name in cfg.baselines:
@@ -219,7 +221,7 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
                 continue
             per_iter: dict = {}  # infer_iter -> [(P,) errors per problem]
             fn = BASELINES[name]
-            extra = (tuned_steps(task, fn, name, cfg, precision),) if hasattr(fn, "tune") else ()
+            extra = (tuned_steps(task, fn, name, cfg, precision),) if isinstance(fn, Tuned) else ()
             for p in problems:
                 cast = cast_problem(p, precision)
                 target = batch.targets[:, p.token].mean(-1)  # (P,) float64

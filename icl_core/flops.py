@@ -38,7 +38,8 @@ class StepShape:
 def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     import json
 
-    from icl_core.models import MODELS, num_params
+    from icl_core.models import MODELS, count_params
+    from icl_core.models.base import LoopsBlock
     from icl_core.tasks import TASKS, build_task
 
     task_cfg = TASKS.resolve(json.loads(task_json), "task")
@@ -46,25 +47,13 @@ def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     model_cfg = MODELS.resolve(json.loads(model_json), "model")
     # a model that reads the flattened prompt once (the FFN) applies each weight once per
     # prompt, not once per token
-    seq = 1 if getattr(model_cfg, "whole_prompt", False) else task.seq_len
-    if hasattr(model_cfg, "loops"):  # looped / algoformer: the block runs once per loop
+    seq = 1 if model_cfg.whole_prompt else task.seq_len
+    if isinstance(model_cfg, LoopsBlock):  # looped / algoformer: the block runs once per loop
         return _looped_shape(model_cfg, task.d_in, task.d_out, seq)
-    if hasattr(model_cfg, "param_count"):
-        params = model_cfg.param_count(task.d_in, task.d_out, task.seq_len)
-    else:
-        with torch.device("meta"):  # shapes only: no memory, no initialisation cost
-            model = MODELS.build(model_cfg, d_in=task.d_in, d_out=task.d_out,
-                                 max_len=task.seq_len, causal=task.causal)
-        params = num_params(model)
-    layers = float(getattr(model_cfg, "depth", None) or getattr(model_cfg, "layers", None)
-                   or max(1.0, RECURRENT_PASSES_PER_TOKEN.get(model_cfg.name, 0) * task.seq_len))
+    params = count_params(model_cfg, d_in=task.d_in, d_out=task.d_out, max_len=task.seq_len,
+                          causal=task.causal)
+    layers = model_cfg.layer_passes(task.seq_len)
     return StepShape(params, seq, layers, params, layers)
-
-
-# models without a depth / layers field count one layer pass, but a recurrent one pays for its
-# steps in sequence: one pass per 6 tokens (an H100 measured a bidirectional-GRU step at
-# ~10 ms for 64 tokens, attention models of any length up to 32 at 2-6 ms)
-RECURRENT_PASSES_PER_TOKEN = {"bigru": 1 / 6}
 
 
 def _looped_shape(cfg, d_in: int, d_out: int, seq: int) -> StepShape:
@@ -73,9 +62,12 @@ def _looped_shape(cfg, d_in: int, d_out: int, seq: int) -> StepShape:
     evaluation the loop runs to the largest reported count, post + readout after each."""
     import dataclasses
 
+    from icl_core.models import count_params
+
     block = cfg.block_config()
-    io = dataclasses.replace(block, depth=0).param_count(d_in, d_out, seq)
-    per_layer = block.param_count(d_in, d_out, seq) - io
+    io = count_params(dataclasses.replace(block, depth=0), d_in=d_in, d_out=d_out, max_len=seq,
+                      causal=True)
+    per_layer = count_params(block, d_in=d_in, d_out=d_out, max_len=seq, causal=True) - io
     L, pp, T = cfg.layers, cfg.pre_post_layers, cfg.loops
     window, t0 = min(cfg.window, T), max(T - cfg.window, 0)
     loop_passes = (t0 / 3 + window) * L

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from icl_core.config import ConfigError, to_plain
+from icl_core.search import Search
 from icl_core.study import PRESETS
 
 # (flag, other flag, why they cannot go together): refused before anything starts
@@ -44,7 +45,7 @@ class Plan:
 
     @property
     def is_search(self) -> bool:
-        return hasattr(self.study, "space")
+        return isinstance(self.study, Search)
 
     @property
     def trials(self) -> int:
@@ -64,11 +65,11 @@ def make_plans(sweep, args) -> list[Plan]:
         raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
     sets = parse_sets(args.set)
     studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
-    if args.optuna_journal and not any(hasattr(s, "space") for s in studies):
+    if args.optuna_journal and not any(isinstance(s, Search) for s in studies):
         raise ConfigError("--optuna-journal: only searches use it; this file has none")
     plans = []
     for study in studies:
-        if hasattr(study, "space"):
+        if isinstance(study, Search):
             points = study.points(args.preset, sets)
             plans.append(Plan(study, points, study.num_samples(args.preset, args.num_samples)))
         else:
@@ -139,7 +140,7 @@ def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
     figure and figure arguments, grid axes (a zipped axis as a list of keys), doc, and per
     preset the sorted config hashes of its plan ("expected"; grid studies only). `strict`:
     a preset that does not expand raises; otherwise it is recorded as None."""
-    search = hasattr(study, "space")
+    search = isinstance(study, Search)
     expected = {}
     for preset in presets if not search else ():
         try:
@@ -151,7 +152,7 @@ def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
     return {
         "sweep": sweep.name, "study": study.name, "order": sweep.studies.index(study),
         "kind": "search" if search else "grid", "figure": study.figure,
-        "figure_args": to_plain(getattr(study, "figure_args", {})),
+        "figure_args": to_plain(study.figure_args),
         "grid": [list(k) if isinstance(k, tuple) else k for k in study.grid],
         "doc": study.doc, "expected": expected,
     }

@@ -42,6 +42,7 @@ class Search:
     reduction_factor: int = 3  # ASHA
     doc: str = ""
     figure: str | None = None
+    figure_args: dict = field(default_factory=dict)  # keyword arguments of that figure
     cpus_per_trial: int = 1
 
     def __post_init__(self):

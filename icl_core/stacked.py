@@ -33,6 +33,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from icl_core.batch import Batch
 from icl_core.config import MemberConfig, to_plain
 from icl_core.device import resolve_device
+from icl_core.models.base import VmapAware
 from icl_core.train import (
     FIXED_BATCH,
     OPTIMIZERS,
@@ -55,7 +56,7 @@ def stack_key(member: MemberConfig) -> str | None:
     if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None \
             or cfg.compile:
         return None
-    if not getattr(MODELS.builder(member.model.name), "stackable", True):
+    if not MODELS.builder(member.model.name).stackable:
         return None
     plain = to_plain(member)
     return json.dumps({k: plain[k] for k in ("model", "train", "task", "dtype", "device")},
@@ -116,7 +117,7 @@ class StackedRun:
         self.buffers = {f"model.{k}": v for k, v in buffers.items()}
         self.loss_module = _Loss(copy.deepcopy(runs[0].model))  # structure; weights swapped in
         for module in self.loss_module.modules():
-            if hasattr(module, "stacked"):  # a layer with a vmap-friendly path (mixers.py)
+            if isinstance(module, VmapAware):  # a layer with a vmap-friendly path (mixers.py)
                 module.stacked = True
         self.trainable = [p for p in self.params.values() if p.requires_grad]
         self.optimizer = OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg)

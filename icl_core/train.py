@@ -21,8 +21,10 @@ from icl_core.batch import Batch, masked_mse
 from icl_core.config import MemberConfig, TrainConfig
 from icl_core.device import derive_seed, generator, resolve_device, resolve_dtype
 from icl_core.models import build_model
+from icl_core.models.base import HasArtifacts, HasTrainingLoss
 from icl_core.optimizers import FIXED_BATCH, OPTIMIZERS
 from icl_core.tasks import build_task
+from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.throughput import reset_peak_memory
 
 
@@ -76,10 +78,9 @@ class MemberRun:
 
     def record_artifacts(self) -> None:
         """Record the model's arrays at the current step (if it defines `artifacts()`)."""
-        get = getattr(self.model, "artifacts", None)
-        if get is None:
+        if not isinstance(self.model, HasArtifacts):
             return
-        for name, value in get().items():
+        for name, value in self.model.artifacts().items():
             self.artifacts.setdefault(name, []).append((self.step, value.detach().cpu().clone()))
 
     # -- training: the step kind of a lone member (see `train_until` below) -------------
@@ -298,9 +299,8 @@ def train_batch(task, batch_size: int, generator: torch.Generator, step: int) ->
     The step is a pure function of the run's progress, so a resumed run redraws the same
     batches. Finite datasets and fixed batches are drawn once with `sample` (MemberRun refuses
     a curriculum there)."""
-    own = getattr(task, "train_sample", None)
-    if own is not None:
-        return own(batch_size, generator, step)
+    if isinstance(task, SamplesTrainingBatches):
+        return task.train_sample(batch_size, generator, step)
     return task.sample(batch_size, generator)
 
 
@@ -308,9 +308,8 @@ def member_loss(model: torch.nn.Module, batch: Batch, step: int) -> torch.Tensor
     """The training loss at `step`: the model's own `training_loss(batch, step)` when it
     defines one (e.g. the looped models' window loss and loop curriculum), else the masked
     MSE of its outputs."""
-    own = getattr(model, "training_loss", None)
-    if own is not None:
-        return own(batch, step)
+    if isinstance(model, HasTrainingLoss):
+        return model.training_loss(batch, step)
     return masked_mse(model(batch.inputs), batch)
 
 

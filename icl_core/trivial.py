@@ -38,6 +38,8 @@ from collections.abc import Callable
 
 import torch
 
+from icl_core.tasks.base import HasContextProblems, HasTrivialPredictors
+
 RIDGE_LAMBDA = 1e-3  # ridge penalty per in-context example (mean-loss scale)
 
 Predict = Callable[[torch.Tensor], torch.Tensor]
@@ -119,11 +121,10 @@ def prompt_means(problems: list) -> list[torch.Tensor]:
 def predictors(task) -> dict[str, Predict]:
     """{name: predictor} of every trivial predictor that applies to `task` (module doc)."""
     out = {"zero": zero(task)}
-    if hasattr(task, "context_problems"):
+    if isinstance(task, HasContextProblems):
         out["prompt_mean"] = from_context(task, prompt_means)
-        if getattr(task, "trivial_ridge", True):
+        if task.trivial_ridge:
             out["ridge"] = from_context(task, ridge_many)
-    own = getattr(task, "trivial_predictors", None)
-    if own is not None:
-        out.update(own())
+    if isinstance(task, HasTrivialPredictors):
+        out.update(task.trivial_predictors())
     return out

@@ -13,7 +13,7 @@ import functools
 import json
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 
 class ConfigError(ValueError):
@@ -116,12 +116,20 @@ def type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+@runtime_checkable
+class Checked(Protocol):
+    """A config section that checks its own values (`check(path)` raises a ConfigError naming
+    the field): build_dataclass calls it once the section is built."""
+
+    def check(self, path: str) -> None: ...
+
+
 def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
     """Construct `cls` from a mapping: unknown keys rejected, values coerced, `check()` run."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping, got {data!r}")
     hints = type_hints(cls)
-    names = list(hints)
+    names = [f.name for f in dataclasses.fields(cls)]  # not the class-level flags (ClassVar)
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise ConfigError(
@@ -129,9 +137,8 @@ def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
         )
     kwargs = {k: coerce(v, hints[k], f"{path}.{k}", from_cli) for k, v in data.items()}
     obj = cls(**kwargs)
-    check = getattr(obj, "check", None)
-    if check is not None:
-        check(path)
+    if isinstance(obj, Checked):
+        obj.check(path)
     return obj
 
 

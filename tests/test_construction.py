@@ -10,7 +10,7 @@ from icl_core.baselines import gd, ls_grad, ols
 from icl_core.config import ConfigError, resolve_member
 from icl_core.device import generator
 from icl_core.evaluate import evaluate
-from icl_core.models import build_model
+from icl_core.models import build_model, count_params
 from icl_core.models.construction import ConstructionFeatures, gd_step_layer
 from icl_core.tasks import build_task
 from icl_core.tasks.ls_features import Layout
@@ -95,7 +95,7 @@ def test_frozen_layers_stay_frozen_and_are_not_counted():
     assert len(model.blocks) == 1
     frozen = list(model.frozen.parameters())
     assert frozen and not any(p.requires_grad for p in frozen)
-    assert member.model.param_count(19, 3, 11) == model.num_params()
+    assert count_params(member.model, d_in=19, d_out=3, max_len=11, causal=True) == model.num_params()
     with pytest.raises(ConfigError, match="construction_layers"):
         resolve_member({"task": {"name": "ls_features"},
                         "model": {"name": "transformer", "depth": 2, "construction_layers": 2}})

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from icl_core.config import resolve_member
-from icl_core.models import build_model, num_params
+from icl_core.models import build_model, count_params, num_params
 
 
 def model_for(dtype=torch.float64, **model):
@@ -56,7 +56,7 @@ def test_too_long_sequence_is_refused():
                                   {"mixer": "baseconv"}])
 def test_param_count_without_building_matches_the_model(over):
     model = model_for(**over)
-    assert model.cfg.param_count(d_in=5, d_out=2, max_len=12) == num_params(model)
+    assert count_params(model.cfg, d_in=5, d_out=2, max_len=12, causal=True) == num_params(model)
 
 
 def test_baseconv_is_the_papers_gated_convolution():

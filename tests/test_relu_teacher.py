@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from icl_core.config import ConfigError, resolve_member
-from icl_core.models import build_model
+from icl_core.models import build_model, count_params
 from icl_core.models.mixers import MIXERS
 from icl_core.tasks import build_task
 from icl_core.teacher_baseline import (
@@ -73,7 +73,7 @@ def test_relu_transformer_prefix_is_independent_of_prompt_length():
     model = build_model(cfg, d_in=4, d_out=1, max_len=20, causal=True, device=CPU, dtype=F64)
     x = torch.randn(3, 20, 4, dtype=F64)
     torch.testing.assert_close(model(x[:, :11]), model(x)[:, :11], rtol=0, atol=1e-12)
-    assert cfg.param_count(d_in=4, d_out=1, max_len=20) == model.num_params()  # the planner's
+    assert count_params(cfg, d_in=4, d_out=1, max_len=20, causal=True) == model.num_params()  # the planner's
 
 
 def test_prompt_layout_and_mixture():

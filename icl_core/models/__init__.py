@@ -1,5 +1,10 @@
 """Model registry: every architecture by short name, built with (d_in, d_out, max_len, causal)."""
 
+import functools
+
+import torch
+
+from icl_core.models.base import ModelBase, ModelConfig, num_params
 from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
 from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
 from icl_core.models.lsa import LSA, LSAConfig
@@ -37,10 +42,14 @@ def build_model(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool, devic
     return model.to(device=device, dtype=dtype)
 
 
-def num_params(model) -> int:
-    """Non-embedding parameter count, the x-axis of size-scaling plots (one place)."""
-    own = getattr(model, "num_params", None)
-    return own() if own is not None else sum(p.numel() for p in model.parameters())
+@functools.lru_cache(maxsize=4096)
+def count_params(cfg, *, d_in: int, d_out: int, max_len: int, causal: bool) -> int:
+    """`num_params` of the model a resolved (frozen, hashable) config builds, built on the
+    meta device (shapes only: no memory): what the planner counts without weights."""
+    with torch.device("meta"):
+        model = MODELS.build(cfg, d_in=d_in, d_out=d_out, max_len=max_len, causal=causal)
+    return num_params(model)
 
 
-__all__ = ["MIXERS", "MODELS", "build_model", "num_params"]
+__all__ = ["MIXERS", "MODELS", "ModelBase", "ModelConfig", "build_model", "count_params",
+           "num_params"]

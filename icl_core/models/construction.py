@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from icl_core.batch import Layout
+from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.mixers import BaseConv
 from icl_core.validation import require
 
@@ -126,7 +127,7 @@ class ConstructionFeatures(nn.Module):
 
 
 @dataclass(frozen=True)
-class BaseConvGDConfig:
+class BaseConvGDConfig(ModelConfig):
     """The hand-built GD construction as a model: no trainable weights (train.steps = 0)."""
 
     trainable: ClassVar[bool] = False  # resolve_member refuses train.steps > 0
@@ -140,7 +141,7 @@ class BaseConvGDConfig:
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
 
 
-class BaseConvGD(nn.Module):
+class BaseConvGD(ModelBase):
     """Outputs, at every token, the w channels after 2 + `steps` BaseConv layers; the final
     token holds w_T of GD from w0 on the prompt's N data tokens."""
 

@@ -37,13 +37,14 @@ import torch
 from torch import nn
 
 from icl_core.batch import Batch, masked_mse
+from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.mixers import MIXERS
 from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm
 from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class LoopedConfig:
+class LoopedConfig(ModelConfig):
     """Yang et al.'s looped transformer: one weight-tied block of `layers` layers."""
 
     name: str = "looped"
@@ -126,7 +127,7 @@ class Body(nn.Module):
         return self.ln_f(self.blocks(h_BxTxW + self.wpe(pos)))
 
 
-class Looped(nn.Module):
+class Looped(ModelBase):
     def __init__(self, cfg: LoopedConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         self.cfg, self.max_len = cfg, max_len

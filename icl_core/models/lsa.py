@@ -19,22 +19,26 @@ from typing import Literal
 import torch
 from torch import nn
 
+from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class LSAConfig:
+class LSAConfig(ModelConfig):
     name: str = "lsa"
     layers: int = 3  # L: number of A_i (the paper's "3 layers" = A_0, A_1, A_2)
     form: Literal["full", "sparse", "sparse_b"] = "sparse"  # Eq. 9 by default (Thm 4, Fig 1)
     init_std: float = 1e-4  # N(0, std²) init [repo: "var" is a std of 1e-4]
+
+    def layer_passes(self, seq_len: int) -> float:  # ModelConfig: the planner's launch floor
+        return float(self.layers or 1)
 
     def check(self, path: str) -> None:
         require(self.layers >= 1, f"{path}.layers", f"must be >= 1, got {self.layers}")
         require(self.init_std >= 0, f"{path}.init_std", "must be >= 0")
 
 
-class LSA(nn.Module):
+class LSA(ModelBase):
     def __init__(self, cfg: LSAConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         if d_out != 1:

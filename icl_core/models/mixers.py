@@ -1,7 +1,6 @@
 """Sequence mixers: every one maps (B, T, W) -> (B, T, W), so `mixer=` is just a sweep axis.
 
-Registered by short name in MIXERS; each takes (width, heads, causal, max_len) as keywords and
-says its own parameter count (`param_count(width, max_len)`) for the resource planner.
+Registered by short name in MIXERS; each takes (width, heads, causal, max_len) as keywords.
 """
 
 from __future__ import annotations
@@ -36,10 +35,6 @@ class SoftmaxAttention(nn.Module):
         self.heads, self.causal = heads, causal
         self.qkv = nn.Linear(width, 3 * width)
         self.out = nn.Linear(width, width)
-
-    @staticmethod
-    def param_count(width: int, max_len: int) -> int:
-        return 4 * width * width + 4 * width
 
     def forward(self, x_BxTxW: torch.Tensor) -> torch.Tensor:
         B, T, W = x_BxTxW.shape
@@ -91,10 +86,6 @@ class BaseConv(nn.Module):
         h[0] = 1.0
         self.filter = nn.Parameter(h)  # (max_len, W): h[lag, channel]
         self.conv_bias = nn.Parameter(torch.zeros(width))
-
-    @staticmethod
-    def param_count(width: int, max_len: int) -> int:
-        return 3 * width * width + 3 * width + max_len * width + width
 
     def forward(self, u_BxTxW: torch.Tensor) -> torch.Tensor:
         conv = causal_conv(self.in_proj(u_BxTxW), self.filter) + self.conv_bias

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
+from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.validation import require
 
 
@@ -37,7 +39,7 @@ def _refuse_causal(name: str, causal: bool) -> None:
 
 
 @dataclass(frozen=True)
-class AttentionMLPConfig:
+class AttentionMLPConfig(ModelConfig):
     name: str = "attention_mlp"
     heads: int = 1  # H: heads, each a full D_e x D_e W_QK (theory: H >= q needed)
     mlp_width: int = 100  # m: hidden units of the per-position MLP ([code]: 100)
@@ -48,7 +50,7 @@ class AttentionMLPConfig:
         require(self.mlp_width >= 1, f"{path}.mlp_width", f"must be >= 1, got {self.mlp_width}")
 
 
-class AttentionMLP(nn.Module):
+class AttentionMLP(ModelBase):
     def __init__(self, cfg: AttentionMLPConfig, d_in: int, d_out: int, max_len: int,
                  causal: bool):
         super().__init__()
@@ -71,7 +73,7 @@ class AttentionMLP(nn.Module):
 
 
 @dataclass(frozen=True)
-class MHAMLPConfig:
+class MHAMLPConfig(ModelConfig):
     name: str = "mha_mlp"
     heads: int = 1  # nn.MultiheadAttention heads: must divide D_e ([code]: 1)
     mlp_width: int = 100  # hidden units of the per-position MLP ([code]: 100)
@@ -86,7 +88,7 @@ class MHAMLPConfig:
                 f"must divide the token size D_e={d_in}, got {self.heads}")
 
 
-class MHAMLP(nn.Module):
+class MHAMLP(ModelBase):
     def __init__(self, cfg: MHAMLPConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         _refuse_causal(cfg.name, causal)
@@ -107,7 +109,7 @@ class MHAMLP(nn.Module):
 
 
 @dataclass(frozen=True)
-class FFNConfig:
+class FFNConfig(ModelConfig):
     name: str = "ffn"
     per_token: int = 10  # first hidden layer = N x per_token ([code]: N·d, d = 10)
     hidden: int = 1000  # second hidden layer ([code]: 1000)
@@ -119,7 +121,7 @@ class FFNConfig:
         require(self.hidden >= 1, f"{path}.hidden", f"must be >= 1, got {self.hidden}")
 
 
-class FFN(nn.Module):
+class FFN(ModelBase):
     def __init__(self, cfg: FFNConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         _refuse_causal(cfg.name, causal)
@@ -138,16 +140,23 @@ class FFN(nn.Module):
 
 
 @dataclass(frozen=True)
-class BiGRUConfig:
+class BiGRUConfig(ModelConfig):
     name: str = "bigru"
     hidden: int = 500  # GRU state per direction ([code]: 500; notes: 128 on a CPU)
     causal_ok = False
+    # a recurrent model pays for its steps in sequence: the planner counts one layer pass per
+    # 6 tokens (an H100 measured a bidirectional-GRU step at ~10 ms for 64 tokens, attention
+    # models of any length up to 32 at 2-6 ms)
+    passes_per_token: ClassVar[float] = 1 / 6
+
+    def layer_passes(self, seq_len: int) -> float:  # ModelConfig: the planner's launch floor
+        return max(1.0, self.passes_per_token * seq_len)
 
     def check(self, path: str) -> None:
         require(self.hidden >= 1, f"{path}.hidden", f"must be >= 1, got {self.hidden}")
 
 
-class BiGRU(nn.Module):
+class BiGRU(ModelBase):
     stackable = False  # torch.func.vmap has no batching rule for nn.GRU: trains unstacked
     def __init__(self, cfg: BiGRUConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.construction import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
 from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(ModelConfig):
     name: str = "transformer"
     width: int = 64  # embedding size D (paper App. B.1: 64)
     depth: int = 12  # number of blocks L (paper default: 12)
@@ -59,13 +60,8 @@ class TransformerConfig:
     def trained_blocks(self) -> int:
         return self.depth - self.construction_layers
 
-    def param_count(self, d_in: int, d_out: int, max_len: int) -> int:
-        """Trainable non-embedding parameters without building the model (planning thousands
-        of configs); tests check it equals Transformer.num_params()."""
-        w, ln = self.width, 2 * self.width if self.layer_norm else 0
-        mlp = (2 * self.mlp_ratio * w * w + self.mlp_ratio * w + w + ln) if self.mlp else 0
-        block = MIXERS[self.mixer].param_count(w, max_len) + ln + mlp
-        return self.trained_blocks * block + (d_in + 1) * w + (w + 1) * d_out + ln
+    def layer_passes(self, seq_len: int) -> float:  # ModelConfig: the planner's launch floor
+        return float(self.depth or 1)
 
 
 class MLP(nn.Module):
@@ -82,9 +78,10 @@ def norm(width: int, enabled: bool) -> nn.Module:
 
 
 def gpt2_init(model: nn.Module, std: float) -> None:
-    """GPT-2 init: linear and embedding weights ~ N(0, std²), linear biases 0."""
+    """GPT-2 init: linear and embedding weights ~ N(0, std²), linear biases 0. Nothing to
+    initialise on the meta device (the planner's shapes-only build: `count_params`)."""
     for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Embedding)):
+        if isinstance(module, (nn.Linear, nn.Embedding)) and not module.weight.is_meta:
             nn.init.normal_(module.weight, std=std)
         if isinstance(module, nn.Linear):
             nn.init.zeros_(module.bias)
@@ -106,7 +103,7 @@ class Block(nn.Module):
         return x
 
 
-class Transformer(nn.Module):
+class Transformer(ModelBase):
     def __init__(self, cfg: TransformerConfig, d_in: int, d_out: int, max_len: int, causal: bool):
         super().__init__()
         self.cfg, self.max_len = cfg, max_len

@@ -22,32 +22,148 @@ chain-of-thought (vector targets on the intermediate tokens).
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 
 from icl_core.batch import Batch, RegressionProblem, masked_mse  # noqa: F401  (re-exported)
 
+# ----------------------------------------------------------------------------- the contract
 
+
+class TaskConfig:
+    """Base of every task config (the frozen dataclass a task registers with `TASKS`).
+
+    Declares no dataclass fields (a config's fields, and so its config hash, are its own).
+    `curriculum` is read by `icl_core.config.resolve_member`: a task config whose training
+    batches change with the step says so, and online training is then required."""
+
+    name: str
+
+    @property
+    def curriculum(self) -> bool:
+        """Training batches depend on the step (a curriculum): online batches only."""
+        return False
+
+
+@runtime_checkable
 class Task(Protocol):
+    """What every task provides (built by `TASKS.build(cfg, task_seed=, device=, dtype=)`):
+    the token widths, the prompt length, whether the model must be causal, the supervised
+    tokens (`mask`) with their example counts (`positions`), and `sample`. The trainer
+    (icl_core.train) draws batches with `sample`; the evaluator (icl_core.evaluate) reads
+    `mask`, `positions` and `prompt_len`; config validation reads `causal` on the class."""
+
     d_in: int
     d_out: int
     seq_len: int
     prompt_len: int  # in-context examples per prompt (the prompt_len column)
     causal: bool
+    mask: torch.Tensor  # (T,) bool: the supervised tokens
     positions: torch.Tensor  # (T,) long
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch: ...
 
 
-# Optional capabilities (icl_core.evaluate / icl_core.trivial look them up with getattr):
-#   regression_problems(batch)  the least-squares problem per supervised token (OLS, GD)
-#   baseline_errors(...)        a task's own classical baselines
-#   prediction_metrics(pred, batch), iterate(predict, batch, steps, lr), pool_tokens
-#   context_problems(inputs)    the in-context examples (x, y) available to each supervised
-#                               token, read from the inputs alone: prompt_mean and ridge
-#   trivial_predictors()        {name: fn(inputs) -> outputs}: a task's own trivial predictors
-#   trivial_ridge = False       no ridge predictor from context_problems
+class TaskBase:
+    """Base class of every registered task: the class-level flags, with their defaults.
+
+    pool_tokens: the evaluator (icl_core.evaluate) pools a prompt's error over all its
+      supervised tokens and outputs (one row, position null) instead of one per position.
+    trivial_ridge: icl_core.trivial fits the `ridge` trivial predictor on `context_problems`
+      (False: the prompt's examples are not an (x, y) regression, e.g. AR(q)).
+    baseline_names: the eval.baselines this task defines (None: any of BASELINES); checked
+      by icl_core.config.resolve_member.
+    """
+
+    causal: ClassVar[bool]
+    pool_tokens: ClassVar[bool] = False
+    trivial_ridge: ClassVar[bool] = True
+    baseline_names: ClassVar[tuple[str, ...] | None] = None
+
+
+# ----------------------------------------------------------------------------- capabilities
+# Optional: a task implements the methods of a capability, and the core asks
+# `isinstance(task, Capability)` (or `issubclass(task_cls, ...)` before one is built).
+
+
+@runtime_checkable
+class HasRegressionProblems(Protocol):
+    """The least-squares problem behind each supervised token, so the classical baselines
+    (OLS, GD, ... in icl_core.baselines) run on the very test prompts. Called by
+    icl_core.evaluate (baseline_rows, tuned_steps); config validation accepts eval.baselines
+    only for a task with this or `HasBaselineErrors`."""
+
+    def regression_problems(self, batch: Batch) -> list[RegressionProblem]: ...
+
+
+@runtime_checkable
+class HasBaselineErrors(Protocol):
+    """A task's own classical baselines: it says what they measure (e.g. the error of w
+    rather than of a prediction). Yields (metric, infer_iter, (P,) errors) or finished row
+    dicts per baseline name and precision. Called by icl_core.evaluate.baseline_rows in place
+    of `regression_problems`."""
+
+    def baseline_errors(self, batch: Batch, name: str, precision: torch.dtype,
+                        eval_cfg) -> list: ...
+
+
+@runtime_checkable
+class HasPredictionMetrics(Protocol):
+    """Rows the task computes from all predictions at once (e.g. R² pooled over prompts):
+    dicts with metric, statistic, value, position. Called by icl_core.evaluate for the model
+    and every trivial predictor."""
+
+    def prediction_metrics(self, pred_PxTxO: torch.Tensor, batch: Batch) -> list[dict]: ...
+
+
+@runtime_checkable
+class Iterates(Protocol):
+    """Iterative inference: w <- w - lr * predict(prompt with w), `steps` iteration counts
+    reported as "w_mse" rows (infer_iter column) when eval.infer_steps is set. Called by
+    icl_core.evaluate.prediction_rows."""
+
+    def iterate(self, predict: Callable, batch: Batch, steps,
+                lr: float) -> dict[int, torch.Tensor]: ...
+
+
+@runtime_checkable
+class HasContextProblems(Protocol):
+    """The in-context examples (x, y) available to each supervised token, read from the
+    inputs alone: icl_core.trivial fits the `prompt_mean` and `ridge` predictors on them."""
+
+    def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]: ...
+
+
+@runtime_checkable
+class HasTrivialPredictors(Protocol):
+    """A task's own trivial predictors {name: fn(inputs) -> outputs} (e.g. qSTR's
+    `no_retrieval`), scored by icl_core.evaluate beside the shared ones (icl_core.trivial)."""
+
+    def trivial_predictors(self) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]: ...
+
+
+@runtime_checkable
+class SamplesTrainingBatches(Protocol):
+    """A training curriculum: the online training batch at optimizer step `step` (a pure
+    function of the step, so a resumed run redraws the same batches). Called by
+    icl_core.train.train_batch (MemberRun and StackedRun); others train on `sample`."""
+
+    def train_sample(self, batch_size: int, generator: torch.Generator, step: int) -> Batch: ...
+
+
+@runtime_checkable
+class KnowsInputWidth(Protocol):
+    """A task *config* that knows the token width d_in before the task is built, so
+    config validation can ask a model config that `ChecksInput` (icl_core.models.base)."""
+
+    @property
+    def d_in(self) -> int: ...
+
+
+CAPABILITIES = (HasRegressionProblems, HasBaselineErrors, HasPredictionMetrics, Iterates,
+                HasContextProblems, HasTrivialPredictors, SamplesTrainingBatches)
 
 
 def all_prefix_positions(n: int) -> torch.Tensor:

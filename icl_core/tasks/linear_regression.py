@@ -27,6 +27,8 @@ import torch
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
+    TaskBase,
+    TaskConfig,
     all_prefix_positions,
     deinterleave,
     interleave,
@@ -36,7 +38,7 @@ from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class LinearRegressionConfig:
+class LinearRegressionConfig(TaskConfig):
     name: str = "linear_regression"
     dim: int = 5  # D: dimension of x and w (paper: 5)
     n_points: int = 20  # N: in-context examples before the query (paper: sequence length 20)
@@ -56,7 +58,7 @@ class LinearRegressionConfig:
         require(self.noise_std >= 0, f"{path}.noise_std", "must be >= 0")
 
 
-class LinearRegression:
+class LinearRegression(TaskBase):
     causal = True
 
     def __init__(self, cfg: LinearRegressionConfig, task_seed: int, device, dtype):

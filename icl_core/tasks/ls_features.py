@@ -47,11 +47,12 @@ import torch
 
 from icl_core.baselines import gd, ls_grad, ols
 from icl_core.batch import Batch, Layout  # Layout: the construction's too
+from icl_core.tasks.base import TaskBase, TaskConfig
 from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class LSFeaturesConfig:
+class LSFeaturesConfig(TaskConfig):
     name: str = "ls_features"
     dim: int = 5  # D (paper: 5)
     n_points: int = 20  # N data tokens (paper: 20)
@@ -67,7 +68,7 @@ class LSFeaturesConfig:
         require(self.w0_std >= 0, f"{path}.w0_std", "must be >= 0")
 
 
-class LSFeatures:
+class LSFeatures(TaskBase):
     causal = True
 
     def __init__(self, cfg: LSFeaturesConfig, task_seed: int, device, dtype):

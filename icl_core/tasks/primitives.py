@@ -38,12 +38,12 @@ from typing import Literal
 import torch
 
 from icl_core.device import derive_seed
-from icl_core.tasks.base import Batch
+from icl_core.tasks.base import Batch, TaskBase, TaskConfig
 from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class PrimitivesConfig:
+class PrimitivesConfig(TaskConfig):
     name: str = "primitives"
     op: Literal["read", "affine", "multiply"] = "multiply"  # the primitive to learn
     dim: int = 20  # D: token dimension (paper: 20)
@@ -66,7 +66,7 @@ class PrimitivesConfig:
         require(self.affine_std > 0, f"{path}.affine_std", "must be > 0")
 
 
-class Primitives:
+class Primitives(TaskBase):
     causal = True
     pool_tokens = True  # metric: MSE pooled over all tokens and output dims of a prompt
 

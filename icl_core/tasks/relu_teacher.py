@@ -40,6 +40,8 @@ from icl_core.device import derive_seed
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
+    TaskBase,
+    TaskConfig,
     all_prefix_positions,
     deinterleave,
     interleave,
@@ -56,7 +58,7 @@ from icl_core.validation import require
 
 
 @dataclass(frozen=True)
-class ReLUTeacherConfig:
+class ReLUTeacherConfig(TaskConfig):
     """The relu_teacher task. Training curriculum (`curriculum_*`, Garg et al. 2022 [code:
     src/curriculum.py, conf/*.yaml]): during training only, x has its first d coordinates
     non-zero and the loss covers the first n pairs' predictions, d and n growing by `_inc`
@@ -93,6 +95,10 @@ class ReLUTeacherConfig:
     curriculum_points_inc: int = 5  # [Garg relu_2nn: +5; linear regression: +2]
     curriculum_every: int = 2000  # steps between increments [Garg: interval 2000]
 
+    @property
+    def curriculum(self) -> bool:  # TaskConfig: online batches only
+        return bool(self.curriculum_dims_start or self.curriculum_points_start)
+
     def check(self, path: str) -> None:
         for name, low in (("dim", 1), ("n_points", 1), ("depth", 1), ("hidden", 1),
                           ("r2_batch", 2), ("baseline_epochs", 0),
@@ -112,7 +118,7 @@ class ReLUTeacherConfig:
                 f"every k must be >= 1, got {list(self.baseline_k)}")
 
 
-class ReLUTeacher:
+class ReLUTeacher(TaskBase):
     causal = True
     baseline_names = ("ols", "teacher_net")  # eval.baselines this task defines
 

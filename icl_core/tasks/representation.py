@@ -58,6 +58,8 @@ from icl_core.device import derive_seed
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
+    TaskBase,
+    TaskConfig,
     all_prefix_positions,
     deinterleave,
     interleave,
@@ -107,7 +109,7 @@ def _check(cfg, path: str) -> None:
 
 
 @dataclass(frozen=True)
-class RepRegressionConfig:
+class RepRegressionConfig(TaskConfig):
     name: str = "rep_regression"
     dim: int = 20  # d (paper: 20); Φ* maps R^d -> R^d
     n_points: int = 40  # N in-context examples before the last query (paper: 40)
@@ -119,7 +121,7 @@ class RepRegressionConfig:
         _check(self, path)
 
 
-class RepRegression:
+class RepRegression(TaskBase):
     causal = True
 
     def __init__(self, cfg: RepRegressionConfig, task_seed: int, device, dtype):
@@ -157,7 +159,7 @@ class RepRegression:
 
 
 @dataclass(frozen=True)
-class RepARConfig:
+class RepARConfig(TaskConfig):
     name: str = "rep_ar"
     dim: int = 20  # d (paper: 20)
     q: int = 3  # order (paper: 3)
@@ -171,7 +173,7 @@ class RepARConfig:
         require(self.q >= 1, f"{path}.q", f"must be >= 1, got {self.q}")
 
 
-class RepAR:
+class RepAR(TaskBase):
     causal = True
     trivial_ridge = False  # see the module docstring
 
@@ -225,7 +227,7 @@ class RepAR:
 
 
 @dataclass(frozen=True)
-class CoTMLPConfig:
+class CoTMLPConfig(TaskConfig):
     name: str = "cot_mlp"
     dim: int = 20  # d: width of x and of every state (paper: 20)
     layers: int = 6  # L: MLP layers, so L + 1 tokens per example (paper: 6 -> 7 tokens)
@@ -242,7 +244,7 @@ class CoTMLPConfig:
         require(self.layers >= 1, f"{path}.layers", f"must be >= 1, got {self.layers}")
 
 
-class CoTMLP:
+class CoTMLP(TaskBase):
     causal = True
 
     def __init__(self, cfg: CoTMLPConfig, task_seed: int, device, dtype):

@@ -48,14 +48,14 @@ from typing import Literal
 import torch
 
 from icl_core.device import derive_seed
-from icl_core.tasks.base import Batch
+from icl_core.tasks.base import Batch, TaskBase, TaskConfig
 from icl_core.validation import require
 
 MAX_TRIES = 10_000  # candidate draws per code before giving up
 
 
 @dataclass(frozen=True)
-class SparseRetrievalConfig:
+class SparseRetrievalConfig(TaskConfig):
     name: str = "qstr"
     n_points: int = 10  # N: tokens per prompt (paper Fig 1a: 2..12; 1b: 25..33)
     dim: int = 10  # d: token dimension (paper: 10)
@@ -107,7 +107,7 @@ def position_codes(n: int, d_e: int, generator: torch.Generator) -> torch.Tensor
     return codes
 
 
-class SparseRetrieval:
+class SparseRetrieval(TaskBase):
     causal = False
     pool_tokens = True  # metric: MSE pooled over the N positions of a prompt
 
