@@ -32,7 +32,7 @@ import pyarrow.fs as pafs
 from analysis.figures import FIGURES
 from analysis.fit import Fit, compare_forms
 from analysis.frames import cell_regime, final_eval, member_counts
-from analysis.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP
+from analysis.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
 from analysis.store import MissingResults, locate, missing_message, read_rows
 from icl_core.store import read_manifest
 
@@ -143,7 +143,9 @@ def regime_markdown(regime: pl.DataFrame | None) -> str:
     shown = regime.drop([c for c in ("bar", "model_min", "model_max") if c in regime.columns])
     return ("\n## Learned regime\n\nA cell is judged only if the model clears the best trivial "
             f"predictor: error <= {LEARNED_ERROR_RATIO:g}x its error, R² >= its R² + "
-            f"{LEARNED_R2_GAP:g} (analysis.verdicts); otherwise: not testable at this scale."
+            f"{LEARNED_R2_GAP:g}; a threshold claim (samples to reach error t): t <= "
+            f"{THRESHOLD_RATIO:g}x its error (analysis.regime); otherwise: not testable at this "
+            "scale."
             "\n\n" + markdown_table(shown))
 
 

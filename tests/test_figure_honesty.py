@@ -220,6 +220,23 @@ def test_censored_markers_differ_per_model_and_thresholds_say_mean(tmp_path):
     assert "0.74x no retrieval" in summary["not_testable"][0.7][1]
 
 
+def test_heads_threshold_is_judged_by_the_threshold_rule(tmp_path):
+    """Prop. 3 runs stop at t = 0.3, so their final error is t by construction: the panel
+    judges the threshold claim (t <= 0.5x the best trivial error, per N), not the error bar."""
+    frame = retrieval_rows().filter(pl.col("model.name") == "attention_mlp")
+    rows = pl.concat([frame.with_columns(pl.lit(h).alias("model.heads"), pl.lit(2).alias("task.q"),
+                                         pl.lit("str_heads").alias("study"),
+                                         (pl.col("config_hash") + f"h{h}").alias("config_hash"))
+                      for h in (1, 2)])
+    summary = FIGURES["str_heads"](rows, tmp_path)
+    regime = summary["regime"]
+    assert regime["learned"].to_list() == [True, True, True]  # 0.3 = 0.32x no retrieval 0.95
+    assert "testable: threshold 0.3 = 0.32x no retrieval" in regime["regime"][0]
+    worse = rows.with_columns(pl.when(pl.col("predictor") == "no_retrieval").then(0.55)
+                              .otherwise(pl.col("value")).alias("value"))
+    assert FIGURES["str_heads"](worse, tmp_path)["regime"]["learned"].to_list() == [False] * 3
+
+
 def test_censored_markers_offset_and_marked_per_model(tmp_path, monkeypatch):
     import analysis.figures_retrieval as fr
 
