@@ -1,9 +1,10 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
 The registry `FIGURES` imports the figure modules (figures_precision, figures_construction,
-figures_retrieval, figures_deep, figures_deep_scaling, figures_algoformer, figures_lsa), never
-the reverse; it also holds the `depth` figure. The shared data steps (which members count, each
-member's final evaluation, the reference predictors' levels) live in analysis.frames.
+figures_retrieval, figures_deep, figures_deep_depth, figures_deep_scaling, figures_algoformer,
+figures_lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
+members count, each member's final evaluation, the reference predictors' levels) live in
+analysis.frames.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from analysis.figures_algoformer import ALGOFORMER_FIGURES
 from analysis.figures_construction import CONSTRUCTION_FIGURES
 from analysis.figures_deep import DEEP_FIGURES
+from analysis.figures_deep_depth import DEPTH_FIGURES
 from analysis.figures_deep_scaling import SCALING_FIGURES
 from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures_precision import PRECISION_FIGURES
@@ -134,7 +136,8 @@ FIGURES: dict[str, Callable[..., dict]] = {
     **CONSTRUCTION_FIGURES,  # construction, explicit_gradient
     # str_sample_complexity, str_heads, str_attention (sparse token retrieval)
     **RETRIEVAL_FIGURES,
-    **DEEP_FIGURES,  # deep_shift, deep_depth (Wu et al. 2024)
+    **DEEP_FIGURES,  # deep_shift (Wu et al. 2024)
+    **DEPTH_FIGURES,  # deep_depth (Wu et al. 2024)
     **SCALING_FIGURES,  # deep_scaling (its scale-up)
     # algo_examples, algo_loops, algo_layers_heads, algo_newton (AlgoFormer)
     **ALGOFORMER_FIGURES,
