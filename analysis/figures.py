@@ -28,9 +28,19 @@ from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
 from analysis.frames import STATS, cell_regime, final_eval, labels, member_counts, var_y
-from analysis.plot_baselines import draw_references
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import COLORS, band, draw_fit, fit_label, log_axes, save, style
+from analysis.plotting import (
+    COLORS,
+    band,
+    draw_fit,
+    draw_references,
+    fit_label,
+    hollow,
+    log_axes,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
 from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3

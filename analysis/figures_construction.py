@@ -36,20 +36,25 @@ from analysis.frames import (
     with_hue,
 )
 from analysis.frames import members as _members
-from analysis.plot_baselines import LOOKS, baseline_curve, baseline_line, trivial_lines
-from analysis.plot_notes import hollow, regime_note, study_title
 from analysis.plotting import (
     COLORS,
+    LOOKS,
     PALETTE,
     band,
+    baseline_curve,
+    baseline_line,
     finish,
     grid_ticks,
+    hollow,
     log_axes,
     palette,
     prompt_iqr,
+    regime_note,
     seed_band,
     seed_caption,
+    study_title,
     style,
+    trivial_lines,
 )
 from analysis.regime import regime_notes, trivial_levels
 

@@ -30,10 +30,19 @@ import numpy as np
 import polars as pl
 
 from analysis.frames import cell_regime
-from analysis.plot_baselines import baseline_curve, look
-from analysis.plot_legends import figure_legend
-from analysis.plot_notes import regime_note, study_title
-from analysis.plotting import COLORS, PALETTE, save, seed_band, seed_caption, style
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    baseline_curve,
+    figure_legend,
+    look,
+    regime_note,
+    save,
+    seed_band,
+    seed_caption,
+    study_title,
+    style,
+)
 from analysis.regime import TRIVIAL, final_rows
 from analysis.spreads import seed_spreads, spread_keys
 

@@ -21,10 +21,17 @@ from analysis.figures_deep import (
     r2_table,
 )
 from analysis.frames import cell_regime
-from analysis.plot_baselines import look
-from analysis.plot_legends import legend_right
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import PALETTE, save, seed_band, style
+from analysis.plotting import (
+    PALETTE,
+    hollow,
+    legend_right,
+    look,
+    regime_note,
+    save,
+    seed_band,
+    study_title,
+    style,
+)
 from analysis.regime import TRIVIAL, final_rows, regime_notes
 from analysis.spreads import spread_keys
 

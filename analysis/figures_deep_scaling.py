@@ -23,17 +23,21 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from analysis.figures_deep import STATISTIC
 from analysis.fit import Fit, fit_scaling
 from analysis.frames import cell_regime
-from analysis.plot_baselines import baseline_curve, baseline_line
-from analysis.plot_legends import legend_title
-from analysis.plot_notes import hollow, panel_note, regime_note, study_title
 from analysis.plotting import (
     PALETTE,
+    baseline_curve,
+    baseline_line,
     draw_fit,
     fit_label,
     grid_ticks,
+    hollow,
+    legend_title,
     log_axes,
+    panel_note,
+    regime_note,
     save,
     seed_band,
+    study_title,
     style,
 )
 from analysis.regime import TRIVIAL, final_rows, regime_notes

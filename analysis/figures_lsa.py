@@ -19,9 +19,22 @@ import numpy as np
 import polars as pl
 
 from analysis.frames import cell_regime
-from analysis.plot_baselines import baseline_curve, baseline_line, ridge_solves, trivial_lines
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import COLORS, PALETTE, log_axes, save, seed_band, seed_caption, style
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    hollow,
+    log_axes,
+    regime_note,
+    ridge_solves,
+    save,
+    seed_band,
+    seed_caption,
+    study_title,
+    style,
+    trivial_lines,
+)
 from analysis.regime import final_rows, regime_notes, trivial_levels
 from icl_core.artifacts import load_artifact
 from icl_core.closed_forms import dist_to_identity, lsa_optimal_loss, sigma_from_spectrum

@@ -29,9 +29,18 @@ import polars as pl
 from matplotlib.colors import PowerNorm
 
 from analysis.frames import excluded_note, members
-from analysis.plot_baselines import baseline_curve, baseline_line
-from analysis.plot_notes import regime_note, study_title
-from analysis.plotting import PALETTE, grid_ticks, log_axes, palette, save, style
+from analysis.plotting import (
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    grid_ticks,
+    log_axes,
+    palette,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
 from analysis.regime import TRIVIAL, final_rows, threshold_regime, trivial_levels
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
 from icl_core.artifacts import load_artifact
