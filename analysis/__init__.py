@@ -9,8 +9,8 @@ one scaling-law fitter: Huber log-space fits, bootstrap CIs, AIC, held-out error
 `fit_solve`), `regime` (the learned-regime bar against trivial predictors), `spreads` (a cell's
 seed spread), `verdicts` (the rules; orderings and claim verdicts that can fail),
 `sample_complexity` (n* per seed, γ of n* ∝ N^γ), `frames` (data shaping shared by the
-figures), the figure toolkit `plotting` (style, seed bands, fitted curves, reference lines,
-save), `plot_baselines`, `plot_notes`, `plot_legends`, the figure modules `figures_*` (one
+figures), the figure toolkit `plotting` (one public import: style, seed bands, fitted curves,
+reference lines, save, baseline looks, panel notes, legends), the figure modules `figures_*` (one
 function per paper figure, data shaping apart from drawing), `figures` (the registry: one
 function per figure name), `regenerate` (the command line).
 """

@@ -1,9 +1,10 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
 The registry `FIGURES` imports the figure modules (figures_precision, figures_construction,
-figures_retrieval, figures_deep, figures_deep_scaling, figures_algoformer, figures_lsa), never
-the reverse; it also holds the `depth` figure. The shared data steps (which members count, each
-member's final evaluation, the reference predictors' levels) live in analysis.frames.
+figures_retrieval, figures_deep, figures_deep_depth, figures_deep_scaling, figures_algoformer,
+figures_lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
+members count, each member's final evaluation, the reference predictors' levels) live in
+analysis.frames.
 """
 
 from __future__ import annotations
@@ -20,15 +21,26 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from analysis.figures_algoformer import ALGOFORMER_FIGURES
 from analysis.figures_construction import CONSTRUCTION_FIGURES
 from analysis.figures_deep import DEEP_FIGURES
+from analysis.figures_deep_depth import DEPTH_FIGURES
 from analysis.figures_deep_scaling import SCALING_FIGURES
 from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
 from analysis.frames import STATS, cell_regime, final_eval, labels, member_counts, var_y
-from analysis.plot_baselines import draw_references
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import COLORS, band, draw_fit, fit_label, log_axes, save, style
+from analysis.plotting import (
+    COLORS,
+    band,
+    draw_fit,
+    draw_references,
+    fit_label,
+    hollow,
+    log_axes,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
 from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3
@@ -134,7 +146,8 @@ FIGURES: dict[str, Callable[..., dict]] = {
     **CONSTRUCTION_FIGURES,  # construction, explicit_gradient
     # str_sample_complexity, str_heads, str_attention (sparse token retrieval)
     **RETRIEVAL_FIGURES,
-    **DEEP_FIGURES,  # deep_shift, deep_depth (Wu et al. 2024)
+    **DEEP_FIGURES,  # deep_shift (Wu et al. 2024)
+    **DEPTH_FIGURES,  # deep_depth (Wu et al. 2024)
     **SCALING_FIGURES,  # deep_scaling (its scale-up)
     # algo_examples, algo_loops, algo_layers_heads, algo_newton (AlgoFormer)
     **ALGOFORMER_FIGURES,

@@ -29,10 +29,23 @@ import polars as pl
 from matplotlib.ticker import MaxNLocator
 
 from analysis.frames import cell_regime
-from analysis.plot_baselines import baseline_curve, baseline_line, ridge_solves
-from analysis.plot_legends import figure_legend, legend_right
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import PALETTE, log_axes, palette, save, seed_band, seed_level, style
+from analysis.plotting import (
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    figure_legend,
+    hollow,
+    legend_right,
+    log_axes,
+    palette,
+    regime_note,
+    ridge_solves,
+    save,
+    seed_band,
+    seed_level,
+    study_title,
+    style,
+)
 from analysis.regime import TRIVIAL, regime_notes
 from analysis.spreads import spread_keys
 

@@ -34,18 +34,21 @@ from analysis.frames import (
     with_hue,
 )
 from analysis.frames import members as _members
-from analysis.plot_baselines import draw_references
-from analysis.plot_legends import legend_right
-from analysis.plot_notes import hollow, panel_note, regime_note, study_title
 from analysis.plotting import (
     draw_fit,
+    draw_references,
     finish,
     fit_label,
     grid_ticks,
+    hollow,
+    legend_right,
     log_axes,
     palette,
+    panel_note,
     prompt_iqr,
+    regime_note,
     seed_band,
+    study_title,
     style,
 )
 from analysis.regime import TRIVIAL, regime_notes

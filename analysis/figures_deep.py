@@ -6,7 +6,8 @@
   epoch) and least squares; a vertical line at the training length. A summary PNG: R² at
   the training length vs ω₂.
 * deep_depth (Fig 3): R² vs transformer depth, one curve per k in {0.3, 0.6, 0.9} x the
-  training length (15, 30, 45 at the paper's 50), one panel per attention type.
+  training length (15, 30, 45 at the paper's 50), one panel per attention type: in
+  analysis.figures_deep_depth (its k values: `fig3_ks` here).
 * deep_scaling (the scale-up): in analysis.figures_deep_scaling.
 
 Every value is the median over seeds (a seed's value: the mean over its members with the same
@@ -29,11 +30,20 @@ import numpy as np
 import polars as pl
 
 from analysis.frames import cell_regime
-from analysis.plot_baselines import baseline_curve, look
-from analysis.plot_legends import figure_legend, legend_right
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import COLORS, PALETTE, save, seed_band, seed_caption, style
-from analysis.regime import TRIVIAL, final_rows, regime_notes
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    baseline_curve,
+    figure_legend,
+    look,
+    regime_note,
+    save,
+    seed_band,
+    seed_caption,
+    study_title,
+    style,
+)
+from analysis.regime import TRIVIAL, final_rows
 from analysis.spreads import seed_spreads, spread_keys
 
 MIXER_LABEL = {"relu_attention": "ReLU attention", "attention": "softmax attention"}
@@ -311,72 +321,6 @@ def fig3_ks(n_train: int) -> list[int]:
     return sorted({max(1, round(f * n_train)) for f in (0.3, 0.6, 0.9)})
 
 
-def deep_depth_figure(rows: pl.DataFrame, out_dir, name: str = "deep_depth",
-                      **_context) -> dict:
-    """Fig 3: R² vs transformer depth at k = 0.3, 0.6, 0.9 x the training length, one panel
-    per attention type, on one test mixture (the lowest ω₂ among the rows); the best trivial predictor's R² at each k as a thin line of the k's
-    colour; (depth, k) cells short of the learned-regime margin get a ring."""
-    dists = rows.filter(pl.col("metric") == "r2")["test_dist"].drop_nulls().unique().to_list()
-    if not dists:
-        raise ValueError("deep_depth: no final r2 rows of ok members")
-    dist = sorted(dists, key=_mix)[0]  # the paper's Fig 3: one test mixture, the lowest ω₂
-    rows = rows.filter(pl.col("test_dist") == dist)
-    full = r2_table(rows)
-    table = full.filter(pl.col("predictor") == "model")
-    if table.height == 0:
-        raise ValueError("deep_depth: no final r2 rows of ok members")
-    members = r2_members(rows).filter(pl.col("predictor") == "model")
-    n_train = int(table["task.n_points"].max())
-    ks = fig3_ks(n_train)
-    mixers = sorted(table["model.mixer"].unique().to_list())
-    final = final_rows(rows, "r2", test_dist=None, position="all").filter(
-        pl.col("position").is_in(ks))
-    regime = cell_regime(final, ["model.mixer", "position", "model.depth"], statistic=STATISTIC,
-                         metric="r2")
-    trivial = full.filter(pl.col("predictor").is_in(list(TRIVIAL)) & pl.col("position").is_in(ks))
-    trivial = trivial.group_by("predictor", "position").agg(pl.col("r2").mean())
-    style()
-    fig, axes = plt.subplots(1, len(mixers), squeeze=False, sharey=True,
-                             figsize=(3.6 * len(mixers) + 2.4, 3.4), layout="constrained")
-    summary: dict = {"fit": None, "excluded": 0, "ks": ks, "regime": regime}
-    notes = []
-    colors = dict(zip(ks, PALETTE, strict=False))
-    for ax, mixer in zip(axes[0], mixers, strict=True):
-        src = members.filter(pl.col("model.mixer") == mixer)
-        for k in ks:
-            _, curve = seed_band(ax, src.filter(pl.col("position") == k), "model.depth", "r2",
-                                 label=f"k = {k}", color=colors[k])
-            depth = curve["model.depth"].to_numpy()
-            out = regime.filter((pl.col("model.mixer") == mixer) & (pl.col("position") == k)
-                                & pl.col("learned").not_())
-            hollow(ax, out["model.depth"], out["model"], colors[k])
-            best = trivial.filter(pl.col("position") == k).sort("r2", descending=True)
-            if best.height:
-                predictor, value = best.row(0)[0], float(best["r2"][0])
-                ax.axhline(value, color=colors[k], lw=0.8, ls=look(predictor).dash,
-                           label=f"best trivial at k = {k}: {look(predictor).label} = "
-                                 f"{value:.2f}")
-            for j, d in enumerate(depth):
-                summary.update(spread_keys(f"r2_{mixer}_L{d}_k{k}", curve.row(j, named=True)))
-            notes.append(f"{mixer} k={k}: " + ", ".join(
-                f"L{d} {_text(curve.row(j, named=True))}" for j, d in enumerate(depth)))
-        part = regime.filter(pl.col("model.mixer") == mixer).with_columns(
-            pl.format("k = {}", "position").alias("k"))
-        regime_note(ax, regime_notes(part, group="k", x="model.depth"))
-        ax.set_xticks(sorted(table["model.depth"].unique().to_list()))
-        ax.set_title(MIXER_LABEL.get(mixer, mixer))
-        ax.set_xlabel("transformer depth (blocks)")
-    axes[0, 0].set_ylabel(f"R² ({STATISTIC})")
-    legend_right(axes[0], axes[0, -1])
-    fig.suptitle(study_title(rows), fontsize=9)
-    paths = save(fig, out_dir, name)
-    plt.close(fig)
-    summary.update(paths=paths, table=table,
-                   note="; ".join(notes) + " (median [min, max] over seeds)")
-    return summary
-
-
 DEEP_FIGURES = {
     "deep_shift": deep_shift_figure,
-    "deep_depth": deep_depth_figure,
 }

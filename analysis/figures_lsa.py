@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -18,9 +19,22 @@ import numpy as np
 import polars as pl
 
 from analysis.frames import cell_regime
-from analysis.plot_baselines import baseline_curve, baseline_line, ridge_solves, trivial_lines
-from analysis.plot_notes import hollow, regime_note, study_title
-from analysis.plotting import COLORS, PALETTE, log_axes, save, seed_band, seed_caption, style
+from analysis.plotting import (
+    COLORS,
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    hollow,
+    log_axes,
+    regime_note,
+    ridge_solves,
+    save,
+    seed_band,
+    seed_caption,
+    study_title,
+    style,
+    trivial_lines,
+)
 from analysis.regime import final_rows, regime_notes, trivial_levels
 from icl_core.artifacts import load_artifact
 from icl_core.closed_forms import dist_to_identity, lsa_optimal_loss, sigma_from_spectrum
@@ -89,19 +103,47 @@ def _mean_std(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return stacked.mean(0), stacked.std(0)
 
 
-def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_convergence",
-                           storage: str = "results", **_context) -> dict:
+@dataclass(frozen=True)
+class ConvergenceData:
+    """What `lsa_convergence_figure` draws, shaped from the rows and the stored artifacts (no
+    drawing): the ok members, the first member's config, every member's Dist curves, the loss
+    curves, the final rows and their learned-regime table, f_L* where it is known."""
+
+    members: pl.DataFrame
+    first: dict
+    curves: list[dict]  # per member: steps, dist_sigma, dist_a (and dist_b)
+    with_b: bool
+    train_loss: pl.DataFrame
+    test_mean: pl.DataFrame
+    test_median: pl.DataFrame
+    final: pl.DataFrame
+    regime: pl.DataFrame
+    f_star: float | None
+
+
+def convergence_data(rows: pl.DataFrame, storage: str = "results") -> ConvergenceData:
+    """The data of `lsa_convergence_figure`: ValueError without ok members."""
     members = _members(rows)
     if members.height == 0:
         raise ValueError("lsa_convergence: no ok members")
     first = members.row(0, named=True)
     L, n, d = first["model.layers"], first["task.n_points"], first["task.dim"]
     curves = [dist_curves(storage, m) for m in members.iter_rows(named=True)]
+    f_star = None
+    if first["model.form"] == "sparse" and first["task.w_law"] == "inverse":
+        f_star = lsa_optimal_loss(n, d, L)
+    final = final_rows(rows, "mse")
+    regime = cell_regime(final, [], statistic="mean", metric="mse")
+    return ConvergenceData(members, first, curves, "dist_b" in curves[0], train_loss_curves(rows),
+                           test_loss_curves(rows, "mean"), test_loss_curves(rows, "median"),
+                           final, regime, f_star)
+
+
+def _draw_dists(axes, data: ConvergenceData) -> None:
+    """Dist(Σ^1/2 A_i Σ^1/2, I) and Dist(A_i, I) per layer, then Dist(B_j, I), mean ± std
+    over members, on the first panels."""
+    curves, L = data.curves, data.first["model.layers"]
     steps = curves[0]["steps"]
-    with_b = "dist_b" in curves[0]
-    panels = L + (L - 1 if with_b else 0) + 1
-    style()
-    fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels, 3.2), layout="constrained")
     for i in range(L):
         ax = axes[i]
         for key, color, label in (("dist_sigma", COLORS["model"], r"Dist($\Sigma^{1/2}A_i\Sigma^{1/2}$, I)"),
@@ -113,7 +155,7 @@ def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_converg
         ax.set_title(f"layer {i}")
         ax.set_xlabel("L-BFGS iteration")
     axes[0].legend(fontsize=7)
-    for j in range(L - 1 if with_b else 0):
+    for j in range(L - 1 if data.with_b else 0):
         ax = axes[L + j]
         mean, std = _mean_std([c["dist_b"][:, j] for c in curves])
         ax.plot(steps, mean, color=PALETTE[2])
@@ -121,45 +163,59 @@ def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_converg
         ax.set_ylim(0, 1)
         ax.set_title(f"Dist(B_{j}, I)")
         ax.set_xlabel("L-BFGS iteration")
-    ax = axes[-1]
+
+
+def _draw_loss(ax, data: ConvergenceData) -> None:
+    """The last panel: train and test loss (means over seeds), f_L*, trivial levels."""
     curves_by_label = (
-        ("train loss (fixed batch)", train_loss_curves(rows), "0.5", "-"),
-        ("test loss: mean over prompts", test_loss_curves(rows, "mean"), "k", "-"),
-        ("test loss: median over prompts", test_loss_curves(rows, "median"), "k", ":"),
+        ("train loss (fixed batch)", data.train_loss, "0.5", "-"),
+        ("test loss: mean over prompts", data.test_mean, "k", "-"),
+        ("test loss: median over prompts", data.test_median, "k", ":"),
     )
     for label, frame, color, line in curves_by_label:
         table = frame.group_by("step").agg(pl.col("value").mean().alias("mean")).sort("step")
         ax.plot(table["step"], table["mean"], color=color, ls=line, label=label)
     ax.set_yscale("log")
-    f_star = None
-    if first["model.form"] == "sparse" and first["task.w_law"] == "inverse":
-        f_star = lsa_optimal_loss(n, d, L)
-        ax.axhline(f_star, color=PALETTE[1], ls="--", label=f"$f_{L}^*$ = {f_star:.3g}")
-    final = final_rows(rows, "mse")
+    if data.f_star is not None:
+        L = data.first["model.layers"]
+        ax.axhline(data.f_star, color=PALETTE[1], ls="--", label=f"$f_{L}^*$ = {data.f_star:.3g}")
+    final = data.final
     trivial_lines(ax, trivial_levels(final, "mean"), ridge_solves=ridge_solves(final))
-    regime = cell_regime(final, [], statistic="mean", metric="mse")
-    regime_note(ax, regime_notes(regime))
+    regime_note(ax, regime_notes(data.regime))
     ax.set_title("ICL loss (mean over seeds)")
     ax.set_xlabel("L-BFGS iteration")
     ax.legend(fontsize=6)
+
+
+def lsa_convergence_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_convergence",
+                           storage: str = "results", **_context) -> dict:
+    data = convergence_data(rows, storage)
+    curves, with_b, f_star = data.curves, data.with_b, data.f_star
+    L = data.first["model.layers"]
+    panels = L + (L - 1 if with_b else 0) + 1
+    style()
+    fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels, 3.2), layout="constrained")
+    _draw_dists(axes, data)
+    _draw_loss(axes[-1], data)
     fig.suptitle(study_title(rows), fontsize=10)
     paths = save(fig, out_dir, name)
     plt.close(fig)
     paths += heatmaps(curves[0], out_dir, f"{name}_heatmaps")
 
-    final_loss = _last(test_loss_curves(rows, "mean"))
+    final_loss = _last(data.test_mean)
     return {
-        "final_train_loss": _last(train_loss_curves(rows)),
-        "final_test_median": _last(test_loss_curves(rows, "median")),
-        "paths": paths, "fit": None, "excluded": rows["config_hash"].n_unique() - members.height,
+        "final_train_loss": _last(data.train_loss),
+        "final_test_median": _last(data.test_median),
+        "paths": paths, "fit": None,
+        "excluded": rows["config_hash"].n_unique() - data.members.height,
         "final_test_loss": final_loss, "f_star": f_star,
         "loss_over_f_star": final_loss / f_star if f_star else None,
         "dist_sigma_final": float(np.mean([c["dist_sigma"][-1].mean() for c in curves])),
         "dist_a_final": float(np.mean([c["dist_a"][-1].mean() for c in curves])),
         "dist_b_final": float(np.mean([c["dist_b"][-1].mean() for c in curves])) if with_b else None,
         "note": f"final test loss {final_loss:.4g} (median over prompts "
-                f"{_last(test_loss_curves(rows, 'median')):.3g}, train "
-                f"{_last(train_loss_curves(rows)):.3g})" + (f" vs f_L* {f_star:.4g}" if f_star else ""),
+                f"{_last(data.test_median):.3g}, train "
+                f"{_last(data.train_loss):.3g})" + (f" vs f_L* {f_star:.4g}" if f_star else ""),
     }
 
 

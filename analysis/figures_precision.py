@@ -32,9 +32,18 @@ import polars as pl
 from analysis.figures_axis import mse_vs_axis
 from analysis.frames import OLS, cell_regime, excluded_note, labels, last_step, levels, require
 from analysis.frames import members as _members
-from analysis.plot_baselines import baseline_curve, ridge_solves
-from analysis.plot_notes import hollow, panel_note, regime_note, study_title
-from analysis.plotting import COLORS, band, finish, style
+from analysis.plotting import (
+    COLORS,
+    band,
+    baseline_curve,
+    finish,
+    hollow,
+    panel_note,
+    regime_note,
+    ridge_solves,
+    study_title,
+    style,
+)
 from analysis.regime import TRIVIAL, regime_notes, trivial_levels
 
 # ------------------------------------------------------------------------------ icl_prefix

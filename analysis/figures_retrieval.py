@@ -20,6 +20,7 @@ threshold (analysis.regime.THRESHOLD_RATIO): reaching it there says nothing abou
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,9 +29,18 @@ import polars as pl
 from matplotlib.colors import PowerNorm
 
 from analysis.frames import excluded_note, members
-from analysis.plot_baselines import baseline_curve, baseline_line
-from analysis.plot_notes import regime_note, study_title
-from analysis.plotting import PALETTE, grid_ticks, log_axes, palette, save, style
+from analysis.plotting import (
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    grid_ticks,
+    log_axes,
+    palette,
+    regime_note,
+    save,
+    study_title,
+    style,
+)
 from analysis.regime import TRIVIAL, final_rows, threshold_regime, trivial_levels
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
 from icl_core.artifacts import load_artifact
@@ -199,70 +209,104 @@ def str_sample_complexity_figure(rows: pl.DataFrame, out_dir, name="str_sample_c
                                *[f"@{t:g}: {' '.join(v)}" for t, v in testable.items() if v]])}
 
 
-def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int = 1000,
-                     storage=None, threshold: float = 0.3, **_context) -> dict:
+@dataclass(frozen=True)
+class HeadsData:
+    """What `str_heads_figure` draws, shaped from the rows (no drawing): the error curves, q,
+    the N values and head counts, each run's best error, the trivial levels (overall and per
+    N) and the threshold regime."""
+
+    curves: pl.DataFrame  # model.heads, N, seed, samples, value
+    q: int
+    n_values: list
+    heads: list
+    best: pl.DataFrame  # model.heads, N, seed, best
+    trivial: pl.DataFrame  # predictor, value (over every N)
+    by_n: pl.DataFrame  # predictor, N, value
+    trivial_n: dict[float, tuple[str, float]]
+    ok: int
+    excluded: int
+
+
+def heads_data(rows: pl.DataFrame, name: str = "str_heads") -> HeadsData:
+    """The data of `str_heads_figure`."""
     ok, excluded = members(rows, name)
     curves = _curves(rows)
     q = int(rows["task.q"].drop_nulls()[0])
     final = final_rows(rows, "mse")
-    trivial = trivial_levels(final, STATISTIC)
-    style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), layout="constrained")
     n_values = sorted(curves[N_COL].unique().to_list())
     heads = sorted(curves["model.heads"].unique().to_list())
-    colors = palette([str(n) for n in n_values])
-    for h in heads:
-        for n in n_values:
+    best = curves.group_by("model.heads", N_COL, "seed").agg(pl.col("value").min().alias("best"))
+    return HeadsData(curves, q, n_values, heads, best, trivial_levels(final, STATISTIC),
+                     trivial_levels(final, STATISTIC, by=[N_COL]), _trivial_by_n(rows), ok,
+                     excluded)
+
+
+def _draw_heads_curves(ax, data: HeadsData, threshold: float) -> None:
+    """Left panel: test MSE vs training samples per (H, N), 1 - H/q for H < q (no legend)."""
+    curves, q = data.curves, data.q
+    colors = palette([str(n) for n in data.n_values])
+    for h in data.heads:
+        for n in data.n_values:
             part = curves.filter((pl.col("model.heads") == h) & (pl.col(N_COL) == n))
             med = part.group_by("samples").agg(pl.col("value").median()).sort("samples")
-            left.plot(med["samples"], med["value"], color=colors[str(n)],
-                      ls="-" if h >= q else ":", label=f"H={h}, N={n}")
+            ax.plot(med["samples"], med["value"], color=colors[str(n)],
+                    ls="-" if h >= q else ":", label=f"H={h}, N={n}")
         if h < q:
-            left.axhline(1 - h / q, color="grey", lw=0.8, ls="--")
-            left.text(curves["samples"].min(), 1 - h / q, f" 1 - H/q = {1 - h / q:g}",
-                      fontsize=7, va="bottom")
-    left.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g} ({STATISTIC})")
-    for predictor, value in trivial.select("predictor", "value").iter_rows():
-        baseline_line(left, predictor, value, " (median over N)")
-    left.set_xlabel("training samples")
-    left.set_ylabel(f"test MSE ({STATISTIC} over prompts; median over seeds)")
-    log_axes(left)
-    best = curves.group_by("model.heads", N_COL, "seed").agg(pl.col("value").min().alias("best"))
-    for h in heads:
-        part = best.filter(pl.col("model.heads") == h).group_by(N_COL).agg(
+            ax.axhline(1 - h / q, color="grey", lw=0.8, ls="--")
+            ax.text(curves["samples"].min(), 1 - h / q, f" 1 - H/q = {1 - h / q:g}",
+                    fontsize=7, va="bottom")
+    ax.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g} ({STATISTIC})")
+    for predictor, value in data.trivial.select("predictor", "value").iter_rows():
+        baseline_line(ax, predictor, value, " (median over N)")
+    ax.set_xlabel("training samples")
+    ax.set_ylabel(f"test MSE ({STATISTIC} over prompts; median over seeds)")
+    log_axes(ax)
+
+
+def _draw_heads_best(ax, data: HeadsData, threshold: float) -> None:
+    """Right panel: each run's best test MSE vs N per H, trivial levels, the threshold rule."""
+    for h in data.heads:
+        part = data.best.filter(pl.col("model.heads") == h).group_by(N_COL).agg(
             pl.col("best").median()).sort(N_COL)
-        right.plot(part[N_COL], part["best"], marker="o", ls="-" if h >= q else ":",
-                   label=f"H = {h}")
-    by_n = trivial_levels(final, STATISTIC, by=[N_COL])
+        ax.plot(part[N_COL], part["best"], marker="o", ls="-" if h >= data.q else ":",
+                label=f"H = {h}")
     for predictor in TRIVIAL:
-        part = by_n.filter(pl.col("predictor") == predictor).sort(N_COL)
+        part = data.by_n.filter(pl.col("predictor") == predictor).sort(N_COL)
         if part.height:
-            baseline_curve(right, predictor, part[N_COL], part["value"])
-    right.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g} ({STATISTIC})")
+            baseline_curve(ax, predictor, part[N_COL], part["value"])
+    ax.axhline(threshold, color="black", lw=0.8, label=f"threshold {threshold:g} ({STATISTIC})")
     # a threshold claim (H = q reaches t, H < q does not): testable where t <= 0.5x the best
     # trivial predictor's error (the runs stop at t, so their final error is not the test)
-    trivial_n = _trivial_by_n(rows)
-    regime = threshold_table(threshold, trivial_n)
-    regime_note(right, threshold_notes(threshold, trivial_n))
-    right.set_xlabel("sequence length N")
-    right.set_ylabel(f"best test MSE ({STATISTIC}; median over seeds)")
-    log_axes(right)
-    grid_ticks(right, n_values)
-    right.legend(fontsize=6)
+    regime_note(ax, threshold_notes(threshold, data.trivial_n))
+    ax.set_xlabel("sequence length N")
+    ax.set_ylabel(f"best test MSE ({STATISTIC}; median over seeds)")
+    log_axes(ax)
+    grid_ticks(ax, data.n_values)
+    ax.legend(fontsize=6)
+
+
+def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int = 1000,
+                     storage=None, threshold: float = 0.3, **_context) -> dict:
+    data = heads_data(rows, name)
+    style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), layout="constrained")
+    _draw_heads_curves(left, data, threshold)
+    _draw_heads_best(right, data, threshold)
+    regime = threshold_table(threshold, data.trivial_n)
     fig.suptitle(study_title(rows), fontsize=10)
     left.legend(fontsize=6, ncol=2)
     paths = save(fig, out_dir, name)
     plt.close(fig)
-    table = n_star_table(curves, threshold, by=["model.heads", N_COL])
+    table = n_star_table(data.curves, threshold, by=["model.heads", N_COL])
     reached = table.group_by("model.heads").agg((~pl.col("censored")).sum().alias("reached"),
                                                 pl.len().alias("runs")).sort("model.heads")
-    levels = best.group_by("model.heads").agg(pl.col("best").median()).sort("model.heads")
+    levels = data.best.group_by("model.heads").agg(pl.col("best").median()).sort("model.heads")
     summary = {f"best_mse_H{h}": v for h, v in levels.iter_rows()}
     summary.update({f"reached_H{h}": f"{r}/{n}" for h, r, n in reached.iter_rows()})
     note = "; ".join(f"H={h}: best MSE median {v:.3g}, reached {threshold:g} in "
                      f"{summary[f'reached_H{h}']} runs" for h, v in levels.iter_rows())
-    return {"paths": paths, "ok": ok, "excluded": excluded, **summary, "regime": regime,
-            "note": "; ".join([note, *excluded_note(excluded)])}
+    return {"paths": paths, "ok": data.ok, "excluded": data.excluded, **summary,
+            "regime": regime, "note": "; ".join([note, *excluded_note(data.excluded)])}
 
 
 def threshold_table(threshold: float, trivial: dict[float, tuple[str, float]]) -> pl.DataFrame:

@@ -114,6 +114,36 @@ def holdout_error(shape: Form, x: Array, y: Array, n_holdout: int = 1) -> dict:
             "rmsle": float(np.sqrt(np.mean(err * err)))}
 
 
+def _boot_ci_corr(shape, boots: np.ndarray, ci: dict) -> tuple[dict, dict[str, float]]:
+    """95% percentile CIs of the parameters from the bootstrap refits (`ci` when none) and the
+    correlations of the fitted coordinates (more than two refits)."""
+    corr: dict[str, float] = {}
+    if len(boots):
+        values = shape.to_params(boots)
+        ci = {name: (float(np.percentile(values[name], 2.5)),
+                     float(np.percentile(values[name], 97.5))) for name in shape.params}
+        if len(boots) > 2:
+            with np.errstate(all="ignore"):
+                matrix = np.corrcoef(boots, rowvar=False)
+            for i, j in itertools.combinations(range(len(shape.params)), 2):
+                corr[f"{shape.params[i]}:{shape.params[j]}"] = float(matrix[i, j])
+    return ci, corr
+
+
+def _bound_notes(shape, boots: np.ndarray, lx: np.ndarray, ly: np.ndarray) -> list[str]:
+    """A note naming the parameters whose refits sit at the box bounds in > 2.5% of them."""
+    if not len(boots):
+        return []
+    lower, upper = shape.box(lx, ly)
+    at_bound = [name for i, name in enumerate(shape.params)
+                if np.mean(np.isclose(boots[:, i], lower[i]) | np.isclose(boots[:, i], upper[i]))
+                > 0.025]
+    if at_bound:
+        return [f"CI of {', '.join(at_bound)} reaches the parameter bounds in > 2.5% "
+                f"of the refits: not resolved by the data"]
+    return []
+
+
 def fit_scaling(x, y, groups, form: str = "saturating", n_boot: int = 1000, seed: int = 0,
                 floor: float | None = None, holdout: int = 1) -> Fit:
     """Fit `form` to points (x (N,), y (N,)) from groups (N,) (seeds); bootstrap over groups.
@@ -137,30 +167,14 @@ def fit_scaling(x, y, groups, form: str = "saturating", n_boot: int = 1000, seed
 
     labels = np.unique(groups)
     ci = {name: (math.nan, math.nan) for name in shape.params}
-    corr: dict[str, float] = {}
     if labels.size < 2 and n_boot > 0:
         warnings.warn(f"{form} fit: {labels.size} group(s); no bootstrap CI", stacklevel=2)
         n_boot = 0
     boots = bootstrap(shape, theta, lx, ly, groups, n_boot, seed) if n_boot > 0 else \
         np.empty((0, len(shape.params)))
-    if len(boots):
-        values = shape.to_params(boots)
-        ci = {name: (float(np.percentile(values[name], 2.5)),
-                     float(np.percentile(values[name], 97.5))) for name in shape.params}
-        if len(boots) > 2:
-            with np.errstate(all="ignore"):
-                matrix = np.corrcoef(boots, rowvar=False)
-            for i, j in itertools.combinations(range(len(shape.params)), 2):
-                corr[f"{shape.params[i]}:{shape.params[j]}"] = float(matrix[i, j])
+    ci, corr = _boot_ci_corr(shape, boots, ci)
     notes = shape.notes(theta, lx)
-    if len(boots):
-        lower, upper = shape.box(lx, ly)
-        at_bound = [name for i, name in enumerate(shape.params)
-                    if np.mean(np.isclose(boots[:, i], lower[i]) | np.isclose(boots[:, i], upper[i]))
-                    > 0.025]
-        if at_bound:
-            notes.append(f"CI of {', '.join(at_bound)} reaches the parameter bounds in > 2.5% "
-                         f"of the refits: not resolved by the data")
+    notes += _bound_notes(shape, boots, lx, ly)
     if not converged:
         notes.append("scipy did not report convergence for the point estimate")
     held = holdout_error(shape, x, y, holdout) if holdout else {}

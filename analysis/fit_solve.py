@@ -42,6 +42,44 @@ def huber_cost(r: Array, delta: float = HUBER_DELTA) -> float:
     return float(np.sum(_elementwise_huber(np.asarray(r, dtype=float), delta)))
 
 
+def _batch_cost(form: Form, th: Array, lx: Array, ly: Array, ww: Array,
+                delta: float | None) -> Array:
+    """sum_i w_i huber(r_i) per problem (delta None: 0.5 sum w r^2); inf where not finite."""
+    with np.errstate(all="ignore"):
+        r = form.log_model(th, lx)[0] - ly
+        per = 0.5 * r * r if delta is None else _elementwise_huber(r, delta)
+        c = np.sum(ww * per, axis=-1)
+    return np.where(np.isfinite(c), c, np.inf)
+
+
+def _lm_step(form: Form, th: Array, ww: Array, lx: Array, ly: Array, lam: Array,
+             delta: float | None, curvature: str) -> tuple[Array, Array]:
+    """One damped Gauss-Newton step per problem (see `batch_solve`) and whether its system
+    was finite (a zero step where not)."""
+    eye = np.eye(th.shape[1])
+    with np.errstate(all="ignore"):
+        log_y, jac = form.log_model(th, lx)
+        r = log_y - ly
+        if delta is None:
+            psi = curve = np.ones_like(r)
+        else:
+            psi = np.minimum(1.0, delta / np.maximum(np.abs(r), 1e-300))
+            curve = (np.abs(r) <= delta).astype(float) if curvature == "newton" else psi
+        jt = np.swapaxes(jac, 1, 2)  # (b, P, N)
+        grad = np.einsum("bpn,bn->bp", jt, ww * psi * r)
+        scale = np.maximum(np.einsum("bpn,bpn,bn->bp", jt, jt, ww * psi), 1e-12)
+        system = (jt * (ww * curve)[:, None, :]) @ jac
+        system = system + lam[:, None, None] * (scale[:, :, None] * eye)
+        ok = np.all(np.isfinite(system), axis=(1, 2)) & np.all(np.isfinite(grad), axis=1)
+        step = np.zeros_like(th)
+        if ok.any():
+            try:
+                step[ok] = -np.linalg.solve(system[ok], grad[ok][..., None])[..., 0]
+            except np.linalg.LinAlgError:  # a singular system: the pseudo-inverse step
+                step[ok] = -np.einsum("bpq,bq->bp", np.linalg.pinv(system[ok]), grad[ok])
+    return step, ok
+
+
 def batch_solve(form: Form, theta0: Array, lx: Array, ly: Array, box,
                 weights: Array | None = None, delta: float | None = HUBER_DELTA,
                 max_iter: int = 300, ftol: float = 1e-9, curvature: str = "newton"
@@ -56,50 +94,22 @@ def batch_solve(form: Form, theta0: Array, lx: Array, ly: Array, box,
     Returns (theta (B, P), cost (B,), converged (B,)).
     """
     theta = np.array(theta0, dtype=float, copy=True)
-    n_prob, n_par = theta.shape
+    n_prob = theta.shape[0]
     w = np.ones((n_prob, lx.size)) if weights is None else np.asarray(weights, dtype=float)
     lower, upper = box
     theta = np.clip(theta, lower, upper)
-
-    def cost_of(th: Array, ww: Array) -> Array:
-        with np.errstate(all="ignore"):
-            r = form.log_model(th, lx)[0] - ly
-            per = 0.5 * r * r if delta is None else _elementwise_huber(r, delta)
-            c = np.sum(ww * per, axis=-1)
-        return np.where(np.isfinite(c), c, np.inf)
-
-    cost = cost_of(theta, w)
+    cost = _batch_cost(form, theta, lx, ly, w, delta)
     lam = np.full(n_prob, 1.0 if curvature == "newton" and delta is not None else 1e-3)
     done = np.zeros(n_prob, dtype=bool)
     broken = np.zeros(n_prob, dtype=bool)
-    eye = np.eye(n_par)
     for _ in range(max_iter):
         idx = np.flatnonzero(~done)
         if idx.size == 0:
             break
         th, ww = theta[idx], w[idx]
-        with np.errstate(all="ignore"):
-            log_y, jac = form.log_model(th, lx)
-            r = log_y - ly
-            if delta is None:
-                psi = curve = np.ones_like(r)
-            else:
-                psi = np.minimum(1.0, delta / np.maximum(np.abs(r), 1e-300))
-                curve = (np.abs(r) <= delta).astype(float) if curvature == "newton" else psi
-            jt = np.swapaxes(jac, 1, 2)  # (b, P, N)
-            grad = np.einsum("bpn,bn->bp", jt, ww * psi * r)
-            scale = np.maximum(np.einsum("bpn,bpn,bn->bp", jt, jt, ww * psi), 1e-12)
-            system = (jt * (ww * curve)[:, None, :]) @ jac
-            system = system + lam[idx, None, None] * (scale[:, :, None] * eye)
-            ok = np.all(np.isfinite(system), axis=(1, 2)) & np.all(np.isfinite(grad), axis=1)
-            step = np.zeros_like(th)
-            if ok.any():
-                try:
-                    step[ok] = -np.linalg.solve(system[ok], grad[ok][..., None])[..., 0]
-                except np.linalg.LinAlgError:  # a singular system: the pseudo-inverse step
-                    step[ok] = -np.einsum("bpq,bq->bp", np.linalg.pinv(system[ok]), grad[ok])
+        step, ok = _lm_step(form, th, ww, lx, ly, lam[idx], delta, curvature)
         new = np.clip(th + step, lower, upper)
-        new_cost = cost_of(new, ww)
+        new_cost = _batch_cost(form, new, lx, ly, ww, delta)
         old = cost[idx]
         accept = ok & (new_cost <= old)
         gain = np.where(accept, old - new_cost, 0.0)

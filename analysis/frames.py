@@ -12,7 +12,7 @@ import polars as pl
 
 from analysis.regime import TRIVIAL, learned_regime
 
-# the classical references on the same test prompts (drawn in their plot_baselines.LOOKS)
+# the classical references on the same test prompts (drawn in their analysis.plotting.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
 GD = ("gd_float32", "gd_float64")
 OLS = ("ols_float32", "ols_float64")

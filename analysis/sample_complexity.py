@@ -180,16 +180,9 @@ def _wls_row(log_n: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.linalg.solve(xtw @ design, xtw)  # (2, C)
 
 
-def fit_gamma(table: pl.DataFrame, n_col: str, n_star_col: str = "n_star", seed: str = "seed",
-              n_boot: int = DEFAULT_BOOT, rng_seed: int = 0) -> GammaFit:
-    """γ̂ of n* ∝ N^γ from a `n_star_table` (one row per configuration N and seed): see the
-    module doc. Raises ValueError with fewer than two fittable configurations."""
-    for column in (n_col, n_star_col, "censored"):
-        if column not in table.columns:
-            raise ValueError(f"fit_gamma: table lacks column {column!r}")
-    left = table["left_censored"] if "left_censored" in table.columns else pl.Series(
-        [False] * table.height)
-    frame = table.with_columns(left.alias("_left"))
+def _config_n_stars(frame: pl.DataFrame, n_col: str, n_star_col: str):
+    """Per configuration N (first-seen order): (fittable [(N, log n* of its usable seeds)],
+    dropped [(N, why)], per-config rows)."""
     configs, dropped, per_config = [], [], []
     for (n_value,), part in frame.group_by([n_col], maintain_order=True):
         n_value = float(n_value)
@@ -215,6 +208,42 @@ def fit_gamma(table: pl.DataFrame, n_col: str, n_star_col: str = "n_star", seed:
             dropped.append((n_value, why))
         else:
             configs.append((n_value, np.log(values[usable])))
+    return configs, dropped, per_config
+
+
+def _boot_ci(configs: list, op: np.ndarray, n_boot: int, rng_seed: int) -> tuple[float, float]:
+    """95% percentile CI of γ from resampling the seeds within each configuration."""
+    rng = np.random.default_rng(rng_seed)
+    boot = np.empty((n_boot, len(configs)))
+    for j, (_, v) in enumerate(configs):  # resample seeds within each configuration
+        boot[:, j] = np.median(v[rng.integers(v.size, size=(n_boot, v.size))], axis=1)
+    gammas = boot @ op[1]
+    return (float(np.percentile(gammas, 2.5)), float(np.percentile(gammas, 97.5))) if n_boot \
+        else (math.nan, math.nan)
+
+
+def _loo_range(log_n: np.ndarray, weights: np.ndarray, medians: np.ndarray) -> tuple:
+    """(min, max) of γ with each configuration left out in turn (NaNs below 3)."""
+    if len(medians) < 3:
+        return (math.nan, math.nan)
+    values = []
+    for j in range(len(medians)):
+        keep = np.arange(len(medians)) != j
+        values.append(float((_wls_row(log_n[keep], weights[keep]) @ medians[keep])[1]))
+    return (min(values), max(values))
+
+
+def fit_gamma(table: pl.DataFrame, n_col: str, n_star_col: str = "n_star", seed: str = "seed",
+              n_boot: int = DEFAULT_BOOT, rng_seed: int = 0) -> GammaFit:
+    """γ̂ of n* ∝ N^γ from a `n_star_table` (one row per configuration N and seed): see the
+    module doc. Raises ValueError with fewer than two fittable configurations."""
+    for column in (n_col, n_star_col, "censored"):
+        if column not in table.columns:
+            raise ValueError(f"fit_gamma: table lacks column {column!r}")
+    left = table["left_censored"] if "left_censored" in table.columns else pl.Series(
+        [False] * table.height)
+    frame = table.with_columns(left.alias("_left"))
+    configs, dropped, per_config = _config_n_stars(frame, n_col, n_star_col)
     per_config_frame = pl.DataFrame(per_config).sort(n_col) if per_config else None
     n_censored = int(frame["censored"].sum())
     n_left = int(frame["_left"].sum())
@@ -232,28 +261,12 @@ def fit_gamma(table: pl.DataFrame, n_col: str, n_star_col: str = "n_star", seed:
         weights, weighting = np.ones_like(medians), "equal"
     op = _wls_row(log_n, weights)
     log_k, gamma = op @ medians
-
-    rng = np.random.default_rng(rng_seed)
-    boot = np.empty((n_boot, len(configs)))
-    for j, (_, v) in enumerate(configs):  # resample seeds within each configuration
-        boot[:, j] = np.median(v[rng.integers(v.size, size=(n_boot, v.size))], axis=1)
-    gammas = boot @ op[1]
-    ci = (float(np.percentile(gammas, 2.5)), float(np.percentile(gammas, 97.5))) if n_boot \
-        else (math.nan, math.nan)
-
-    loo = (math.nan, math.nan)
-    if len(configs) >= 3:
-        values = []
-        for j in range(len(configs)):
-            keep = np.arange(len(configs)) != j
-            values.append(float((_wls_row(log_n[keep], weights[keep]) @ medians[keep])[1]))
-        loo = (min(values), max(values))
     return GammaFit(
-        gamma=float(gamma), ci=ci, log_k=float(log_k), n_configs=len(configs),
-        decades=float((log_n.max() - log_n.min()) / math.log(10.0)),
+        gamma=float(gamma), ci=_boot_ci(configs, op, n_boot, rng_seed), log_k=float(log_k),
+        n_configs=len(configs), decades=float((log_n.max() - log_n.min()) / math.log(10.0)),
         n_seeds=int(sum(v.size for _, v in configs)), n_censored=n_censored,
         n_left_censored=n_left, dropped=dropped, weighting=weighting, n_boot=n_boot,
-        loo_range=loo, per_config=per_config_frame,
+        loo_range=_loo_range(log_n, weights, medians), per_config=per_config_frame,
     )
 
 

@@ -243,11 +243,8 @@ def set_path(d: dict, dotted: str, value: Any) -> None:
     d[keys[-1]] = value
 
 
-def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
-    """Validate a (partial) member-config dict and fill every default."""
-    from icl_core.models import MODELS
-    from icl_core.tasks import TASKS
-
+def _check_sections(raw: dict) -> None:
+    """A mapping of known top-level fields with a task and a model section."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping, got {raw!r}")
     top = {f.name for f in dataclasses.fields(MemberConfig)}
@@ -257,17 +254,11 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
     for section in ("task", "model"):
         if section not in raw:
             raise ConfigError(f"{section}: missing; every config needs a {section} section")
-    task = TASKS.resolve(raw["task"], "task", from_cli)
-    model = MODELS.resolve(raw["model"], "model", from_cli)
-    train = build_dataclass(TrainConfig, raw.get("train", {}), "train", from_cli)
-    evaluation = build_dataclass(EvalConfig, raw.get("eval", {}), "eval", from_cli)
-    hints = type_hints(MemberConfig)
-    scalars = {
-        k: coerce(raw[k], hints[k], k, from_cli)
-        for k in ("seed", "task_seed", "dtype", "device")
-        if k in raw
-    }
-    member = MemberConfig(task=task, model=model, train=train, eval=evaluation, **scalars)
+
+
+def _check_values(member: MemberConfig) -> None:
+    """dtype, seeds, device and the evaluation / artifact periods."""
+    train, evaluation = member.train, member.eval
     require(member.dtype in DTYPES, "dtype", f"{member.dtype!r} is not valid; valid choices: {', '.join(DTYPES)}")
     require(member.seed >= 0, "seed", "must be >= 0")
     require(member.task_seed >= 0, "task_seed", "must be >= 0")
@@ -283,7 +274,11 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
             name,
             f"must be a multiple of train.report_every={train.report_every} (0: off), got {every}",
         )
-    task_cls = TASKS.builder(task.name)
+
+
+def _check_pairing(member: MemberConfig, task_cls: type) -> None:
+    """The task, the model, the training and the baselines fit together."""
+    task, model, train, evaluation = member.task, member.model, member.train, member.eval
     if evaluation.baselines and not (issubclass(task_cls, HasRegressionProblems)
                                      or issubclass(task_cls, HasBaselineErrors)):
         raise ConfigError(f"eval.baselines: task {task.name!r} has no classical baselines; "
@@ -304,6 +299,27 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
     if not model.trainable:
         require(train.steps == 0, "train.steps",
                 f"model {model.name!r} has no trainable weights; set train.steps=0")
+
+
+def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
+    """Validate a (partial) member-config dict and fill every default."""
+    from icl_core.models import MODELS
+    from icl_core.tasks import TASKS
+
+    _check_sections(raw)
+    task = TASKS.resolve(raw["task"], "task", from_cli)
+    model = MODELS.resolve(raw["model"], "model", from_cli)
+    train = build_dataclass(TrainConfig, raw.get("train", {}), "train", from_cli)
+    evaluation = build_dataclass(EvalConfig, raw.get("eval", {}), "eval", from_cli)
+    hints = type_hints(MemberConfig)
+    scalars = {
+        k: coerce(raw[k], hints[k], k, from_cli)
+        for k in ("seed", "task_seed", "dtype", "device")
+        if k in raw
+    }
+    member = MemberConfig(task=task, model=model, train=train, eval=evaluation, **scalars)
+    _check_values(member)
+    _check_pairing(member, TASKS.builder(task.name))
     # Every evaluation point must describe a valid task.
     for i, point in enumerate(evaluation.grid):
         overrides = {k: v for k, v in point.items() if k != "test_dist"}

@@ -32,6 +32,94 @@ def _parse_bool(value: str, path: str) -> bool:
     raise ConfigError(f"{path}: expected a boolean (true/false), got {value!r}")
 
 
+def _coerce_union(value: Any, args: tuple, path: str, from_cli: bool) -> Any:
+    if value is None or (from_cli and isinstance(value, str) and value.lower() == "none"):
+        if type(None) in args:
+            return None
+    errors = []
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return coerce(value, arg, path, from_cli)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: {value!r} fits none of {args}")
+
+
+def _coerce_literal(value: Any, args: tuple, path: str, from_cli: bool) -> Any:
+    if from_cli and isinstance(value, str):
+        for choice in args:
+            if str(choice) == value:
+                return choice
+    if value in args and type(value) in {type(a) for a in args}:
+        return value
+    raise ConfigError(f"{path}: {value!r} is not valid; valid choices: {', '.join(map(str, args))}")
+
+
+def _coerce_sequence(value: Any, args: tuple, path: str, from_cli: bool) -> tuple:
+    if from_cli and isinstance(value, str):
+        text = value.strip()
+        value = json.loads(text) if text.startswith("[") else [v for v in text.split(",") if v]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{path}: expected a list, got {value!r}")
+    item_type = args[0] if args else Any
+    return tuple(coerce(v, item_type, f"{path}[{i}]", from_cli) for i, v in enumerate(value))
+
+
+def _coerce_mapping(value: Any, path: str, from_cli: bool) -> dict:
+    if from_cli and isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+    return dict(value)
+
+
+def _coerce_bool(value: Any, path: str, from_cli: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if from_cli and isinstance(value, str):
+        return _parse_bool(value, path)
+    raise ConfigError(f"{path}: expected a boolean, got {value!r}")
+
+
+def _coerce_int(value: Any, path: str, from_cli: bool) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{path}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if from_cli and isinstance(value, str):
+        try:
+            return int(float(value)) if float(value).is_integer() else int(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"{path}: expected an integer, got {value!r}")
+
+
+def _coerce_float(value: Any, path: str, from_cli: bool) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{path}: expected a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if from_cli and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"{path}: expected a number, got {value!r}")
+
+
+def _coerce_str(value: Any, path: str, from_cli: bool) -> str:
+    if isinstance(value, str):
+        return value
+    raise ConfigError(f"{path}: expected a string, got {value!r}")
+
+
+_SCALARS = {bool: _coerce_bool, int: _coerce_int, float: _coerce_float, str: _coerce_str}
+
+
 def coerce(value: Any, annotation: Any, path: str, from_cli: bool = False) -> Any:
     """Check `value` against a type annotation; strings from the CLI are parsed, not evaluated."""
     origin = typing.get_origin(annotation)
@@ -39,74 +127,15 @@ def coerce(value: Any, annotation: Any, path: str, from_cli: bool = False) -> An
     if annotation is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        if value is None or (from_cli and isinstance(value, str) and value.lower() == "none"):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return coerce(value, arg, path, from_cli)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: {value!r} fits none of {args}")
+        return _coerce_union(value, args, path, from_cli)
     if origin is Literal:
-        if from_cli and isinstance(value, str):
-            for choice in args:
-                if str(choice) == value:
-                    return choice
-        if value in args and type(value) in {type(a) for a in args}:
-            return value
-        raise ConfigError(f"{path}: {value!r} is not valid; valid choices: {', '.join(map(str, args))}")
+        return _coerce_literal(value, args, path, from_cli)
     if origin in (tuple, list):
-        if from_cli and isinstance(value, str):
-            text = value.strip()
-            value = json.loads(text) if text.startswith("[") else [v for v in text.split(",") if v]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}: expected a list, got {value!r}")
-        item_type = args[0] if args else Any
-        return tuple(coerce(v, item_type, f"{path}[{i}]", from_cli) for i, v in enumerate(value))
+        return _coerce_sequence(value, args, path, from_cli)
     if annotation is dict or origin is dict:
-        if from_cli and isinstance(value, str):
-            value = json.loads(value)
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
-        return dict(value)
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if from_cli and isinstance(value, str):
-            return _parse_bool(value, path)
-        raise ConfigError(f"{path}: expected a boolean, got {value!r}")
-    if annotation is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{path}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if from_cli and isinstance(value, str):
-            try:
-                return int(float(value)) if float(value).is_integer() else int(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{path}: expected an integer, got {value!r}")
-    if annotation is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{path}: expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if from_cli and isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{path}: expected a number, got {value!r}")
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return _coerce_mapping(value, path, from_cli)
+    if annotation in (bool, int, float, str):
+        return _SCALARS[annotation](value, path, from_cli)
     raise TypeError(f"{path}: unsupported annotation {annotation!r}")
 
 

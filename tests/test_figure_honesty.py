@@ -15,9 +15,7 @@ from matplotlib.collections import LineCollection, PolyCollection
 from analysis.figures import FIGURES
 from analysis.fit import fit_scaling
 from analysis.fit_forms import B_MAX
-from analysis.plot_baselines import LOOKS, baseline_line
-from analysis.plot_notes import NOT_LEARNED_LABEL
-from analysis.plotting import draw_fit, fit_label, style
+from analysis.plotting import LOOKS, NOT_LEARNED_LABEL, baseline_line, draw_fit, fit_label, style
 from analysis.regenerate import fit_rows, write_fit_report
 
 DEPTHS = (1, 2, 4, 8)

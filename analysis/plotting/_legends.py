@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from analysis.plotting import seed_caption
+from analysis.plotting._core import seed_caption
 
 
 def _handles(axes) -> dict[str, object]:

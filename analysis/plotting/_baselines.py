@@ -13,7 +13,7 @@ import polars as pl
 from matplotlib.axes import Axes
 
 from analysis.frames import REFERENCES, reference_levels
-from analysis.plotting import PALETTE
+from analysis.plotting._core import PALETTE
 from analysis.regime import RIDGE_SOLVES, trivial_levels
 
 

@@ -11,7 +11,7 @@ curves, reference lines, save.
 Every model in a figure that compares models is drawn with `seed_band` (or `seed_level` for a
 level that does not vary along x): the line is the median over seeds, the band the min–max
 over seeds (the project's spread of a cell, analysis.spreads), and the legend title
-(`seed_caption`; analysis.plot_legends adds it itself) says so and gives n. A band over test
+(`seed_caption`; the legend helpers add it themselves) says so and gives n. A band over test
 prompts (`band` with per-prompt q25/q75) means something else and is never drawn shaded next
 to a seed band: such figures draw the prompt IQR as ticks (`prompt_iqr`) and say so.
 
@@ -20,10 +20,11 @@ Legends of fitted curves read like "b = 0.35 [0.32, 0.37]" (`fit_label`); a fit 
 resolved (`analysis.fit.fit_status`) reads "unresolved (at bound b=20)" and is drawn dotted.
 
 One look everywhere: the colour-blind-safe `PALETTE` (one colour per label: `palette`). The
-rest of the figure toolkit, by what it draws: analysis.plot_baselines (every baseline
-predictor in its own `Look`, its value in the legend), analysis.plot_notes (human titles,
-notes and the learned-regime verdict on panels, rings around cells outside the learned
-regime), analysis.plot_legends (one legend per panel or figure, titled with the seed caption).
+rest of the figure toolkit, by what it draws, in the sibling private modules of
+analysis.plotting (the one public import): _baselines (every baseline predictor in its own
+`Look`, its value in the legend), _notes (human titles, notes and the learned-regime verdict on
+panels, rings around cells outside the learned regime), _legends (one legend per panel or
+figure, titled with the seed caption).
 """
 
 from __future__ import annotations
