@@ -63,7 +63,8 @@ def r2_members(rows: pl.DataFrame, statistic: str = "pooled") -> pl.DataFrame:
     r2 = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == "r2")
                      & (pl.col("statistic") == statistic) & pl.col("infer_iter").is_null())
     r2 = r2.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
-    return r2.group_by(*KEYS, "seed").agg(pl.col("value").mean().alias("r2")).with_columns(
+    # the values sorted before the mean: the same sum whatever order the group arrives in
+    return r2.group_by(*KEYS, "seed").agg(pl.col("value").sort().mean().alias("r2")).with_columns(
         pl.col("test_dist").str.strip_prefix("w").cast(pl.Float64, strict=False).alias("mix"))
 
 

@@ -71,7 +71,7 @@ def depth_data(rows: pl.DataFrame) -> DepthData:
     regime = cell_regime(final, ["model.mixer", "position", "model.depth"], statistic=STATISTIC,
                          metric="r2")
     trivial = full.filter(pl.col("predictor").is_in(list(TRIVIAL)) & pl.col("position").is_in(ks))
-    trivial = trivial.group_by("predictor", "position").agg(pl.col("r2").mean())
+    trivial = trivial.group_by("predictor", "position").agg(pl.col("r2").sort().mean())
     return DepthData(rows, table, members, ks, mixers, regime, trivial)
 
 

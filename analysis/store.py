@@ -348,7 +348,7 @@ def read_rows(storage: str, sweep: str, study: str | None = None,
     coverage.n_rows = rows.height
     if rows.height:
         status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
-        coverage.statuses = dict(Counter(status.fill_null("?").to_list()))
+        coverage.statuses = dict(sorted(Counter(status.fill_null("?").to_list()).items()))
     return rows, coverage
 
 
