@@ -124,11 +124,16 @@ def _trivial_by_n(rows: pl.DataFrame) -> dict[float, tuple[str, float]]:
             .iter_rows()}
 
 
+def threshold_regimes(threshold: float, trivial: dict[float, tuple[str, float]]) -> dict:
+    """{N: the threshold rule's Regime} (analysis.regime.threshold_regime), sorted by N: the
+    one place a threshold panel's testability is decided (notes and fits.md table)."""
+    return {n: threshold_regime(threshold, v, p) for n, (p, v) in sorted(trivial.items())}
+
+
 def threshold_notes(threshold: float, trivial: dict[float, tuple[str, float]]) -> list[str]:
     """'not testable at this scale' lines of a threshold panel: the N where the threshold is
     not below THRESHOLD_RATIO x the best trivial predictor's error."""
-    bad = {n: threshold_regime(threshold, v, p) for n, (p, v) in trivial.items()}
-    bad = {n: r for n, r in bad.items() if r.learned is False}
+    bad = {n: r for n, r in threshold_regimes(threshold, trivial).items() if r.learned is False}
     if not bad:
         return []
     where = "every N" if len(bad) == len(trivial) else \
@@ -312,12 +317,10 @@ def str_heads_figure(rows: pl.DataFrame, out_dir, name="str_heads", n_boot: int 
 def threshold_table(threshold: float, trivial: dict[float, tuple[str, float]]) -> pl.DataFrame:
     """The threshold rule per N as a regime table (fits.md): threshold, best trivial predictor
     and its mean test MSE, learned (= testable: t <= THRESHOLD_RATIO x it), and the reason."""
-    rows = []
-    for n, (predictor, value) in sorted(trivial.items()):
-        r = threshold_regime(threshold, value, predictor)
-        rows.append({N_COL: n, "threshold": threshold, "trivial_predictor": predictor,
-                     "trivial": value, "learned": r.learned,
-                     "regime": ("testable: " if r.learned else "not testable: ") + r.text()})
+    rows = [{N_COL: n, "threshold": threshold, "trivial_predictor": r.trivial_predictor,
+             "trivial": r.trivial, "learned": r.learned,
+             "regime": ("testable: " if r.learned else "not testable: ") + r.text()}
+            for n, r in threshold_regimes(threshold, trivial).items()]
     return pl.DataFrame(rows, schema={N_COL: pl.Float64, "threshold": pl.Float64,
                                       "trivial_predictor": pl.String, "trivial": pl.Float64,
                                       "learned": pl.Boolean, "regime": pl.String})
