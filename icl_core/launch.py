@@ -1,7 +1,7 @@
 """Ray Tune execution: embedded local Ray by default, a cluster under `ray job submit`.
 
-Trials are a grid over planned TrialSpecs (one JSON string each, so every trial is
-self-contained). Progress goes to the terminal as one line at most every few seconds.
+Trials are a grid over planned TrialSpecs in the one trial format (icl_core.trainable: one
+JSON string each, so every trial is self-contained). Progress goes to the terminal as one line at most every few seconds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import time
 from ray import tune
 from ray.tune import Callback
 
-from icl_core.trial import TrialSpec, spec_from_config, tune_trainable
+from icl_core.trainable import SPEC_KEY, spec_from_config, tune_trainable
+from icl_core.trial import TrialSpec
 
 
 def in_ray_job() -> bool:
@@ -123,7 +124,7 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
     progress = Progress(label, len(specs))
     tuner = tune.Tuner(
         trainable,
-        param_space={"spec": tune.grid_search([s.to_json() for s in specs])},
+        param_space={SPEC_KEY: tune.grid_search([s.to_json() for s in specs])},  # trial_config
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
             reuse_actors=False,

@@ -216,7 +216,7 @@ def search_template(sweep, plan, point, store, provenance, res):
 
     return TrialSpec(sweep.name, plan.study.name, store.uri, [point.to_dict()],
                      threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
-                     hashes=[point.hash])
+                     hashes=[point.hash], report_all=True)
 
 
 def run_search(sweep, plan: Plan, store, provenance, args) -> int:

@@ -124,7 +124,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     from ray.tune.search.optuna import OptunaSearch
 
     from icl_core.launch import Progress, quiet
-    from icl_core.trial import tune_trainable
+    from icl_core.trainable import trial_config, tune_trainable
 
     quiet()
     trainable = tune.with_resources(tune_trainable, tune.PlacementGroupFactory([resources.bundle()]))
@@ -146,7 +146,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
             searcher = ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
         tuner = tune.Tuner(
             trainable,
-            param_space={"base": spec_template.to_json(), **search.tune_space()},
+            param_space=trial_config(spec_template, search.tune_space()),
             tune_config=tune.TuneConfig(
                 metric=search.metric,
                 mode=search.mode,

@@ -70,6 +70,9 @@ class MemberRun:
         self.diverged_at: int | None = None
         self.stopped_at: int | None = None  # the step a stop rule ended training at
         self.epoch_loss = torch.zeros((), device=self.device, dtype=self.dtype)  # this epoch's sum
+        self._dataset: Batch | None = None  # the finite training set, drawn on first use
+        self._order: tuple = (-1, None)  # (epoch, its permutation of the training set)
+        self._fixed: Batch | None = None  # L-BFGS's fixed batch, drawn on first use
         self.skipped_steps = 0
         self.train_seconds = 0.0  # training time (evaluations excluded) ...
         self.steps_timed = 0  # ... over this many steps
@@ -141,10 +144,9 @@ class MemberRun:
         epoch visits it in a permutation drawn from (seed, epoch), so no RNG state is needed
         to resume mid-epoch. The last batch of an epoch may be smaller."""
         cfg = self.member.train
-        if not hasattr(self, "_dataset"):
+        if self._dataset is None:
             gen = generator(self.device, derive_seed(self.member.seed, "dataset"))
             self._dataset = self.task.sample(cfg.dataset_size, gen)
-            self._order = (-1, None)
         epoch, within = divmod(step, self.steps_per_epoch)
         if self._order[0] != epoch:
             gen = torch.Generator().manual_seed(derive_seed(self.member.seed, "epoch", epoch))
@@ -169,7 +171,7 @@ class MemberRun:
 
     def _fixed_batch_step(self, step: int) -> torch.Tensor:
         """One step of a closure optimizer (L-BFGS) on the fixed batch; returns its loss."""
-        if not hasattr(self, "_fixed"):
+        if self._fixed is None:
             gen = generator(self.device, derive_seed(self.member.seed, "fixed_batch"))
             self._fixed = self.task.sample(self.member.train.batch_size, gen)
             self.tokens_per_step = self._fixed.inputs.shape[0] * self._fixed.inputs.shape[1]
@@ -206,12 +208,9 @@ class MemberRun:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.data_gen.set_state(state["data_gen"])
-        for key in ("step", "rows", "diverged_at", "skipped_steps", "train_seconds", "tokens", "artifacts"):
+        for key in ("step", "rows", "diverged_at", "stopped_at", "epoch_loss", "skipped_steps",
+                    "train_seconds", "steps_timed", "tokens", "artifacts"):
             setattr(self, key, state[key])
-        # absent in checkpoints written before the epoch trainer
-        self.stopped_at = state.get("stopped_at")
-        self.epoch_loss = state.get("epoch_loss", self.epoch_loss)
-        self.steps_timed = state.get("steps_timed", self.step)
 
 
 class Trainer(Protocol):
@@ -284,7 +283,7 @@ def still_training(runs: list[MemberRun]) -> list[int]:
 def mean_losses(total: torch.Tensor, taken: int) -> list[float]:
     """Summed losses (K,) over `taken` steps -> means: a lone member's in Python floats, a
     stack's in its dtype, as each was written before the two shared this driver (the same
-    in float64; rows of runs resumed from older checkpoints stay continuous)."""
+    in float64), so rows are unchanged by the merge of the two drivers."""
     if not taken:
         return [math.nan] * total.shape[0]
     if total.shape[0] == 1:

@@ -3,9 +3,9 @@
 stack of one here; both go through one run path (`run_group`) and one training driver
 (icl_core.train.train_until).
 
-`run_trial` is plain Python (tests and notebooks call it directly); `tune_trainable` wraps it
-for Ray Tune: metrics go out through `ray.tune.report` every `train.report_every` steps, with
-a checkpoint every `train.checkpoint_every` steps, and a restarted trial resumes from it.
+`run_trial` is plain Python (tests and notebooks call it directly); icl_core.trainable wraps
+it for Ray Tune: metrics go out through `ray.tune.report` every `train.report_every` steps,
+with a checkpoint every `train.checkpoint_every` steps, and a restarted trial resumes from it.
 Each member writes its own row file, so packing members changes nothing else.
 """
 
@@ -14,10 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import math
-import os
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -35,9 +32,6 @@ from icl_core.store import Store, rows_table
 from icl_core.throughput import records
 from icl_core.train import MemberRun, Trainer, still_training, train_until
 
-CHECKPOINT_FILE = "member_state.pt"
-PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
-
 
 @dataclass
 class TrialSpec:
@@ -52,6 +46,8 @@ class TrialSpec:
     # names): planning resolves each member once and passes them; left empty (tests,
     # notebooks), they are computed here
     stack: str = "auto"  # icl_core.stacked.STACK_MODES: stack members on CUDA (auto), always, never
+    report_all: bool = False  # a search trial: Optuna / ASHA read every intermediate result
+    # (a grid trial's reports only feed the progress line, so they are thinned out)
 
     def __post_init__(self):
         if not self.hashes:
@@ -134,12 +130,8 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
 
 
 def saved_runs(state: dict | None) -> dict:
-    """{config_hash: MemberRun state} from a trial checkpoint (also the pre-stacking form)."""
-    if not state:
-        return {}
-    if "runs" in state:
-        return state["runs"]
-    return {state["member_hash"]: state["run"]}
+    """{config_hash: MemberRun state} from a trial checkpoint."""
+    return state["runs"] if state else {}
 
 
 @dataclass
@@ -367,75 +359,3 @@ def member_constants(spec, index, member, run, status, reason, wall, stack_size=
         "stack_size": stack_size,  # members trained at once with this one (icl_core.stacked)
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-
-
-# ---------------------------------------------------------------------------- Ray Tune glue
-
-
-def save_state(directory: str, state: dict) -> None:
-    """Atomic checkpoint write: to a temporary file, then rename."""
-    path = os.path.join(directory, CHECKPOINT_FILE)
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def load_state(directory: str) -> dict:
-    return torch.load(os.path.join(directory, CHECKPOINT_FILE), weights_only=True)
-
-
-def spec_from_config(config: dict) -> TrialSpec:
-    """A grid trial's config is {"spec": TrialSpec JSON}; a search trial's is {"base": TrialSpec
-    JSON with one member, "<dotted.key>": sampled value, ...}."""
-    if "spec" in config:
-        return TrialSpec.from_json(config["spec"])
-    from icl_core.config import set_path
-
-    spec = TrialSpec.from_json(config["base"])
-    raw = spec.members[0]
-    for key, value in config.items():
-        if key != "base":
-            set_path(raw, key, value)
-    member = resolve_member(raw)
-    spec.members, spec.hashes = [member.to_dict()], [member.hash]
-    return spec
-
-
-def tune_trainable(config: dict) -> None:
-    """The function Ray Tune runs, for grid and search trials alike."""
-    from ray import tune
-
-    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
-    logging.getLogger("ray.tune").setLevel(logging.WARNING)
-    import ray
-
-    spec = spec_from_config(config)
-    assigned = ray.get_runtime_context().get_assigned_resources()
-    spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
-                       "assigned_gpu": float(assigned.get("GPU", 0.0)),
-                       "assigned_cpu": float(assigned.get("CPU", 0.0))}
-    search = "spec" not in config  # Optuna / ASHA read every intermediate result
-    last = [-math.inf]
-    checkpoint = tune.get_checkpoint()
-    state = None
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d:
-            state = load_state(d)
-
-    def report(metrics: dict, ckpt_state: dict | None) -> None:
-        now = time.monotonic()
-        if ckpt_state is None:
-            # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
-            # grid trial's reports only feed the progress line (its rows are the results), so
-            # at most one every PROGRESS_EVERY_S, except checkpoints and the trial's last.
-            last_member = metrics.get("member_done") and metrics.get("progress", 0) >= 1
-            if search or last_member or now - last[0] >= PROGRESS_EVERY_S:
-                last[0] = now
-                tune.report(metrics)
-            return
-        last[0] = now
-        with tempfile.TemporaryDirectory() as d:
-            save_state(d, ckpt_state)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
-
-    run_trial(spec, report, state)

@@ -12,6 +12,7 @@ from icl_core.config import ConfigError, resolve_member
 from icl_core.models import build_model
 from icl_core.stacked import StackedRun
 from icl_core.tasks import build_task, masked_mse
+from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.teacher_baseline import network_forward
 from icl_core.train import MemberRun, train_batch
 
@@ -83,7 +84,7 @@ def test_curriculum_off_is_bit_identical_to_sample(step):
     lr = build_task(resolve_member({"task": {"name": "linear_regression", "dim": 3,
                                              "n_points": 4},
                                     "model": {"name": "transformer"}}).task, 0, CPU, F64)
-    assert not hasattr(lr, "train_sample")  # other tasks: `sample`, untouched
+    assert not isinstance(lr, SamplesTrainingBatches)  # other tasks: `sample`, untouched
     assert_same_batch(train_batch(lr, 4, torch.Generator().manual_seed(0), step), draw(lr))
 
 

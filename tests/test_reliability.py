@@ -16,7 +16,8 @@ from faults import kill, raylet_pid, trial_workers
 
 from icl_core.config import resolve_member
 from icl_core.launch import run_tune
-from icl_core.trial import CHECKPOINT_FILE, TrialSpec, load_state, run_trial, save_state
+from icl_core.trainable import CHECKPOINT_FILE, load_state, save_state
+from icl_core.trial import TrialSpec, run_trial
 
 ROW_KEYS = ["metric", "statistic", "predictor", "step", "position", "infer_iter", "test_dist"]
 

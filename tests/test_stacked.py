@@ -16,6 +16,7 @@ from conftest import tiny_member
 from analysis.store import read_rows
 from icl_core import catalog
 from icl_core.config import resolve_member, set_path
+from icl_core.search import Search
 from icl_core.stacked import StackedRun, stack_groups, stack_key
 from icl_core.train import MemberRun
 from icl_core.trial import TrialSpec, run_trial
@@ -59,7 +60,7 @@ def one_member_per_model() -> dict[str, dict]:
     found: dict[str, dict] = {}
     for name in catalog.sweep_names():
         for study in catalog.load_sweep(name).studies:
-            if hasattr(study, "space"):
+            if isinstance(study, Search):
                 continue
             for member in study.members("smoke"):
                 label = member.model.name + "/" + getattr(member.model, "mixer", "")

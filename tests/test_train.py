@@ -12,7 +12,8 @@ from icl_core.artifacts import load_artifact
 from icl_core.config import resolve_member
 from icl_core.store import Store
 from icl_core.train import MemberRun, lr_factor
-from icl_core.trial import TrialFailed, TrialSpec, load_state, run_trial, save_state
+from icl_core.trainable import load_state, save_state
+from icl_core.trial import TrialFailed, TrialSpec, run_trial
 
 
 def f64(**over):
