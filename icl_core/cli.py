@@ -62,6 +62,12 @@ def build_parser(sweep) -> argparse.ArgumentParser:
     add("--dry-run", action="store_true", help="print the plan, run nothing")
     add("--plan-gpus", type=float, default=None,
         help="--dry-run: plan for a cluster with this many GPUs (default: this machine's)")
+    add("--plan-cpus", type=float, default=None,
+        help="--dry-run: plan for a cluster with this many CPUs (default: this machine's)")
+    add("--trial-minutes", type=float, default=None,
+        help="--pack auto: a trial's planned duration (default: 3 on CPUs, 15 on GPUs)")
+    add("--yes", action="store_true",
+        help="launch a plan above 10,000 configs or 1,000 H100-hours (see --dry-run)")
     add("--resume", action="store_true",
         help="searches: finish an interrupted search (Tuner.restore); grids always skip "
         "finished configs, so a plain re-run resumes them")
@@ -102,11 +108,32 @@ def main(sweep, argv: list[str] | None = None) -> int:
         return 2
 
     if args.dry_run:
-        print_plan(sweep, plans, args)
+        cost = print_plan(sweep, plans, args)
+        print(f"total: {cost.summary()}")
         return 0
     if args.optuna_journal:
         return run_standalone(sweep, plans, store, args)
-    return run_plans(sweep, plans, store, args)
+    try:
+        check_size(plans, args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_plans([(sweep, plans)], store, args)
+
+
+LAUNCH_LIMITS = (10_000, 1_000.0)  # configs, H100-hours: above either, a launch needs --yes
+
+
+def check_size(plans: list[Plan], args) -> None:
+    """A plan above LAUNCH_LIMITS is launched only with --yes (a typo in a grid can ask for
+    thousands of GPU-hours)."""
+    configs = sum(p.trials for p in plans)
+    hours = sum(plan_gpu_seconds(p) for p in plans) / 3600
+    if not args.yes and (configs > LAUNCH_LIMITS[0] or hours > LAUNCH_LIMITS[1]):
+        raise ConfigError(
+            f"this plan is {configs} configs, ~{hours:.0f} H100-hours (limits "
+            f"{LAUNCH_LIMITS[0]} configs, {LAUNCH_LIMITS[1]:.0f} h): check it with --dry-run, "
+            "then pass --yes to launch it")
 
 
 def gpu_time(seconds: float) -> str:
@@ -114,42 +141,98 @@ def gpu_time(seconds: float) -> str:
                                              if seconds >= 3600 else "")
 
 
-def print_plan(sweep, plans: list[Plan], args) -> float:
-    """Trials, members per trial (and whether they stack), resources and the estimated time
-    on one H100-class GPU per study; returns the total estimate in seconds."""
+def planned_cluster(args) -> tuple[float, float]:
+    """(GPUs, CPUs) the plan is for: --plan-gpus / --plan-cpus, else this machine's."""
     import torch
 
+    gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
+    cpus = args.plan_cpus if getattr(args, "plan_cpus", None) is not None else cluster_cpus()
+    return gpus, cpus
+
+
+def print_plan(sweep, plans: list[Plan], args) -> PlanCost:
+    """Per study: trials, members per trial (and whether they stack), resources, the cost
+    model's device-hours and the estimate on one H100-class GPU; then the file's total with
+    its wall time on the planned cluster (`print_total`). Returns the plan's cost."""
+    from icl_core.pool import cost_model
     from icl_core.stacked import stack_groups, trial_stack_mode
 
-    gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
-    cpus = cluster_cpus()
-    total, seconds = 0, 0.0
+    gpus, cpus = planned_cluster(args)
+    cost = PlanCost(gpus, cpus)
     for plan in plans:
         study = plan.study
+        model = cost_model(gpus, max(1, int(study.cpus_per_trial)))
         estimate = plan_gpu_seconds(plan)
-        seconds += estimate
         if plan.is_search:
+            trials = [(model.member_seconds(p), gpus and 1.0) for p in plan.members
+                      for _ in range(plan.num_samples)]
+            cost.add(plan, estimate, trials)
             print(f"{sweep.name}/{study.name} [{args.preset}]: {plan.trials} trials "
                   f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
-                  f"1 member per trial, {gpu_time(estimate)} on one H100 -- {study.doc}")
-            total += plan.trials
+                  f"1 member per trial, {cost.hours(trials)}, {gpu_time(estimate)} on one "
+                  f"H100 -- {study.doc}")
             continue
-        trials = study_trials(plan, args, gpus, cpus)
-        kinds = sorted({str(r) for _, r in trials})
-        sizes = sorted({len(group) for group, _ in trials})
+        planned = study_trials(plan, args, gpus, cpus)
+        trials = [(t.seconds, t.res.gpu if t.res.gpu else 1.0) for t in planned]
+        cost.add(plan, estimate, trials)
+        kinds = sorted({str(t.res) for t in planned})
+        sizes = sorted({len(t.members) for t in planned})
         how = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
-        stacks = [len(g) for group, res in trials
-                  for g in stack_groups(group, trial_stack_mode(args.stack, res.gpu))]
+        stacks = [len(g) for t in planned
+                  for g in stack_groups(t.members, trial_stack_mode(t.stack, t.res.gpu))]
         stacked = sum(1 for n in stacks if n > 1)
         packing = (f"{how} member(s) per trial (--pack {args.pack}), "
                    + (f"{stacked} stacks of {max(stacks)} or fewer trained at once"
                       if stacked else "one after another"))
-        print(f"{sweep.name}/{study.name} [{args.preset}]: {len(trials)} trials "
+        print(f"{sweep.name}/{study.name} [{args.preset}]: {len(planned)} trials "
               f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial, "
-              f"{gpu_time(estimate)} on one H100 -- {study.doc}")
-        total += len(trials)
-    where = f"{gpus:g} GPU(s)" if gpus else "CPU only (no GPU)"
-    print(f"total: {total} trials in {len(plans)} studies, planned for {cpus:g} CPU(s), {where}; "
-          f"{gpu_time(seconds)} on one H100-class GPU (planner estimate, stacks one after "
-          "another)")
-    return seconds
+              f"{cost.hours(trials)}, {gpu_time(estimate)} on one H100 -- {study.doc}")
+    return cost
+
+
+class PlanCost:
+    """The cost of a plan (one or several files): trials as (seconds, device share), the
+    H100 estimate, configs; `summary` schedules the trials longest first on the planned
+    cluster (icl_core.schedule) against the lower bound."""
+
+    def __init__(self, gpus: float, cpus: float):
+        self.gpus, self.cpus = gpus, cpus
+        self.trials: list[tuple[float, float]] = []
+        self.h100_s, self.configs, self.studies = 0.0, 0, 0
+
+    def add(self, plan: Plan, h100_s: float, trials: list) -> None:
+        self.trials += trials
+        self.h100_s += h100_s
+        self.configs += plan.trials
+        self.studies += 1
+
+    def merge(self, other: PlanCost) -> None:
+        self.trials += other.trials
+        self.h100_s += other.h100_s
+        self.configs += other.configs
+        self.studies += other.studies
+
+    @property
+    def unit(self) -> str:
+        return "GPU-h" if self.gpus else "CPU-h"
+
+    def hours(self, trials: list) -> str:
+        return f"~{sum(s * share for s, share in trials) / 3600:.3g} {self.unit}"
+
+    @property
+    def device_hours(self) -> float:
+        return sum(s * share for s, share in self.trials) / 3600
+
+    def summary(self) -> str:
+        from icl_core.schedule import place
+
+        devices = max(1, int(self.gpus or self.cpus))
+        where = f"{self.gpus:g} GPU(s)" if self.gpus else f"{self.cpus:g} CPU(s), no GPU"
+        ordered = sorted(self.trials, key=lambda t: -t[0])
+        sched = place(ordered, devices)
+        return (f"{len(self.trials)} trials in {self.studies} studies: {self.device_hours:.3g} "
+                f"{self.unit} of work; on {where}, one pool longest first: "
+                f"~{sched.makespan_s / 3600:.3g} h wall, utilisation "
+                f"{sched.utilisation:.0%}, lower bound {sched.lower_bound_s / 3600:.3g} h "
+                f"(x{sched.makespan_s / max(sched.lower_bound_s, 1e-9):.2f}); "
+                f"{gpu_time(self.h100_s)} on one H100-class GPU (planner estimate)")

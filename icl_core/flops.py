@@ -24,7 +24,9 @@ class StepShape:
       the first T - ΔT iterations, as 1/3 of a pass with them); `seq`: tokens per prompt
       (1 for a model that reads the flattened prompt once); `layers`: layer passes of one
       training step (what sets the launch floor); `eval_params`, `eval_layers`: the same for
-      one forward pass at evaluation (a looped model runs to its largest reported loop count).
+      one forward pass at evaluation (a looped model runs to its largest reported loop count);
+      `mix`: forward token-mixing FLOPs per prompt of a training step beyond the weights
+      (attention's T^2 term, ModelConfig.mixing_flops, per layer pass).
     """
 
     params: float
@@ -32,6 +34,7 @@ class StepShape:
     layers: float
     eval_params: float
     eval_layers: float
+    mix: float = 0.0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -53,7 +56,8 @@ def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     params = count_params(model_cfg, d_in=task.d_in, d_out=task.d_out, max_len=task.seq_len,
                           causal=task.causal)
     layers = model_cfg.layer_passes(task.seq_len)
-    return StepShape(params, seq, layers, params, layers)
+    mix = layers * model_cfg.mixing_flops(seq)
+    return StepShape(params, seq, layers, params, layers, mix)
 
 
 def _looped_shape(cfg, d_in: int, d_out: int, seq: int) -> StepShape:
@@ -76,7 +80,7 @@ def _looped_shape(cfg, d_in: int, d_out: int, seq: int) -> StepShape:
     iters = sorted(set(cfg.eval_loop_iters) or range(1, 2 * T + 1))
     eval_layers = pp + iters[-1] * L + len(iters) * pp
     eval_params = io * len(iters) + per_layer * eval_layers
-    return StepShape(params, seq, layers, eval_params, eval_layers)
+    return StepShape(params, seq, layers, eval_params, eval_layers, layers * block.mixing_flops(seq))
 
 
 def step_shape(member: MemberConfig) -> StepShape:
@@ -91,3 +95,10 @@ def step_flops(member: MemberConfig) -> float:
     looped block's weights count once per loop iteration, see `StepShape`)."""
     shape = step_shape(member)
     return 6.0 * shape.params * shape.seq * member.train.batch_size
+
+
+def step_cost_flops(member: MemberConfig) -> float:
+    """`step_flops` plus attention's T^2 term (forward and backward: 3 x the forward's):
+    the FLOP count the cost model (icl_core.cost) falls back on."""
+    shape = step_shape(member)
+    return step_flops(member) + 3.0 * shape.mix * member.train.batch_size

@@ -10,12 +10,25 @@ import logging
 import os
 import sys
 import time
+from typing import Protocol
 
 from ray import tune
 from ray.tune import Callback
 
 from icl_core.trainable import SPEC_KEY, spec_from_config, tune_trainable
 from icl_core.trial import TrialSpec
+
+
+class Pool(Protocol):
+    """The studies of one Tune run (icl_core.pool.StudyPool)."""
+
+    total_seconds: float
+
+    def seconds(self, config: dict) -> float: ...
+
+    def trial_ended(self, config: dict) -> None: ...
+
+    def counts(self) -> str: ...
 
 
 def in_ray_job() -> bool:
@@ -42,17 +55,31 @@ def init_ray(address: str | None) -> bool:
 class Progress(Callback):
     """Tune callback: done / running / failed / diverged / restarted and an ETA, rate-limited."""
 
-    def __init__(self, label: str, total: int, every_s: float = 10.0):
+    def __init__(self, label: str, total: int, every_s: float = 10.0, pool: Pool | None = None):
         self.label, self.total, self.every_s = label, total, every_s
+        self.pool = pool
         self.start = time.time()
         self.last = 0.0
         self.done = self.failed = self.diverged = self.restarts = 0
         self.running: set = set()
         self.diverged_in: dict = {}  # trial id -> members of it that diverged
-        self.progress: dict = {}  # trial id -> share of its work done
+        self.progress: dict = {}  # trial id -> (share of its work done, its weight)
+        self.weight: dict = {}  # trial id -> its planned seconds (1 each without a pool)
+
+    def _weight(self, trial) -> float:
+        if trial.trial_id not in self.weight:
+            self.weight[trial.trial_id] = self.pool.seconds(trial.config) if self.pool else 1.0
+        return self.weight[trial.trial_id]
+
+    def _ended(self, trial) -> None:
+        self.running.discard(trial.trial_id)
+        self.progress[trial.trial_id] = 1.0
+        if self.pool is not None:
+            self.pool.trial_ended(trial.config)
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running.add(trial.trial_id)
+        self._weight(trial)
         self._print()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -64,10 +91,9 @@ class Progress(Callback):
         self._print()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.running.discard(trial.trial_id)
-        self.progress[trial.trial_id] = 1.0
         self.done += 1
         self._print(force=self.done == self.total)
+        self._ended(trial)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         """A trial's worker died; Tune restarts it from its last checkpoint (FailureConfig)."""
@@ -76,10 +102,9 @@ class Progress(Callback):
         self._print(force=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.running.discard(trial.trial_id)
-        self.progress[trial.trial_id] = 1.0
         self.failed += 1
         self._print(force=True)
+        self._ended(trial)
 
     def _print(self, force: bool = False):
         now = time.time()
@@ -87,13 +112,20 @@ class Progress(Callback):
             return
         self.last = now
         elapsed = now - self.start
-        work = sum(self.progress.values())  # in trials
-        eta = f"{elapsed / work * (self.total - work):.0f}s" if work > 0.01 else "?"
+        # work in planned seconds (a pool) or trials; trials not started yet weigh the mean
+        if self.pool is not None:
+            total_work = self.pool.total_seconds
+            work = sum(p * self.weight.get(t, 0.0) for t, p in self.progress.items())
+        else:
+            total_work, work = float(self.total), sum(self.progress.values())
+        left = total_work - work
+        eta = f"{elapsed / work * left:.0f}s" if work > 0.01 * total_work else "?"
+        studies = self.pool.counts() if self.pool is not None else ""
         print(
             f"[{self.label}] {self.done}/{self.total} trials done, {len(self.running)} running, "
             f"{self.failed} failed, {self.diverged} members diverged, "
             + (f"{self.restarts} restarted from a checkpoint, " if self.restarts else "")
-            + f"elapsed {elapsed:.0f}s, ETA {eta}",
+            + studies + f"elapsed {elapsed:.0f}s, ETA {eta}",
             flush=True,
         )
 
@@ -114,14 +146,16 @@ def trial_resources(config: dict) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([bundle])
 
 
-def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None
-             ) -> Progress:
-    """Run the trials with Ray Tune; failures are recorded in rows, not raised here. Returns
-    the progress counts (done, failed, diverged, restarts)."""
+def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None,
+             pool: Pool | None = None) -> Progress:
+    """Run the trials with Ray Tune, in the order given (Tune starts pending trials in order:
+    a pool lists the longest first); failures are recorded in rows, not raised here. `pool`:
+    the studies the trials belong to (per-study counts, each study's report as soon as its
+    own trials are done). Returns the progress counts (done, failed, diverged, restarts)."""
     quiet()
     trainable = tune.with_resources(tune_trainable, trial_resources)
     name = time.strftime("run-%Y%m%d-%H%M%S")
-    progress = Progress(label, len(specs))
+    progress = Progress(label, len(specs), pool=pool)
     tuner = tune.Tuner(
         trainable,
         param_space={SPEC_KEY: tune.grid_search([s.to_json() for s in specs])},  # trial_config

@@ -1,9 +1,10 @@
 """Orchestration: plans of a sweep file's studies and their runs on Ray Tune (or Optuna alone).
 
 `make_plans` expands each study under a preset and the command line's options (every member
-config validated before anything starts); `run_plans` starts or joins Ray and runs each plan:
-a grid study's unfinished members packed into trials (`run_study`), a search's Optuna trials
-(`run_search`), or searches without Ray (`run_standalone`, --optuna-journal). Each study
+config validated before anything starts); `run_plans` starts or joins Ray and runs the plans
+of one or several sweep files: every grid study's unfinished members in one pool of
+cost-balanced trials (icl_core.pool), then each search's Optuna trials (`run_search`); or
+searches without Ray (`run_standalone`, --optuna-journal). Each study
 writes its manifest beside its rows first (`write_manifest`: what analysis needs of a study,
 so analysis never imports this module), and finishes with its statuses reported and its
 figure drawn (`report_statuses`). The command line (icl_core.cli) parses and reports only.
@@ -92,11 +93,12 @@ def cluster_cpus() -> float:
 
 
 def study_trials(plan: Plan, args, gpus: float, cpus: float, members=None) -> list:
-    """The planned trials of a grid study: (members, resources) per trial."""
-    from icl_core.resources import plan_trials
+    """The planned trials of a grid study (icl_core.resources.PlannedTrial), by the cost
+    model of the cluster's device kind (cached calibrations; no calibration here)."""
+    from icl_core.pool import cost_model, plan_study
 
-    return plan_trials(plan.members if members is None else members, gpus,
-                       plan.study.cpus_per_trial, args.pack, cpus, args.stack)
+    threads = max(1, int(plan.study.cpus_per_trial))
+    return plan_study(None, plan, args, gpus, cpus, cost_model(gpus, threads), members)
 
 
 def plan_gpu_seconds(plan: Plan) -> float:
@@ -109,23 +111,30 @@ def plan_gpu_seconds(plan: Plan) -> float:
     return estimate_gpu_seconds(plan.members)
 
 
-def run_plans(sweep, plans: list[Plan], store, args) -> int:
-    """Start (or join) Ray, run every plan, stop the Ray this started; the exit status."""
+def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
+    """Start (or join) Ray; run the grid studies of every (sweep, plans) pair in `files` as one
+    pool (icl_core.pool), then the searches; stop the Ray this started; the exit status."""
     from icl_core.launch import init_ray
+    from icl_core.pool import run_pool
     from icl_core.provenance import driver_provenance
 
     started = init_ray(args.address)
     print(f"storage: {store.uri}", flush=True)
     provenance = driver_provenance()
+    grids = [(sweep, p) for sweep, plans in files for p in plans if not p.is_search]
+    label = label or files[0][0].name
+    tune_dir = f"{store.uri}/{files[0][0].name if len(files) == 1 else '_pool'}/tune"
     exit_code = 0
     try:
-        for plan in plans:
-            runner = run_search if plan.is_search else run_study
-            try:
-                exit_code |= runner(sweep, plan, store, provenance, args)
-            except ConfigError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                exit_code |= 2
+        if grids:
+            exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
+        for sweep, plans in files:
+            for plan in (p for p in plans if p.is_search):
+                try:
+                    exit_code |= run_search(sweep, plan, store, provenance, args)
+                except ConfigError as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    exit_code |= 2
     finally:
         if started:
             import ray
@@ -163,30 +172,18 @@ def write_manifest(store, sweep, study) -> None:
     store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
 
 
-def run_study(sweep, plan: Plan, store, provenance, args) -> int:
-    from icl_core.launch import run_tune
-    from icl_core.trial import TrialSpec
-
-    study, members = plan.study, plan.members
+def report_study(sweep, plan: Plan, store, args) -> int:
+    """A grid study's statuses, figure and fit report, once its trials are done; never
+    raises (a study's report must not end the pool's other studies)."""
+    study = plan.study
     label = f"{sweep.name}/{study.name}"
-    write_manifest(store, sweep, study)
-    done = store.finished(sweep.name, study.name)
-    todo = [m for m in members if m.hash not in done]
-    print(f"[{label}] {len(members)} configs, {len(members) - len(todo)} already finished, "
-          f"running {len(todo)}", flush=True)
-    if todo:
-        specs = [
-            TrialSpec(sweep.name, study.name, store.uri, [m.to_dict() for m in group],
-                      threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
-                      hashes=[m.hash for m in group], stack=args.stack)
-            for group, res in study_trials(plan, args, cluster_gpus(), cluster_cpus(), todo)
-        ]
-        print(f"[{label}] {len(specs)} trials of up to {max(len(s.members) for s in specs)} "
-              f"members (--pack {args.pack}, --stack {args.stack})", flush=True)
-        tune_dir = f"{store.uri}/{sweep.name}/{study.name}/tune"
-        run_tune(specs, label, tune_dir, args.max_concurrent)
-    statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])
-    return report_statuses(label, statuses, sweep, study, store, args)
+    try:
+        statuses = store.member_status(sweep.name, study.name, [m.hash for m in plan.members])
+        return report_statuses(label, statuses, sweep, study, store, args)
+    except Exception as exc:
+        print(f"[{label}] report failed: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+        return 1
 
 
 def report_statuses(label, statuses, sweep, study, store, args) -> int:

@@ -10,9 +10,9 @@ the fraction
     else   -> 1
 
 A member with device "cpu", or a cluster without GPUs, gets no GPU. Members of equal
-resources are packed `pack` to a trial (one process: start-up cost paid once; `auto` picks
-the size from the number of members and slots); a GPU trial stacks members that differ only
-in their seeds (icl_core.stacked), so those are planned side by side.
+resources are packed `pack` to a trial (one process: start-up cost paid once), or with `auto`
+balanced by the cost model (icl_core.cost) into trials of a target duration; a GPU trial
+stacks members that differ only in their seeds (icl_core.stacked) where that pays.
 
 `estimate_gpu_seconds`: the wall time of a study's members on one H100-class GPU, from the
 same FLOP count and a stated rate model (below); `--dry-run` prints it per study, and the
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from icl_core.config import MemberConfig
 from icl_core.flops import StepShape, step_flops, step_shape
@@ -56,55 +57,111 @@ def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float) -> 
     return TrialResources(cpu=cpus, gpu=min(gpu_fraction(member), cluster_gpus))
 
 
-WAVES = 4  # auto packing: up to this many trials per CPU slot, so uneven trials still balance
-CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records: 1-4e10)
-MIN_TRIAL_S = 60.0  # auto packing: CPU trials shorter than this are merged (start-up ~3-5 s)
+TARGET_TRIAL_S = {"cpu": 180.0, "gpu": 900.0}  # --pack auto: a trial's planned duration
+# (a few minutes on CPUs: start-up, ~3-5 s, is paid once per trial; longer on GPUs, where a
+# trial also stacks)
 
 
-def auto_pack(group: list[MemberConfig], res: TrialResources, cluster_cpus: float,
-              cluster_gpus: float) -> int:
-    """Members per trial when `--pack auto`.
+class PlannedTrial(NamedTuple):
+    """One trial of the plan: its members, resources, stack mode (icl_core.stacked) and the
+    cost model's estimate of its duration in seconds."""
 
-    GPU trials stack their members: one trial per slot, so stacks are as large as they can be.
-    CPU trials: WAVES trials per slot, so a slow trial still leaves others to balance the load,
-    but no more trials than there are minutes of estimated training (6 x params x tokens x
-    steps at CPU_FLOPS; at least one trial per slot), so start-up (a Ray worker, imports) is
-    not paid for a few seconds of training; with a single slot, one trial.
-    """
-    if res.gpu:
-        return max(1, math.ceil(len(group) / max(1, math.floor(cluster_gpus / res.gpu))))
-    slots = max(1, math.floor(cluster_cpus / max(res.cpu, 1)))
-    if slots == 1:  # trials run back to back: splitting them only adds start-ups
-        return len(group)
-    seconds = sum(step_flops(m) * m.train.steps for m in group) / (CPU_FLOPS * max(res.cpu, 1))
-    trials = min(slots * WAVES, max(slots, math.ceil(seconds / MIN_TRIAL_S)))
-    return max(1, math.ceil(len(group) / trials))
+    members: list[MemberConfig]
+    res: TrialResources
+    stack: str
+    seconds: float
+
+
+def _units(group: list[MemberConfig], stack: str, gpu: float, cost) -> list[tuple[list, bool]]:
+    """Members in units that stay together: a stack of members that differ only in their
+    seeds where this trial kind stacks and the cost model says it pays (launch-bound), else
+    one member each; (members, stacked) per unit, first-seen order."""
+    from icl_core.stacked import stack_key, trial_stack_mode
+
+    if trial_stack_mode(stack, gpu) != "always":
+        return [([m], False) for m in group]
+    by_key: dict[str, list[MemberConfig]] = {}
+    for member in group:
+        by_key.setdefault(stack_key(member) or member.hash, []).append(member)
+    units = []
+    for members in by_key.values():
+        if len(members) > 1 and (stack == "always" or cost.stack_pays(members[0], len(members))):
+            units.append((members, True))
+        else:
+            units += [([m], False) for m in members]
+    return units
+
+
+def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, stack: str,
+                    cost, target_s: float) -> list[PlannedTrial]:
+    """--pack auto: units (`_units`) into trials of about `target_s` by longest-processing-
+    time bin packing (the longest unit first, into the least-loaded trial); a unit that alone
+    reaches the target is a trial of its own; at least one trial per slot while units last."""
+    units = [(u, stacked, cost.unit_seconds(u) if stacked else cost.member_seconds(u[0]))
+             for u, stacked in _units(group, stack, res.gpu, cost)]
+    alone = [u for u in units if u[2] >= target_s]
+    rest = sorted((u for u in units if u[2] < target_s), key=lambda u: -u[2])
+    n = max(math.ceil(sum(u[2] for u in rest) / target_s), min(slots, len(rest))) if rest else 0
+    bins: list[list] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for unit in rest:
+        k = loads.index(min(loads))
+        bins[k].append(unit)
+        loads[k] += unit[2]
+    trials = []
+    for units_of in [[u] for u in alone] + [b for b in bins if b]:
+        members = [m for u, _, _ in units_of for m in u]
+        stacks = any(stacked for _, stacked, _ in units_of)
+        trials.append(PlannedTrial(members, res, stack if stacks else "never",
+                                   sum(u[2] for u in units_of)))
+    return sorted(trials, key=lambda t: -t.seconds)
 
 
 def plan_trials(
     members: list[MemberConfig], cluster_gpus: float, cpus: float = 1, pack: int | str = 1,
-    cluster_cpus: float = 1, stack: str = "auto",
-) -> list[tuple[list[MemberConfig], TrialResources]]:
-    """Group members into trials of up to `pack` members with equal resources ("auto": see
-    `auto_pack`). Where a trial will stack its members (a GPU trial, or `stack="always"`),
-    members that can share a stack (icl_core.stacked.stack_key) are put side by side."""
+    cluster_cpus: float = 1, stack: str = "auto", cost=None, target_s: float | None = None,
+) -> list[PlannedTrial]:
+    """Group members into trials with equal resources: `pack` members each (members that can
+    share a stack side by side where the trial stacks), or with "auto" cost-balanced
+    (`balanced_trials`, to `target_s`, default TARGET_TRIAL_S). `cost`: an icl_core.cost
+    CostModel (default: the FLOP estimate of the cluster's device kind)."""
+    from icl_core.cost import CostModel, device_label
     from icl_core.stacked import check_stack_mode, stack_key, trial_stack_mode
 
     if pack != "auto" and (not isinstance(pack, int) or pack < 1):
         raise ValueError(f"pack must be an integer >= 1 or 'auto', got {pack!r}")
     check_stack_mode(stack)
+    if cost is None:
+        cost = CostModel(device_label("cuda" if cluster_gpus > 0 else "cpu", max(1, int(cpus))),
+                         max(1, int(cpus)))
     groups: dict[TrialResources, list[MemberConfig]] = {}
     for member in members:
         groups.setdefault(member_resources(member, cluster_gpus, cpus), []).append(member)
     trials = []
     for res, group in groups.items():
+        if pack == "auto":
+            kind = "gpu" if res.gpu else "cpu"
+            slots = max(1, math.floor(cluster_gpus / res.gpu) if res.gpu
+                        else math.floor(cluster_cpus / max(res.cpu, 1)))
+            trials += balanced_trials(group, res, slots, stack, cost,
+                                      target_s or TARGET_TRIAL_S[kind])
+            continue
         if trial_stack_mode(stack, res.gpu) == "always":
             keys = {id(m): stack_key(m) or m.hash for m in group}
             order = {key: i for i, key in enumerate(dict.fromkeys(keys.values()))}
             group = sorted(group, key=lambda m: order[keys[id(m)]])  # stable: first seen first
-        size = auto_pack(group, res, cluster_cpus, cluster_gpus) if pack == "auto" else pack
-        trials += [(group[i:i + size], res) for i in range(0, len(group), size)]
+        for i in range(0, len(group), pack):
+            chunk = group[i:i + pack]
+            trials.append(PlannedTrial(chunk, res, stack, trial_seconds(chunk, res, stack, cost)))
     return trials
+
+
+def trial_seconds(members: list[MemberConfig], res: TrialResources, stack: str, cost) -> float:
+    """The cost model's duration of a trial: its stacks (icl_core.stacked) one after another."""
+    from icl_core.stacked import stack_groups, trial_stack_mode
+
+    mode = trial_stack_mode(stack, res.gpu)
+    return sum(cost.unit_seconds([members[i] for i in g]) for g in stack_groups(members, mode))
 
 
 # --------------------------------------------------------------- GPU wall-time estimate

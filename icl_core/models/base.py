@@ -46,6 +46,12 @@ class ModelConfig:
         wall-time estimate, icl_core.resources); one for a model without depth."""
         return 1.0
 
+    def mixing_flops(self, seq_len: int) -> float:
+        """Forward FLOPs of one layer's token mixing per prompt beyond its weights (softmax
+        attention's QK^T and AV: 4 x T^2 x width); counted by the cost model's FLOP fallback
+        (icl_core.cost), not by the 6 x params x tokens records. None here."""
+        return 0.0
+
 
 @runtime_checkable
 class Model(Protocol):

@@ -63,6 +63,10 @@ class TransformerConfig(ModelConfig):
     def layer_passes(self, seq_len: int) -> float:  # ModelConfig: the planner's launch floor
         return float(self.depth or 1)
 
+    def mixing_flops(self, seq_len: int) -> float:  # ModelConfig: attention's T^2 term
+        quadratic = self.mixer in ("attention", "relu_attention")  # baseconv: FFT, T log T
+        return 4.0 * seq_len * seq_len * self.width if quadratic else 0.0
+
 
 class MLP(nn.Module):
     def __init__(self, width: int, ratio: int):

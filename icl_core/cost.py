@@ -1,0 +1,302 @@
+"""The cost model: how long a member, or a stack of members, trains on the target device.
+
+Per distinct *step shape* (model, task, batch, optimizer, dtype: what sets the time of one
+optimizer step; seeds, step counts and evaluation do not), the step time comes from, best
+first:
+
+1. **rows**: the `step_time_s` of finished rows of the same shape on the same device kind
+   (median; a stack's rows give the stack's step time for its size), via `learn_from_rows`;
+2. **calibration**: a few optimizer steps timed on the target device (`calibrate`: two warm-up
+   steps, then the best of REPEATS timings of CALIBRATION_STEPS), alone and, where members can stack, as a stack of
+   `STACK_PROBE` members; cached per device, dtype and threads in
+   $ICL_CACHE/step_times.json (else ~/.cache/icl_core), like the matmul peak;
+3. **FLOPs**: on a GPU the planner's H100 rate model (icl_core.resources), on a CPU
+   `step_cost_flops` (6 x params x tokens plus attention's T^2 term) at CPU_FLOPS per thread
+   with a launch floor per layer pass.
+
+A member's time is steps x step time, plus its evaluations (the forward FLOPs of evaluation
+over those of a training step, at the step's measured rate) and a start-up overhead. A stack
+pays only where it is launch-bound: `stack_pays` says whether K members stacked take less per
+member than alone (the calibration or rows decide; without either, the rate model's floor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import socket
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from icl_core.config import MemberConfig, to_plain
+from icl_core.flops import step_cost_flops, step_shape
+
+CALIBRATION_STEPS = 4
+WARMUP_STEPS = 2
+REPEATS = 3
+STACK_PROBE = 4  # members in a calibration stack
+CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records: 1-4e10)
+CPU_LAYER_PASS_S = 2e-4  # eager PyTorch on a CPU: per layer pass, forward and backward
+MEMBER_OVERHEAD_S = 1.0  # build, baselines, rows, per member
+STACK_GAIN = 0.8  # a stack pays when its time per member is below this share of alone
+
+
+def shape_key(member: MemberConfig) -> str:
+    """What sets the time of one optimizer step: model, task, batch, optimizer, dtype."""
+    t = member.train
+    plain = {"model": to_plain(member.model), "task": to_plain(member.task),
+             "batch": t.batch_size, "optimizer": t.optimizer, "dtype": member.dtype,
+             "lbfgs": [t.lbfgs_max_iter, t.lbfgs_history] if t.optimizer == "lbfgs" else None,
+             "dataset": t.dataset_size, "compile": t.compile}
+    return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def device_label(device_type: str, threads: int, gpu_name: str | None = None) -> str:
+    """The device a step time holds for: a GPU model, or this host's CPU at a thread count."""
+    if device_type == "cuda":
+        return f"cuda|{gpu_name or 'gpu'}"
+    return f"cpu|{socket.gethostname()}|threads={threads}"
+
+
+def cache_file() -> Path:
+    root = os.environ.get("ICL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "icl_core")
+    return Path(root) / "step_times.json"
+
+
+@dataclass
+class StepTime:
+    """Measured seconds per optimizer step of one shape: alone, and per stack size."""
+
+    alone: float | None = None
+    stacked: dict[int, float] = field(default_factory=dict)  # stack size -> stack's step time
+    source: str = "calibration"
+
+
+@dataclass
+class CostModel:
+    """Step times of one target device (`device` from `device_label`), and the estimates
+    built on them. `table`: shape key -> StepTime."""
+
+    device: str
+    threads: int = 1
+    table: dict[str, StepTime] = field(default_factory=dict)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    # -- step times -------------------------------------------------------------------
+    def step_seconds(self, member: MemberConfig, stack: int = 1) -> tuple[float, str]:
+        """(seconds of one optimizer step of `stack` such members trained at once, source)."""
+        known = self.table.get(shape_key(member))
+        if known is not None:
+            if stack == 1 and known.alone:
+                return known.alone, known.source
+            if stack in known.stacked:
+                return known.stacked[stack], known.source
+            if known.alone and known.stacked:  # between measured sizes: linear in K
+                k, s = max(known.stacked.items())
+                per = max(0.0, (s - known.alone) / max(k - 1, 1))
+                return known.alone + per * (stack - 1), known.source
+            if known.alone:
+                return known.alone * stack, known.source
+        return self._flop_step(member, stack), "flops"
+
+    def _flop_step(self, member: MemberConfig, stack: int) -> float:
+        from icl_core import resources
+
+        shape = step_shape(member)
+        if self.on_gpu:
+            rate = resources.GPU_RATE[member.dtype]
+            floor = resources.STEP_FLOOR_S + resources.LAYER_PASS_S * shape.layers
+            return max(floor, stack * step_cost_flops(member) / rate)
+        compute = step_cost_flops(member) / (CPU_FLOPS * max(self.threads, 1))
+        return stack * (CPU_LAYER_PASS_S * shape.layers + compute)
+
+    def stack_pays(self, member: MemberConfig, k: int) -> bool:
+        """Whether `k` members stacked train faster per member than one after another."""
+        if k < 2:
+            return False
+        alone, _ = self.step_seconds(member, 1)
+        stacked, _ = self.step_seconds(member, k)
+        return stacked / k < STACK_GAIN * alone
+
+    # -- members and stacks -----------------------------------------------------------
+    def member_seconds(self, member: MemberConfig) -> float:
+        """One member trained alone: its steps, its evaluations, its overhead."""
+        return self.unit_seconds([member])
+
+    def unit_seconds(self, members: list[MemberConfig]) -> float:
+        """A stack (members that differ only in their seeds) trained at once, or one member."""
+        first, k = members[0], len(members)
+        cfg = first.train
+        step, _ = self.step_seconds(first, k)
+        if cfg.optimizer == "lbfgs":
+            step *= cfg.lbfgs_max_iter
+        return cfg.steps * step + sum(self._eval_seconds(m, step / k) for m in members) \
+            + MEMBER_OVERHEAD_S * k
+
+    def _eval_seconds(self, member: MemberConfig, step_s: float) -> float:
+        """Evaluations: forward FLOPs over a training step's, at the step's rate (a forward
+        is a third of a step); at least one step's time per evaluation chunk."""
+        shape, cfg = step_shape(member), member.eval
+        steps = member.train.steps
+        evaluations = 1 + ((steps - 1) // cfg.every if cfg.every and steps else 0)
+        passes = 1 + max(cfg.infer_steps, default=0)
+        ratio = (shape.eval_params * cfg.n_prompts) / max(
+            shape.params * member.train.batch_size, 1.0) / 3.0
+        chunks = math.ceil(cfg.n_prompts / cfg.chunk)
+        return evaluations * len(cfg.grid) * passes * max(ratio, chunks / 3.0) * step_s
+
+    # -- what it learns ---------------------------------------------------------------
+    def learn(self, member: MemberConfig, alone: float | None = None,
+              stacked: dict[int, float] | None = None, source: str = "calibration") -> None:
+        entry = self.table.setdefault(shape_key(member), StepTime(source=source))
+        if alone is not None:
+            entry.alone = alone
+        entry.stacked.update(stacked or {})
+        entry.source = source
+
+    def to_json(self) -> dict:
+        return {k: {"alone": v.alone, "stacked": {str(n): s for n, s in v.stacked.items()},
+                    "source": v.source} for k, v in self.table.items()}
+
+    @classmethod
+    def from_json(cls, device: str, threads: int, data: dict) -> CostModel:
+        table = {k: StepTime(v["alone"], {int(n): s for n, s in v["stacked"].items()},
+                             v.get("source", "calibration")) for k, v in data.items()}
+        return cls(device, threads, table)
+
+
+# ---------------------------------------------------------------------- the cache
+
+
+def load(device: str, threads: int = 1) -> CostModel:
+    """The cached step times of `device` (an empty model where there are none)."""
+    path = cache_file()
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:  # a damaged cache is measured again
+        data = {}
+    return CostModel.from_json(device, threads, data.get(device, {}))
+
+
+def save(model: CostModel) -> None:
+    """Merge `model`'s calibrated step times into the cache (rows-learned ones are not kept:
+    the rows are there to learn from again)."""
+    import fcntl
+
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            data = json.loads(path.read_text()) if path.exists() else {}
+        except ValueError:
+            data = {}
+        mine = {k: v for k, v in model.to_json().items() if v["source"] == "calibration"}
+        data.setdefault(model.device, {}).update(mine)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ measurements
+
+
+def _timed_steps(trainer, steps: int, device) -> float:
+    """Seconds per step: the best of REPEATS timings of `steps` steps after warm-up (the
+    minimum: other work on the node only ever adds time)."""
+    import torch
+
+    from icl_core.train import train_until
+
+    train_until(trainer, trainer.step + WARMUP_STEPS)
+    best = math.inf
+    for _ in range(REPEATS):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        train_until(trainer, trainer.step + steps)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, (time.perf_counter() - t0) / steps)
+    return best
+
+
+def measure(member: MemberConfig, stack: int = 1, steps: int = CALIBRATION_STEPS) -> float:
+    """Seconds per optimizer step of `member` (or a stack of `stack` copies differing in their
+    seeds) on its own device, timed after warm-up steps."""
+    from icl_core.stacked import StackedRun
+    from icl_core.train import MemberRun
+
+    long = dataclasses.replace(member, train=dataclasses.replace(
+        member.train, steps=max(member.train.steps, WARMUP_STEPS + REPEATS * steps + 1), stop_loss=None))
+    runs = [MemberRun(dataclasses.replace(long, seed=long.seed + i)) for i in range(stack)]
+    trainer = runs[0] if stack == 1 else StackedRun(runs)
+    return _timed_steps(trainer, steps, runs[0].device)
+
+
+def calibrate(model: CostModel, members: list[MemberConfig], stacks: bool = False,
+              budget_s: float = 60.0) -> int:
+    """Time each distinct shape of `members` not yet known (alone; with `stacks`, also a stack
+    of STACK_PROBE where members can stack), largest models first, within `budget_s`; the
+    rest keep the FLOP estimate. Returns how many shapes were measured."""
+    import torch
+
+    from icl_core.stacked import stack_key
+
+    shapes: dict[str, MemberConfig] = {}
+    for member in members:
+        if member.model.trainable and member.train.steps:
+            shapes.setdefault(shape_key(member), member)
+    todo = [m for k, m in shapes.items() if k not in model.table]
+    todo.sort(key=step_cost_flops, reverse=True)
+    deadline, done = time.monotonic() + budget_s, 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, model.threads))  # the trial's threads, not the driver's
+    try:
+        for member in todo:
+            if time.monotonic() > deadline:
+                break
+            stacked = {STACK_PROBE: measure(member, STACK_PROBE)} \
+                if stacks and stack_key(member) else None
+            model.learn(member, measure(member), stacked)
+            done += 1
+    finally:
+        torch.set_num_threads(threads)
+    return done
+
+
+def learn_from_rows(model: CostModel, rows) -> int:
+    """Step times of finished rows (a Polars frame with config_json, step_time_s, stack_size,
+    device_type, threads): the median per shape and stack size, on this model's device kind
+    (and thread count on CPUs). Returns how many shapes were learned."""
+    from icl_core.config import resolve_member
+
+    kind = "cuda" if model.on_gpu else "cpu"
+    need = {"config_json", "step_time_s", "stack_size", "device_type", "threads"}
+    if rows is None or not need <= set(rows.columns):
+        return 0
+    times: dict[tuple[str, int], list[float]] = {}
+    members: dict[str, MemberConfig] = {}
+    columns = ("config_json", "step_time_s", "stack_size", "device_type", "threads")
+    for config, step, size, device, threads in rows.select(columns).unique().iter_rows():
+        if step is None or device != kind or (kind == "cpu" and threads != model.threads):
+            continue
+        member = resolve_member(json.loads(config))
+        key = shape_key(member)
+        members[key] = member
+        times.setdefault((key, int(size or 1)), []).append(float(step))
+    for (key, size), values in times.items():
+        median = statistics.median(values)
+        if size == 1:
+            model.learn(members[key], alone=median, source="rows")
+        else:
+            model.learn(members[key], stacked={size: median}, source="rows")
+    return len({k for k, _ in times})
