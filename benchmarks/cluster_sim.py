@@ -377,6 +377,11 @@ def report(trials, devices: int, kw, unit: str) -> None:
     hours = sum(t.seconds for t in trials) / 3600
     print(f"\n{unit}-h: share x estimated hours, start-ups excluded; the planner's own total "
           f"(every trial on a whole device, one after another): {hours:,.1f} h")
+    pool = simulate(trials, devices, "pool", **kw)
+    member = max(t.longest_member_s or t.seconds for t in trials) + kw.get("startup_s", 10.0)
+    target = max(pool.work_s / devices, member)
+    print(f"with every member its own trial (same work): max(work / {unit}s, longest member) = "
+          f"{target / 3600:,.2f} h; today's pool is {pool.makespan_s / target:.2f}x that")
     print("longest trials (they bound the pool's makespan):")
     for t in sorted(trials, key=lambda t: -t.seconds)[:5]:
         alone = f"; its longest member alone {t.longest_member_s / 3600:.2f} h" if (
@@ -389,29 +394,35 @@ def main(argv: list[str] | None = None) -> int:
     from icl_core.catalog import sweep_names
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="paper")
-    parser.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 256])
-    parser.add_argument("--cpus", type=int, default=None,
-                        help="simulate a CPU machine with this many cores instead of GPUs")
-    parser.add_argument("--only", nargs="+", default=None, metavar="SWEEP[/STUDY]")
-    parser.add_argument("--failure-rate", type=float, default=0.0, help="per trial-hour")
-    parser.add_argument("--startup-s", type=float, default=10.0)
-    parser.add_argument("--restart-s", type=float, default=30.0)
-    parser.add_argument("--seed", type=int, default=0)
+    add = parser.add_argument
+    add("--preset", default="paper")
+    add("--gpus", type=int, nargs="+", default=[8, 64, 256])
+    add("--cpus", type=int, help="simulate a CPU machine with this many cores instead of GPUs")
+    add("--only", nargs="+", metavar="SWEEP[/STUDY]")
+    for flag, default in (("failure-rate", 0.0), ("startup-s", 10.0), ("restart-s", 30.0)):
+        add(f"--{flag}", type=float, default=default)  # failure rate: per trial-hour
+    add("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     kw = {"startup_s": args.startup_s, "failure_rate": args.failure_rate,
           "restart_s": args.restart_s, "seed": args.seed}
+    start = time.perf_counter()
     names = sorted({o.split("/")[0] for o in args.only}) if args.only else sweep_names()
-    clusters = [(0, args.cpus)] if args.cpus else [(g, None) for g in args.gpus]
-    for gpus, cpus in clusters:
+    for name in names:
+        _plans(name, args.preset)
+    print(f"make_plans of {len(names)} sweep file(s) [{args.preset}]: "
+          f"{time.perf_counter() - start:.1f} s (imports included)")
+    for gpus, cpus in [(0, args.cpus)] if args.cpus else [(g, None) for g in args.gpus]:
         start = time.perf_counter()
         trials = plan_trials_for(names, args.preset, gpus, cpus, args.only)
         planned = time.perf_counter() - start
         devices, unit = (gpus, "GPU") if gpus else (cpus, "CPU")
-        print(f"\n### {args.preset} preset on {devices} {unit}s "
-              f"(planned in {planned:.1f} s; failures {args.failure_rate:g}/trial-h)\n")
+        print(f"\n### {args.preset} preset on {devices} {unit}s (plan_trials and estimates: "
+              f"{planned:.1f} s; failures {args.failure_rate:g} per trial-hour)\n")
         start = time.perf_counter()
         report(trials, devices, kw, unit)
+        if not gpus:  # to compare with a measured `python sweeps/X.py --preset cpu`
+            by = simulate(trials, devices, "by_study", **kw).makespan_s
+            print(f"predicted wall time, study by study as the sweep files run: {by:.0f} s")
         print(f"(simulated in {time.perf_counter() - start:.1f} s)")
     return 0
 
