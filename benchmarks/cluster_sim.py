@@ -7,7 +7,8 @@
 The interface is small so that a calibrated cost model, cost-balanced packing or a one-pool
 launcher can be swapped in: a trial is a `SimTrial` (study, estimated seconds, GPU and CPU
 share), `simulate(trials, devices, policy)` returns a `SimResult`; `plan_trials_for` builds the
-trials from the real planner (icl_core.resources.plan_trials, estimate_gpu_seconds).
+trials from the real planner (benchmarks/cluster_plan.py: resources.plan_trials and
+estimate_gpu_seconds).
 
 The model (event driven, no time steps):
 - Cluster: GPU trials (any trial with gpu > 0) run on ceil(devices / gpus_per_node) nodes of
@@ -259,98 +260,17 @@ def simulate(trials: list[SimTrial], devices: int, policy: str = "pool", *,
         busy_s=run.busy, work_s=work, failures=run.failures, lost_s=run.lost, spans=run.spans)
 
 
-# ------------------------------------------------------------ trials from the real planner
-def estimate_cpu_seconds(members, threads: float = 1.0) -> float:
-    """Wall time of `members` trained one after another on `threads` CPU cores (what
-    `--stack auto` does on a CPU): the GPU rate model's per-step and per-evaluation floors
-    (eager dispatch, icl_core.resources) with the FLOPs paid at resources.CPU_FLOPS per core."""
-    from icl_core import resources as r
-    from icl_core.flops import step_flops, step_shape
-
-    rate = r.CPU_FLOPS * max(threads, 1.0)
-    total = 0.0
-    for member in members:
-        cfg, ev, shape = member.train, member.eval, step_shape(member)
-        step = max(r.STEP_FLOOR_S + r.LAYER_PASS_S * shape.layers, step_flops(member) / rate)
-        if cfg.optimizer == "lbfgs":
-            pairs = r._lbfgs_mean_history(cfg.steps * cfg.lbfgs_max_iter, cfg.lbfgs_history)
-            step = cfg.lbfgs_max_iter * (step + 2 * pairs * r.LBFGS_PAIR_S)
-        evaluations = 1 + ((cfg.steps - 1) // ev.every if ev.every and cfg.steps else 0)
-        floor = math.ceil(ev.n_prompts / ev.chunk) * (
-            r.EVAL_FLOOR_S + r.LAYER_PASS_S / 3 * shape.eval_layers)
-        forward = 2.0 * shape.eval_params * shape.seq * ev.n_prompts / rate
-        passes = 1 + max(ev.infer_steps, default=0)
-        total += r.STACK_OVERHEAD_S + cfg.steps * step
-        total += evaluations * len(ev.grid) * passes * max(floor, forward)
-    return total
-
-
-def _checkpoint_s(members, seconds: float) -> float:
-    """Seconds between a trial's checkpoints: its estimate over its checkpoints (one every
-    train.checkpoint_every steps of each member or stack)."""
-    from icl_core.stacked import stack_key
-
-    stacks = {stack_key(m) or m.hash: m for m in members}.values()
-    count = sum(math.ceil(m.train.steps / m.train.checkpoint_every) for m in stacks)
-    return seconds / max(count, 1)
-
-
-_PLANS: dict = {}
-
-
-def _plans(name: str, preset: str):
-    """(sweep, its Plans for `preset`, parsed default options); planned once per process."""
-    from icl_core.catalog import load_sweep
-    from icl_core.cli import build_parser
-    from icl_core.orchestrate import make_plans
-
-    if (name, preset) not in _PLANS:
-        sweep = load_sweep(name)
-        args = build_parser(sweep).parse_args(["--preset", preset, "--dry-run"])
-        _PLANS[name, preset] = (sweep, make_plans(sweep, args), args)
-    return _PLANS[name, preset]
-
-
-def _selected(label: str, only) -> bool:
-    return not only or any(label == o or label.split("/")[0] == o for o in only)
-
-
 def plan_trials_for(sweep_names, preset: str, gpus: int, cpus: float | None = None,
                     only=None) -> list[SimTrial]:
-    """SimTrials of the real planner: each sweep file's studies planned for `preset` (make_plans),
-    grid members packed into trials by plan_trials for a cluster of `gpus` GPUs (`cpus` CPUs:
-    default 192 per 8 GPUs; with gpus=0, a CPU machine, default 2), each trial's seconds from
-    estimate_gpu_seconds (on GPUs) or estimate_cpu_seconds (CPU only); a search counts as
-    num_samples one-point trials per searched point (as orchestrate.plan_gpu_seconds).
-    `only`: labels "sweep" or "sweep/study" to keep."""
-    from icl_core.orchestrate import study_trials
-    from icl_core.resources import estimate_gpu_seconds, member_resources
+    """SimTrials from the real planner (benchmarks/cluster_plan.py states how)."""
+    return _planner().plan_trials_for(SimTrial, sweep_names, preset, gpus, cpus, only)
 
-    if cpus is None:
-        cpus = 192 * math.ceil(gpus / 8) if gpus else 2
 
-    def seconds(group, res) -> float:
-        return estimate_gpu_seconds(group) if gpus else estimate_cpu_seconds(group, res.cpu)
+def _planner():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cluster_plan
 
-    out = []
-    for name in sweep_names:
-        sweep, plans, args = _plans(name, preset)
-        for plan in plans:
-            label = f"{sweep.name}/{plan.study.name}"
-            if not _selected(label, only):
-                continue
-            if plan.is_search:  # one trial per Optuna sample; none stack
-                groups = [([p], member_resources(p, gpus, plan.study.cpus_per_trial),
-                           plan.num_samples) for p in plan.members]
-            else:
-                groups = [(g, res, 1) for g, res in study_trials(plan, args, gpus, cpus)]
-            for group, res, copies in groups:
-                s = seconds(group, res)
-                alone = max(seconds([m], res) for m in group) if len(group) > 1 else s
-                trial = SimTrial(label, s, res.gpu, res.cpu, len(group), _checkpoint_s(group, s),
-                                 alone)
-                out += [trial] * copies
-    return out
+    return cluster_plan
 
 
 # ------------------------------------------------------------------------------ the table
@@ -408,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     names = sorted({o.split("/")[0] for o in args.only}) if args.only else sweep_names()
     for name in names:
-        _plans(name, args.preset)
+        _planner().sweep_plans(name, args.preset)
     print(f"make_plans of {len(names)} sweep file(s) [{args.preset}]: "
           f"{time.perf_counter() - start:.1f} s (imports included)")
     for gpus, cpus in [(0, args.cpus)] if args.cpus else [(g, None) for g in args.gpus]:
