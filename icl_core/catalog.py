@@ -1,7 +1,8 @@
 """Every sweep file in `sweeps/`, loaded by name; one plan over all of them; study manifests.
 
-    python -m icl_core.catalog --preset paper      # every study of every file, no Ray started
-    python -m icl_core.catalog --preset gpu        # ... with each study's H100 estimate
+    python -m icl_core.catalog --preset paper --plan-gpus 64     # plan every file, no Ray
+    python -m icl_core.catalog --run --preset cpu --only depth_scaling/least_squares width_scaling
+                                                   # run them as one pool of trials
 
 Sweep files are the modules of the `sweeps` package (`sweeps.<name>`), imported with importlib;
 a module is a sweep file when it defines a module-level SWEEP (helpers such as bases.py do
@@ -97,29 +98,63 @@ def study_manifests(name: str, preset: str | None = None) -> list[dict]:
     return [study_manifest(sweep, study, presets) for study in sweep.studies]
 
 
-def main(argv: list[str] | None = None) -> int:
-    from icl_core.cli import build_parser, gpu_time, print_plan
-    from icl_core.config import ConfigError
-    from icl_core.orchestrate import make_plans
+def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
+    """(sweep name, study or None) pairs of `--only sweep[/study] ...` (None: every file)."""
+    if not only:
+        return [(name, None) for name in sweep_names()]
+    out = []
+    for item in only:
+        name, _, study = item.partition("/")
+        load_sweep(name)  # an unknown file fails here, naming the valid choices
+        out.append((name, study or None))
+    return out
 
-    parser = argparse.ArgumentParser(description="Plan every sweep file (a dry run of all).")
+
+def main(argv: list[str] | None = None) -> int:
+    """Plan (default) or run (--run) every sweep file, or those of --only, as one pool."""
+    from icl_core.cli import PlanCost, build_parser, check_size, planned_cluster, print_plan
+    from icl_core.config import ConfigError
+    from icl_core.orchestrate import make_plans, run_plans
+    from icl_core.store import Store
+
+    parser = argparse.ArgumentParser(
+        description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
     parser.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)}")
-    parser.add_argument("--plan-gpus", default="0", help="plan for a cluster with N GPUs")
-    args = parser.parse_args(argv)
-    total, seconds = 0, 0.0
-    for name in sweep_names():
-        sweep = load_sweep(name)
-        sweep_args = build_parser(sweep).parse_args(
-            ["--preset", args.preset, "--dry-run", "--plan-gpus", args.plan_gpus])
+    parser.add_argument("--only", nargs="+", metavar="SWEEP[/STUDY]",
+                        help="these files or studies only (default: every file)")
+    parser.add_argument("--run", action="store_true",
+                        help="run the selected studies as one pool of trials on Ray Tune")
+    args, rest = parser.parse_known_args(argv)
+    try:
+        chosen = selected(args.only)
+        files = []
+        for name, study in chosen:
+            sweep = load_sweep(name)
+            flags = ["--preset", args.preset] + (["--study", study] if study else []) + rest
+            if not args.run:
+                flags.append("--dry-run")
+            sweep_args = build_parser(sweep).parse_args(flags)
+            files.append((sweep, make_plans(sweep, sweep_args), sweep_args))
+    except (KeyError, ConfigError) as exc:
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    if args.run:
+        from icl_core.cli import default_storage
+
+        run_args = files[0][2]
         try:
-            plans = make_plans(sweep, sweep_args)
+            check_size([p for _, plans, _ in files for p in plans], run_args)
         except ConfigError as exc:
-            print(f"error: {name}: {exc}", file=sys.stderr)
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        seconds += print_plan(sweep, plans, sweep_args)
-        total += sum(plan.trials for plan in plans)
-    print(f"all sweep files [{args.preset}]: {total} configs (grid members and search trials), "
-          f"{gpu_time(seconds)} on one H100-class GPU")
+        store = Store(run_args.storage or default_storage())
+        return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
+                         label=f"{len(files)} sweep file(s) [{args.preset}]")
+    total = PlanCost(*planned_cluster(files[0][2]))
+    for sweep, plans, sweep_args in files:
+        total.merge(print_plan(sweep, plans, sweep_args))
+    print(f"all sweep files [{args.preset}]: {total.configs} configs (grid members and search "
+          f"trials); {total.summary()}")
     return 0
 
 

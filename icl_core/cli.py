@@ -20,6 +20,7 @@ from icl_core.orchestrate import (
     run_standalone,
     study_trials,
 )
+from icl_core.schedule import SimTrial
 from icl_core.stacked import STACK_MODES
 from icl_core.study import PRESETS
 
@@ -163,9 +164,10 @@ def print_plan(sweep, plans: list[Plan], args) -> PlanCost:
         study = plan.study
         model = cost_model(gpus, max(1, int(study.cpus_per_trial)))
         estimate = plan_gpu_seconds(plan)
+        label = f"{sweep.name}/{study.name}"
         if plan.is_search:
-            trials = [(model.member_seconds(p), gpus and 1.0) for p in plan.members
-                      for _ in range(plan.num_samples)]
+            trials = [SimTrial(label, model.member_seconds(p), *member_share(p, gpus, study))
+                      for p in plan.members for _ in range(plan.num_samples)]
             cost.add(plan, estimate, trials)
             print(f"{sweep.name}/{study.name} [{args.preset}]: {plan.trials} trials "
                   f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
@@ -173,7 +175,8 @@ def print_plan(sweep, plans: list[Plan], args) -> PlanCost:
                   f"H100 -- {study.doc}")
             continue
         planned = study_trials(plan, args, gpus, cpus)
-        trials = [(t.seconds, t.res.gpu if t.res.gpu else 1.0) for t in planned]
+        trials = [SimTrial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members))
+                  for t in planned]
         cost.add(plan, estimate, trials)
         kinds = sorted({str(t.res) for t in planned})
         sizes = sorted({len(t.members) for t in planned})
@@ -190,14 +193,30 @@ def print_plan(sweep, plans: list[Plan], args) -> PlanCost:
     return cost
 
 
+STARTUP_S = 10.0  # a trial's start-up in the dry run's schedule (a Ray worker, imports)
+
+
+def device_hours(trials: list[SimTrial]) -> float:
+    """Share x seconds: a trial on 1/4 GPU for an hour is 0.25 GPU-h; on CPUs, CPUs x hours."""
+    return sum((t.gpu or t.cpu) * t.seconds for t in trials) / 3600
+
+
+def member_share(member, gpus: float, study) -> tuple[float, float]:
+    """(GPU share, CPUs) of a one-member trial (a search's)."""
+    from icl_core.resources import member_resources
+
+    res = member_resources(member, gpus, study.cpus_per_trial)
+    return res.gpu, res.cpu
+
+
 class PlanCost:
-    """The cost of a plan (one or several files): trials as (seconds, device share), the
-    H100 estimate, configs; `summary` schedules the trials longest first on the planned
-    cluster (icl_core.schedule) against the lower bound."""
+    """The cost of a plan (one or several files): its trials (icl_core.schedule.SimTrial), the
+    H100 estimate, configs; `summary` simulates them as one pool, longest first, on the
+    planned cluster (icl_core.schedule) against the lower bound."""
 
     def __init__(self, gpus: float, cpus: float):
         self.gpus, self.cpus = gpus, cpus
-        self.trials: list[tuple[float, float]] = []
+        self.trials: list[SimTrial] = []
         self.h100_s, self.configs, self.studies = 0.0, 0, 0
 
     def add(self, plan: Plan, h100_s: float, trials: list) -> None:
@@ -217,19 +236,18 @@ class PlanCost:
         return "GPU-h" if self.gpus else "CPU-h"
 
     def hours(self, trials: list) -> str:
-        return f"~{sum(s * share for s, share in trials) / 3600:.3g} {self.unit}"
+        return f"~{device_hours(trials):.3g} {self.unit} by the cost model"
 
     @property
     def device_hours(self) -> float:
-        return sum(s * share for s, share in self.trials) / 3600
+        return device_hours(self.trials)
 
     def summary(self) -> str:
-        from icl_core.schedule import place
+        from icl_core.schedule import simulate
 
         devices = max(1, int(self.gpus or self.cpus))
         where = f"{self.gpus:g} GPU(s)" if self.gpus else f"{self.cpus:g} CPU(s), no GPU"
-        ordered = sorted(self.trials, key=lambda t: -t[0])
-        sched = place(ordered, devices)
+        sched = simulate(self.trials, devices, "pool", startup_s=STARTUP_S)
         return (f"{len(self.trials)} trials in {self.studies} studies: {self.device_hours:.3g} "
                 f"{self.unit} of work; on {where}, one pool longest first: "
                 f"~{sched.makespan_s / 3600:.3g} h wall, utilisation "

@@ -92,6 +92,7 @@ class Progress(Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
+        self.running.discard(trial.trial_id)
         self._print(force=self.done == self.total)
         self._ended(trial)
 
@@ -103,6 +104,7 @@ class Progress(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.failed += 1
+        self.running.discard(trial.trial_id)
         self._print(force=True)
         self._ended(trial)
 

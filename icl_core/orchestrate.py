@@ -121,6 +121,15 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     started = init_ray(args.address)
     print(f"storage: {store.uri}", flush=True)
     provenance = driver_provenance()
+    try:
+        check_storage_reach(store.uri, node_hosts())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if started:
+            import ray
+
+            ray.shutdown()
+        return 2
     grids = [(sweep, p) for sweep, plans in files for p in plans if not p.is_search]
     label = label or files[0][0].name
     tune_dir = f"{store.uri}/{files[0][0].name if len(files) == 1 else '_pool'}/tune"
@@ -170,6 +179,48 @@ def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
 def write_manifest(store, sweep, study) -> None:
     """The study's manifest (every preset's plan) into the store, before it runs."""
     store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
+
+
+SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
+             "cephfs", "glusterfs", "wekafs", "fuse.")  # fuse.*: gcsfuse, s3fs, juicefs, ...
+
+
+def node_hosts() -> set[str]:
+    """The addresses of the Ray cluster's alive nodes."""
+    import ray
+
+    return {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+
+
+def filesystem_type(path: str) -> str:
+    """The type of the filesystem holding `path` (the longest /proc/mounts prefix), or ''."""
+    best, kind = "", ""
+    try:
+        mounts = open("/proc/mounts").read().splitlines()
+    except OSError:
+        return ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) >= 3:
+            point = parts[1].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
+                best, kind = point, parts[2]
+    return kind
+
+
+def check_storage_reach(uri: str, hosts: set[str], fstype: str | None = None) -> None:
+    """On a cluster of several hosts every worker writes rows: a path on a node-local
+    filesystem would scatter them over the nodes, so it is refused before launch (a shared
+    filesystem or an s3:// / gs:// URI is needed). One host (a laptop, a single node, a
+    cluster simulated on one machine) takes any path."""
+    if "://" in uri or len(hosts) < 2:
+        return
+    kind = filesystem_type(uri) if fstype is None else fstype
+    if not any(kind == s or (s.endswith(".") and kind.startswith(s)) for s in SHARED_FS):
+        raise ConfigError(
+            f"--storage: {uri} is on a node-local filesystem ({kind or 'unknown'}) but the "
+            f"cluster has {len(hosts)} hosts; use a shared filesystem (NFS, Lustre, ...) "
+            "mounted on every node, or an s3:// / gs:// URI")
 
 
 def report_study(sweep, plan: Plan, store, args) -> int:

@@ -172,7 +172,7 @@ def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples
     from icl_core.catalog import load_sweep
     from icl_core.cli import build_parser
     from icl_core.orchestrate import make_plans
-    from icl_core.resources import estimate_gpu_seconds
+    from icl_core.pool import cost_model
 
     trials = sim.plan_trials_for(["depth_scaling", "hpo_lr"], "smoke", gpus=8,
                                  only=["depth_scaling/least_squares", "hpo_lr"])
@@ -188,7 +188,7 @@ def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples
     search = expected["hpo_lr/width_lr"]
     assert sum(t.study == "hpo_lr/width_lr" for t in trials) == search.trials
     one = [t for t in trials if t.study == "hpo_lr/width_lr"][0]
-    assert one.seconds == estimate_gpu_seconds(search.members[:1])
+    assert one.seconds == cost_model(8, 1).member_seconds(search.members[0])  # the cost model
     assert all(0 < t.gpu <= 1 and t.seconds > 0 for t in trials)
     on_cpu = sim.plan_trials_for(["depth_scaling"], "smoke", gpus=0, cpus=2,
                                  only=["depth_scaling/least_squares"])

@@ -85,6 +85,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "depth_scaling/least_squares [paper]: " in out and "trials (30 configs)" in out
     assert "member(s) per trial (--pack auto), one after another" in out  # CPU: no stacking
+    assert "CPU-h by the cost model" in out and "one pool longest first" in out
+    assert "lower bound" in out.splitlines()[-1]
     assert SWEEP.main(["--preset", "cpu", "--dry-run", "--pack", "1", "--study",
                        "least_squares"]) == 0
     assert "least_squares [cpu]: 15 trials (15 configs), 1 member(s) per trial (--pack 1)" \

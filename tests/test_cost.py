@@ -1,0 +1,145 @@
+"""The cost model (icl_core.cost), cost-balanced packing (icl_core.resources), the pool's
+per-study bookkeeping (icl_core.pool) and the launch size limit (icl_core.cli)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import tiny_member
+
+from icl_core import cost
+from icl_core.config import resolve_member
+from icl_core.flops import step_cost_flops, step_flops, step_shape
+from icl_core.pool import PoolStudy, StudyPool, study_rows
+from icl_core.resources import TrialResources, balanced_trials, plan_trials
+from icl_core.store import Store
+from icl_core.trainable import SPEC_KEY
+from icl_core.trial import TrialSpec, run_trial
+
+
+def member(**over):
+    return resolve_member({**tiny_member(**{k: v for k, v in over.items() if k != "seed"}),
+                           "seed": over.get("seed", 0), "device": "cpu"})
+
+
+def cpu_model(table=None) -> cost.CostModel:
+    return cost.CostModel(cost.device_label("cpu", 1), 1, table or {})
+
+
+def test_attention_t_squared_term_is_counted_and_convolutions_are_not():
+    att = member(model__depth=3, model__width=16)
+    shape = step_shape(att)
+    batch = att.train.batch_size
+    expected = 3 * 4.0 * shape.seq**2 * 16 * 3 * batch  # fwd+bwd, QK^T and AV, per layer
+    assert step_cost_flops(att) - step_flops(att) == pytest.approx(expected, rel=1e-12)
+    conv = member(model={"name": "transformer", "mixer": "baseconv", "width": 16, "depth": 3,
+                         "heads": 1})
+    assert step_cost_flops(conv) == step_flops(conv)
+
+
+def test_step_time_sources_rows_then_calibration_then_flops():
+    m = member()
+    model = cpu_model()
+    seconds, source = model.step_seconds(m)
+    assert source == "flops" and seconds > 0
+    model.learn(m, alone=0.5, stacked={4: 0.8})
+    assert model.step_seconds(m) == (0.5, "calibration")
+    assert model.step_seconds(m, 4) == (0.8, "calibration")
+    assert model.step_seconds(m, 7) == (pytest.approx(0.5 + 0.1 * 6), "calibration")  # linear
+    assert model.stack_pays(m, 4)  # 0.2 per member < 0.8 x 0.5
+    model.learn(m, alone=0.5, stacked={4: 1.9})
+    assert not model.stack_pays(m, 4)  # compute-bound: 0.475 per member, no gain
+    # a different shape (width) is not the same entry; a different seed or step count is
+    assert cost.shape_key(member(model__width=16)) != cost.shape_key(m)
+    assert cost.shape_key(member(seed=3, train__steps=999)) == cost.shape_key(m)
+
+
+def test_calibration_is_cached_per_device_and_not_measured_twice(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_CACHE", str(tmp_path))
+    model = cpu_model()
+    members = [member(seed=s) for s in range(3)] + [member(model__width=16)]
+    assert cost.calibrate(model, members) == 2  # two distinct shapes, seeds share one
+    assert all(0 < v.alone < 5 for v in model.table.values())
+    cost.save(model)
+    again = cost.load(model.device, 1)
+    assert again.table == model.table
+    assert cost.calibrate(again, members) == 0  # known shapes are not measured again
+    assert cost.load(cost.device_label("cpu", 2), 2).table == {}  # other threads: other entry
+    data = json.loads((tmp_path / "step_times.json").read_text())
+    assert list(data) == [model.device]
+
+
+def test_rows_teach_the_step_time_of_their_shape(tmp_path):
+    m = member(train__steps=20)
+    run_trial(TrialSpec("s", "st", str(tmp_path), [m.to_dict()], hashes=[m.hash]))
+    rows = study_rows(Store(str(tmp_path)), "s", "st")
+    model = cpu_model()
+    assert cost.learn_from_rows(model, rows) == 1
+    seconds, source = model.step_seconds(m)
+    measured = rows["step_time_s"][0]
+    assert source == "rows" and seconds == pytest.approx(measured)
+    assert cost.learn_from_rows(cost.CostModel("cuda|x", 1), rows) == 0  # other device kind
+
+
+def test_balanced_packing_longest_first_to_the_target():
+    res = TrialResources(cpu=1, gpu=0.0)
+    many = [member(seed=s) for s in range(40)]
+    model = cpu_model({cost.shape_key(many[0]): cost.StepTime(alone=1e-4)})
+    # tiny members: one trial per slot (start-up paid twice, not 40 times)
+    trials = balanced_trials(many, res, slots=2, stack="auto", cost=model, target_s=180)
+    assert sorted(len(t.members) for t in trials) == [20, 20]
+    # members of ~60 s each (steps x step time): ceil(40 x 60 / 180) = 14 trials
+    long = [member(seed=s, train__steps=60_000) for s in range(40)]
+    model = cpu_model({cost.shape_key(long[0]): cost.StepTime(alone=1e-3)})
+    each = model.member_seconds(long[0])
+    trials = balanced_trials(long, res, slots=2, stack="auto", cost=model, target_s=180)
+    assert len(trials) == -(-round(40 * each) // 180)
+    loads = [t.seconds for t in trials]
+    assert max(loads) - min(loads) <= each + 1e-9  # LPT: loads within one member
+    assert loads == sorted(loads, reverse=True)  # longest first
+    assert sorted(m.seed for t in trials for m in t.members) == list(range(40))
+    # a member that alone exceeds the target is a trial of its own
+    trials = balanced_trials(long[:3], res, 2, "auto", model, target_s=each / 2)
+    assert [len(t.members) for t in trials] == [1, 1, 1]
+
+
+def test_stacks_only_where_the_cost_model_says_they_pay():
+    seeds = [resolve_member({**tiny_member(), "seed": s}) for s in range(4)]
+    res = TrialResources(cpu=1, gpu=0.125)
+    key = cost.shape_key(seeds[0])
+    gpu = cost.CostModel("cuda|test", 1, {key: cost.StepTime(alone=0.01, stacked={4: 0.012})})
+    trials = balanced_trials(seeds, res, slots=8, stack="auto", cost=gpu, target_s=900)
+    assert [len(t.members) for t in trials] == [4] and trials[0].stack == "auto"  # one stack
+    bound = cost.CostModel("cuda|test", 1, {key: cost.StepTime(alone=0.01, stacked={4: 0.04})})
+    trials = balanced_trials(seeds, res, slots=8, stack="auto", cost=bound, target_s=900)
+    assert len(trials) == 4 and {t.stack for t in trials} == {"never"}  # one member each
+    # --pack auto through plan_trials takes the same cost model
+    assert len(plan_trials(seeds, 1, 1, "auto", 2, cost=gpu)) == 1
+
+
+def test_a_pool_reports_each_study_once_as_soon_as_its_own_trials_end():
+    reported = []
+    a, b = (PoolStudy(type("S", (), {"name": "f"})(), type("P", (), {"study": type(
+        "St", (), {"name": n})()})(), trials=[object()] * k) for n, k in (("a", 1), ("b", 2)))
+    pool = StudyPool([a, b], report=lambda s: reported.append(s.label) or (s.label == "f/b"))
+    for spec, study, seconds in (("x", a, 5.0), ("y", b, 50.0), ("z", b, 40.0)):
+        pool.add(spec, study, seconds)
+    assert pool.total_seconds == 95.0 and pool.seconds({SPEC_KEY: "y"}) == 50.0
+    pool.trial_ended({SPEC_KEY: "y"})
+    assert reported == [] and "f/b 1/2" in pool.counts()
+    pool.trial_ended({SPEC_KEY: "x"})
+    assert reported == ["f/a"]  # a's only trial ended: a is reported while b still runs
+    pool.trial_ended({SPEC_KEY: "z"})
+    pool.finish(a)
+    pool.finish(b)
+    assert reported == ["f/a", "f/b"] and pool.status == 1  # once each; b's status kept
+
+
+def test_a_plan_above_the_limits_needs_yes_and_starts_nothing(tmp_path, capsys):
+    from sweeps.depth_scaling import SWEEP
+
+    code = SWEEP.main(["--preset", "paper", "--storage", str(tmp_path), "--no-figures"])
+    err = capsys.readouterr().err
+    assert code == 2 and "pass --yes to launch it" in err and "H100-hours" in err
+    assert not any(tmp_path.iterdir())
