@@ -249,3 +249,43 @@ def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
         choice.trials.append((xv, label))
         choice.variance_after.append(scores[best][0])
     return choice
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m analysis.adaptive --sweep S --study T --x model.depth [--form power]: a study's
+    measured members, the goal widths (exponent; forecast with --at) and its device-hours."""
+    import argparse
+
+    from analysis.store import MissingResults, read_rows
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.adaptive", description=(
+        "Where a study stands on an adaptive goal (compare a dense grid with an adaptive run)."))
+    parser.add_argument("--storage", default="results")
+    parser.add_argument("--sweep", required=True)
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
+    parser.add_argument("--form", default="power", choices=sorted(FORMS))
+    parser.add_argument("--at", type=float, default=None, help="forecast goal: the x")
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows, _ = read_rows(args.storage, args.sweep, args.study)
+    except MissingResults as exc:
+        print(f"error: {exc}")
+        return 2
+    x, y, _ = member_points(rows, args.x)
+    hours = rows.group_by("config_hash").agg(pl.col("wall_time_s").first())["wall_time_s"]
+    goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
+    print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "
+          f"({x.size} measured), {float(hours.fill_null(0).sum()) / 3600:.4f} device-hours")
+    for goal in goals:
+        width = assess(x, y, goal, args.form).width
+        what = "exponent 95% CI width" if goal.kind == "exponent" else \
+            f"log10 width of the 90% band at {goal.at:g}"
+        print(f"  {args.form}: {what} {width:.4g}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

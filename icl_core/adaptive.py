@@ -321,7 +321,19 @@ def _parser(sweep: str, adaptives: list[Adaptive]):
     add("--dry-run", action="store_true", help="show round 0 and the budget, run nothing")
     add("--max-concurrent", type=int, default=None)
     add("--max-rounds", type=int, default=None, help="rounds to run in this call (resumable)")
+    add("--target", type=float, default=None, help="override the goal's target width")
+    add("--budget-trials", type=int, default=None, help="override the budget in trials")
     return parser
+
+
+def with_overrides(adaptive: Adaptive, preset: str, args) -> Adaptive:
+    """The declaration with the command line's --target / --budget-trials for this preset."""
+    over = dict(adaptive.presets.get(preset, {}))
+    if args.target is not None:
+        over["goal"] = dataclasses.replace(over.get("goal", adaptive.goal), target=args.target)
+    if args.budget_trials is not None:
+        over["budget_trials"] = args.budget_trials
+    return dataclasses.replace(adaptive, presets={**adaptive.presets, preset: over})
 
 
 def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -> int:
@@ -332,7 +344,8 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
     from icl_core.config import ConfigError
 
     args = _parser(sweep, adaptives).parse_args(argv)
-    chosen = [a for a in adaptives if args.study in (None, a.name)]
+    chosen = [with_overrides(a, args.preset, args) for a in adaptives
+              if args.study in (None, a.name)]
     if not chosen:
         print(f"error: --study: unknown {args.study!r}; valid choices: "
               f"{', '.join(a.name for a in adaptives)}", file=sys.stderr)

@@ -146,3 +146,18 @@ def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path
     rows, _ = read_rows(str(tmp_path), "adaptive_depth", "least_squares_adaptive")
     assert set(rows["model.depth"].unique().to_list()) <= {1, 2, 3}
     assert rows["status"].unique().to_list() == ["ok"]
+
+
+def test_status_command_reads_a_store(tmp_path, capsys):
+    from analysis.adaptive import main
+
+    store = Store(str(tmp_path))
+    for x in (1.0, 8.0, 64.0):
+        for seed in (0, 1):
+            write_member(store, x, seed)
+    argv = ["--storage", str(tmp_path), "--sweep", SWEEP, "--study", STUDY, "--x", "model.depth"]
+    assert main(argv + ["--at", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials (6 measured), 0.0017 device-hours" in out
+    assert "exponent 95% CI width" in out and "band at 256" in out
+    assert main(argv[:4] + ["--study", "none", "--x", "model.depth"]) == 2
