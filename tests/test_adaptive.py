@@ -1,0 +1,163 @@
+"""Adaptive studies (analysis.adaptive, icl_core.adaptive) on real Parquet row stores and a real
+Ray: synthetic laws y = a x^-b with log-normal seed noise written with the row writer
+(icl_core.store) for the design; the smoke preset of sweeps/adaptive_depth.py for the driver.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from analysis.adaptive import Goal, assess, choose, lattice, member_points
+from analysis.store import read_rows
+from icl_core.store import Store, rows_table
+
+SWEEP, STUDY = "adapt", "law"
+A, B, SIGMA = 2.0, 1.2, 0.3
+CANDIDATES = lattice(1, 64, 10, integer=True)
+
+
+def measured(x: float, seed: int) -> float:
+    """The law's value at (x, seed): the same draw whichever design asks for it."""
+    rng = np.random.default_rng([int(x * 1000), int(seed), 7])
+    return A * x ** -B * math.exp(SIGMA * rng.normal())
+
+
+def write_member(store: Store, x: float, seed: int) -> None:
+    h = f"x{x:g}s{seed}"
+    rows = [{"metric": "mse", "statistic": "median", "value": measured(x, seed), "step": 100,
+             "predictor": "model", "position": 20, "test_dist": "train"}]
+    constants = {"sweep": SWEEP, "study": STUDY, "trial_id": h, "member": 0, "config_hash": h,
+                 "seed": seed, "status": "ok", "reason": None, "model.depth": x,
+                 "wall_time_s": 1.0}
+    store.write_rows(store.rows_path(SWEEP, STUDY, h), rows_table(rows, constants))
+
+
+def points(store: Store):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows, _ = read_rows(store.uri, SWEEP, STUDY)
+    return member_points(rows, "model.depth")
+
+
+def trials_to_target(store: Store, goal: Goal, rounds) -> tuple[int, float]:
+    """Write each round's trials and read them back until the goal is met: (trials, width)."""
+    n, width = 0, math.inf
+    for batch in rounds:
+        for x, seed in batch(store):
+            write_member(store, x, seed)
+            n += 1
+        x, y, _ = points(store)
+        assert x.size == n  # every trial is a new config read back from Parquet
+        width = assess(x, y, goal).width
+        if width <= goal.target or n >= 200:
+            return n, width
+    return n, width
+
+
+def test_lattice_and_goal_checks():
+    assert lattice(1, 64, 10, integer=True).tolist() == [1, 2, 3, 4, 6, 10, 16, 25, 40, 64]
+    assert lattice(1, 3, 10, integer=True).tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match="at="):
+        Goal("forecast", 0.1)
+    with pytest.raises(ValueError, match="valid choices"):
+        Goal("slope", 0.1)
+
+
+def test_design_reaches_the_ci_target_with_half_the_trials_of_a_dense_grid(tmp_path):
+    goal = Goal("exponent", target=0.15)
+
+    def dense_rounds():  # one more seed at every lattice point per round
+        for seed in range(20):
+            yield lambda store, s=seed: [(float(x), s) for x in CANDIDATES]
+
+    def adaptive_rounds():
+        yield lambda store: [(x, s) for x in (1.0, 8.0, 64.0) for s in (0, 1)]
+        for _ in range(60):
+            yield lambda store: choose(*points(store), CANDIDATES, goal, 3, seed=0).trials
+
+    dense, dense_width = trials_to_target(Store(str(tmp_path / "dense")), goal, dense_rounds())
+    adaptive, width = trials_to_target(Store(str(tmp_path / "adaptive")), goal,
+                                       adaptive_rounds())
+    assert dense_width <= goal.target and width <= goal.target
+    assert adaptive <= 0.5 * dense, (
+        f"adaptive design needed {adaptive} trials to reach b's CI width <= {goal.target} "
+        f"(width {width:.3f}); the dense grid ({CANDIDATES.size} points) needed {dense} "
+        f"(width {dense_width:.3f})")
+
+
+def test_choice_is_deterministic_for_a_seed_and_goes_where_the_law_is_uncertain():
+    x = np.repeat([1.0, 8.0, 64.0], 2)
+    seeds = np.tile([0, 1], 3)
+    y = np.array([measured(a, s) for a, s in zip(x, seeds, strict=True)])
+    exponent = Goal("exponent", 0.1)
+    first = choose(x, y, seeds, CANDIDATES, exponent, 4, seed=3)
+    again = choose(x, y, seeds, CANDIDATES, exponent, 4, seed=3)
+    assert first.trials == again.trials and first.variance_after == again.variance_after
+    # a slope is pinned by the ends of the range: most trials go there
+    ends = sum(t[0] in (1.0, 64.0) for t in first.trials)
+    assert ends >= 3, first.trials
+    # each trial is a new seed at its x: (x, seed) never repeats a measured or chosen one
+    taken = set(zip(x.tolist(), seeds.tolist(), strict=True))
+    assert all(t not in taken for t in first.trials)
+    assert len(set(first.trials)) == len(first.trials)
+    # a forecast far beyond the data is pinned by the largest x first
+    forecast = choose(x, y, seeds, CANDIDATES, Goal("forecast", 0.1, at=256), 2, seed=3)
+    assert forecast.trials[0][0] == 64.0, forecast.trials
+    assert forecast.variance_after[0] < forecast.variance_now
+
+
+# ---------------------------------------------------------------- the driver on real Ray
+
+
+def row_mtimes(root) -> dict[str, float]:
+    folder = root / "adaptive_depth" / "least_squares_adaptive" / "rows"
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.parquet")}
+
+
+def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path, capsys):
+    from icl_core.adaptive import main, read_log, run_adaptive
+    from sweeps.adaptive_depth import ADAPTIVE, LEAST_SQUARES_ADAPTIVE
+
+    store = Store(str(tmp_path))
+    assert main("adaptive_depth", ADAPTIVE, ["--preset", "smoke", "--dry-run",
+                                              "--storage", str(tmp_path)]) == 0
+    assert "round 0: 3 trials" in capsys.readouterr().out and not row_mtimes(tmp_path)
+
+    log = run_adaptive("adaptive_depth", LEAST_SQUARES_ADAPTIVE, "smoke", store, max_rounds=2)
+    done = [r for r in log["rounds"] if r["done"]]
+    assert [r["round"] for r in done] == [0, 1]
+    assert done[0]["ran"] == 3 and done[1]["ran"] == 2  # budget 6: one trial left
+    assert log["stopped"].startswith("paused")
+    first = row_mtimes(tmp_path)
+    assert len(first) == 5
+    on_disk = read_log(store, "adaptive_depth", "least_squares_adaptive")
+    assert on_disk["rounds"][-1]["done"] is False  # round 2 planned, not run: resumable
+
+    log = run_adaptive("adaptive_depth", LEAST_SQUARES_ADAPTIVE, "smoke", store)
+    after = row_mtimes(tmp_path)
+    assert len(after) == 6 and log["stopped"] == "budget spent"
+    assert {k: after[k] for k in first} == first  # finished configs were not rerun
+    last = log["rounds"][-1]
+    assert last["round"] == 2 and last["ran"] == 1 and last["after"]["spent_trials"] == 6
+    rows, _ = read_rows(str(tmp_path), "adaptive_depth", "least_squares_adaptive")
+    assert set(rows["model.depth"].unique().to_list()) <= {1, 2, 3}
+    assert rows["status"].unique().to_list() == ["ok"]
+
+
+def test_status_command_reads_a_store(tmp_path, capsys):
+    from analysis.adaptive import main
+
+    store = Store(str(tmp_path))
+    for x in (1.0, 8.0, 64.0):
+        for seed in (0, 1):
+            write_member(store, x, seed)
+    argv = ["--storage", str(tmp_path), "--sweep", SWEEP, "--study", STUDY, "--x", "model.depth"]
+    assert main(argv + ["--at", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials (6 measured), 0.0017 device-hours" in out
+    assert "exponent 95% CI width" in out and "band at 256" in out
+    assert main(argv[:4] + ["--study", "none", "--x", "model.depth"]) == 2
