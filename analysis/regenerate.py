@@ -5,7 +5,7 @@
 
 What it needs of each study (its figure and figure arguments, grid axes, the plan of each
 preset) comes from the study's manifest, `<storage>/<sweep>/<study>/study.json`, which a sweep
-run writes beside the rows (icl_core.orchestrate.study_manifest); analysis never imports the
+run writes beside the rows (icl_core.report.study_manifest); analysis never imports the
 orchestration. Stores written before manifests existed (or rows written without a sweep run):
 `python -m icl_core.regenerate` takes the same arguments and reads the studies from the sweep
 files instead (it passes `lookup`, icl_core.catalog.study_manifests, to `regenerate` / `main`).

@@ -453,7 +453,7 @@ def part_c(args, calib: dict, ray_scope: RayScope, runner: SweepRunner) -> dict:
 
 
 def part_d(args, ray_scope: RayScope, runner: SweepRunner) -> dict:
-    from icl_core.orchestrate import cluster_gpus
+    from icl_core.pool import cluster_gpus
 
     ray_scope.need(args.num_cpus)
     sizes = [int(s) for s in args.sizes_d.split(",")]

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl_core.catalog import load_sweep  # noqa: E402
 from icl_core.config import flatten  # noqa: E402
-from icl_core.orchestrate import write_manifest  # noqa: E402
 from icl_core.provenance import driver_provenance  # noqa: E402
+from icl_core.report import write_manifest  # noqa: E402
 from icl_core.stacked import stack_key  # noqa: E402
 from icl_core.store import Store  # noqa: E402
 from icl_core.study import Study  # noqa: E402

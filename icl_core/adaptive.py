@@ -169,7 +169,7 @@ def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, sto
     """Run the members without a row file through Ray Tune, one member per trial; returns how
     many ran (a finished config is never rerun)."""
     from icl_core.launch import run_tune
-    from icl_core.orchestrate import cluster_gpus
+    from icl_core.pool import cluster_gpus
     from icl_core.resources import member_resources
     from icl_core.trial import TrialSpec
 

@@ -88,7 +88,7 @@ def load_sweep(name: str) -> Sweep:
 def study_manifests(name: str, preset: str | None = None) -> list[dict]:
     """The manifests of a sweep file's studies, built from the file (expected plans: `preset`
     only): the fallback of analysis.regenerate for stores without manifests."""
-    from icl_core.orchestrate import study_manifest
+    from icl_core.report import study_manifest
 
     try:
         sweep = load_sweep(name)

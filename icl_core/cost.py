@@ -10,7 +10,7 @@ first:
    steps, then the best of REPEATS timings of CALIBRATION_STEPS), alone and, where members can stack, as a stack of
    `STACK_PROBE` members; cached per device, dtype and threads in
    $ICL_CACHE/step_times.json (else ~/.cache/icl_core), like the matmul peak;
-3. **FLOPs**: on a GPU the planner's H100 rate model (icl_core.resources), on a CPU
+3. **FLOPs**: on a GPU the planner's H100 rate model (GPU_RATE below; icl_core.resources), on a CPU
    `step_cost_flops` (6 x params x tokens plus attention's T^2 term) at CPU_FLOPS per thread
    with a launch floor per layer pass.
 
@@ -44,6 +44,12 @@ CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records
 CPU_LAYER_PASS_S = 2e-4  # eager PyTorch on a CPU: per layer pass, forward and backward
 MEMBER_OVERHEAD_S = 1.0  # build, baselines, rows, per member
 STACK_GAIN = 0.8  # a stack pays when its time per member is below this share of alone
+# The H100 rate model (its derivation: icl_core.resources, above estimate_gpu_seconds):
+GPU_PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
+GPU_UTILISATION = 0.3
+GPU_RATE = {k: v * GPU_UTILISATION for k, v in GPU_PEAK.items()}
+STEP_FLOOR_S = 2e-3
+LAYER_PASS_S = 0.75e-3
 
 
 def shape_key(member: MemberConfig) -> str:
@@ -108,12 +114,10 @@ class CostModel:
         return self._flop_step(member, stack), "flops"
 
     def _flop_step(self, member: MemberConfig, stack: int) -> float:
-        from icl_core import resources
-
         shape = step_shape(member)
         if self.on_gpu:
-            rate = resources.GPU_RATE[member.dtype]
-            floor = resources.STEP_FLOOR_S + resources.LAYER_PASS_S * shape.layers
+            rate = GPU_RATE[member.dtype]
+            floor = STEP_FLOOR_S + LAYER_PASS_S * shape.layers
             return max(floor, stack * step_cost_flops(member) / rate)
         compute = step_cost_flops(member) / (CPU_FLOPS * max(self.threads, 1))
         return stack * (CPU_LAYER_PASS_S * shape.layers + compute)

@@ -5,21 +5,20 @@ config validated before anything starts); `run_plans` starts or joins Ray and ru
 of one or several sweep files: every grid study's unfinished members in one pool of
 cost-balanced trials (icl_core.pool), then each search's Optuna trials (`run_search`); or
 searches without Ray (`run_standalone`, --optuna-journal). Each study
-writes its manifest beside its rows first (`write_manifest`: what analysis needs of a study,
-so analysis never imports this module), and finishes with its statuses reported and its
-figure drawn (`report_statuses`). The command line (icl_core.cli) parses and reports only.
+writes its manifest beside its rows first and finishes with its statuses reported and its
+figure drawn (icl_core.report). The command line (icl_core.cli) parses and reports only.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 
-from icl_core.config import ConfigError, to_plain
+from icl_core.config import ConfigError
+from icl_core.pool import cluster_cpus, cluster_gpus  # noqa: F401  (the CLI plans with them)
+from icl_core.report import write_manifest
 from icl_core.search import Search
-from icl_core.study import PRESETS
 
 # (flag, other flag, why they cannot go together): refused before anything starts
 CONFLICTS = (
@@ -76,20 +75,6 @@ def make_plans(sweep, args) -> list[Plan]:
         else:
             plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
     return plans
-
-
-def cluster_gpus() -> float:
-    import ray
-
-    return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
-
-
-def cluster_cpus() -> float:
-    import ray
-
-    if ray.is_initialized():
-        return float(ray.cluster_resources().get("CPU", 1))
-    return float(os.cpu_count() or 1)
 
 
 def study_trials(plan: Plan, args, gpus: float, cpus: float, members=None) -> list:
@@ -152,35 +137,6 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     return exit_code
 
 
-def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
-    """What analysis needs of a study, written beside its rows when it runs (read by
-    analysis.regenerate, which never imports this module): its place in the sweep file, kind,
-    figure and figure arguments, grid axes (a zipped axis as a list of keys), doc, and per
-    preset the sorted config hashes of its plan ("expected"; grid studies only). `strict`:
-    a preset that does not expand raises; otherwise it is recorded as None."""
-    search = isinstance(study, Search)
-    expected = {}
-    for preset in presets if not search else ():
-        try:
-            expected[preset] = sorted(m.hash for m in study.members(preset))
-        except ConfigError:
-            if strict:
-                raise
-            expected[preset] = None
-    return {
-        "sweep": sweep.name, "study": study.name, "order": sweep.studies.index(study),
-        "kind": "search" if search else "grid", "figure": study.figure,
-        "figure_args": to_plain(study.figure_args),
-        "grid": [list(k) if isinstance(k, tuple) else k for k in study.grid],
-        "doc": study.doc, "expected": expected,
-    }
-
-
-def write_manifest(store, sweep, study) -> None:
-    """The study's manifest (every preset's plan) into the store, before it runs."""
-    store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
-
-
 SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
              "cephfs", "glusterfs", "wekafs", "fuse.")  # fuse.*: gcsfuse, s3fs, juicefs, ...
 
@@ -221,42 +177,6 @@ def check_storage_reach(uri: str, hosts: set[str], fstype: str | None = None) ->
             f"--storage: {uri} is on a node-local filesystem ({kind or 'unknown'}) but the "
             f"cluster has {len(hosts)} hosts; use a shared filesystem (NFS, Lustre, ...) "
             "mounted on every node, or an s3:// / gs:// URI")
-
-
-def report_study(sweep, plan: Plan, store, args) -> int:
-    """A grid study's statuses, figure and fit report, once its trials are done; never
-    raises (a study's report must not end the pool's other studies)."""
-    study = plan.study
-    label = f"{sweep.name}/{study.name}"
-    try:
-        statuses = store.member_status(sweep.name, study.name, [m.hash for m in plan.members])
-        return report_statuses(label, statuses, sweep, study, store, args)
-    except Exception as exc:
-        print(f"[{label}] report failed: {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
-        return 1
-
-
-def report_statuses(label, statuses, sweep, study, store, args) -> int:
-    kinds = ("ok", "diverged", "pruned", "failed", "missing")
-    counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
-    print(f"[{label}] finished: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "pruned"),
-          flush=True)
-    for h, (status, reason) in statuses.items():
-        if status in ("failed", "diverged", "missing"):
-            print(f"[{label}]   {status} {h}: {reason}", flush=True)
-    failed_figure = False
-    if study.figure and not args.no_figures and counts["ok"]:
-        from analysis.regenerate import regenerate
-
-        try:
-            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
-        except Exception as exc:  # the rows are stored; say what failed and how to retry
-            failed_figure = True
-            print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
-                  f"python -m analysis.regenerate {sweep.name} --study {study.name} "
-                  f"--storage {store.uri}", file=sys.stderr, flush=True)
-    return 1 if counts["failed"] or counts["missing"] or failed_figure else 0
 
 
 def search_template(sweep, plan, point, store, provenance, res):

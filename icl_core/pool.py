@@ -77,6 +77,25 @@ class StudyPool:
                    if running else "") + ", ")
 
 
+# ------------------------------------------------------------------------ the cluster
+
+
+def cluster_gpus() -> float:
+    import ray
+
+    return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
+
+
+def cluster_cpus() -> float:
+    import os
+
+    import ray
+
+    if ray.is_initialized():
+        return float(ray.cluster_resources().get("CPU", 1))
+    return float(os.cpu_count() or 1)
+
+
 # ------------------------------------------------------------------------ the cost model
 
 CALIBRATE_ABOVE_S = 600.0  # calibrate when the FLOP estimate of the work exceeds this
@@ -164,7 +183,7 @@ def plan_study(sweep, plan, args, gpus: float, cpus: float, model, members=None)
 
 def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
     """(PoolStudy per grid study, [(TrialSpec, PoolStudy, seconds)] longest first)."""
-    from icl_core.orchestrate import write_manifest
+    from icl_core.report import write_manifest
     from icl_core.trial import TrialSpec
 
     todo_of = {}
@@ -197,7 +216,7 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
 def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int:
     """Run the grid studies `entries` ((sweep, plan) pairs) as one pool; the exit status."""
     from icl_core.launch import run_tune
-    from icl_core.orchestrate import cluster_cpus, cluster_gpus, report_study
+    from icl_core.report import report_study
 
     studies, specs = plan_pool(entries, store, provenance, args, cluster_gpus(), cluster_cpus())
     pool = StudyPool(studies, report=lambda s: report_study(s.sweep, s.plan, store, args))

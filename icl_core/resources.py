@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from icl_core.config import MemberConfig
+from icl_core.cost import GPU_RATE, LAYER_PASS_S, STEP_FLOOR_S, CostModel, device_label
 from icl_core.flops import StepShape, step_flops, step_shape
 
 FRACTION_STEPS = ((1e9, 0.125), (1e10, 0.25), (1e11, 0.5))
@@ -125,7 +126,6 @@ def plan_trials(
     share a stack side by side where the trial stacks), or with "auto" cost-balanced
     (`balanced_trials`, to `target_s`, default TARGET_TRIAL_S). `cost`: an icl_core.cost
     CostModel (default: the FLOP estimate of the cluster's device kind)."""
-    from icl_core.cost import CostModel, device_label
     from icl_core.stacked import check_stack_mode, stack_key, trial_stack_mode
 
     if pack != "auto" and (not isinstance(pack, int) or pack < 1):
@@ -190,11 +190,6 @@ def trial_seconds(members: list[MemberConfig], res: TrialResources, stack: str, 
 # train.stop_loss: the cap is estimated), nor ASHA's early stops in a search: an upper bound.
 # Not modelled: the ReLU-teacher studies' teacher-network baseline (trained on the CPU at the
 # final evaluation), checkpoint writes, Ray start-up.
-GPU_PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
-GPU_UTILISATION = 0.3
-GPU_RATE = {k: v * GPU_UTILISATION for k, v in GPU_PEAK.items()}
-STEP_FLOOR_S = 2e-3
-LAYER_PASS_S = 0.75e-3
 EVAL_FLOOR_S = 1e-3
 LBFGS_PAIR_S = 30e-6
 STACK_OVERHEAD_S = 5.0

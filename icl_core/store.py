@@ -38,7 +38,7 @@ ROW_SCHEMA = pa.schema([
     ("predictor", pa.string()),
 ])
 STATUSES = ("ok", "diverged", "pruned", "failed")
-MANIFEST = "study.json"  # per study, written when it runs (icl_core.orchestrate.study_manifest)
+MANIFEST = "study.json"  # per study, written when it runs (icl_core.report.study_manifest)
 
 
 def storage_uri(storage: str) -> str:
