@@ -126,6 +126,8 @@ def run_plans(sweep, plans: list[Plan], store, args) -> int:
             except ConfigError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 exit_code |= 2
+            except Exception as exc:  # reported; the other studies still run
+                exit_code |= study_crashed(sweep, plan, exc)
     finally:
         if started:
             import ray
@@ -184,7 +186,12 @@ def run_study(sweep, plan: Plan, store, provenance, args) -> int:
         print(f"[{label}] {len(specs)} trials of up to {max(len(s.members) for s in specs)} "
               f"members (--pack {args.pack}, --stack {args.stack})", flush=True)
         tune_dir = f"{store.uri}/{sweep.name}/{study.name}/tune"
-        run_tune(specs, label, tune_dir, args.max_concurrent)
+        try:
+            run_tune(specs, label, tune_dir, args.max_concurrent)
+        except Exception as exc:  # the summary below still says what was stored
+            print(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished is "
+                  "stored, run the same command again to finish the rest",
+                  file=sys.stderr, flush=True)
     statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])
     return report_statuses(label, statuses, sweep, study, store, args)
 
@@ -209,6 +216,16 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
                   f"python -m analysis.regenerate {sweep.name} --study {study.name} "
                   f"--storage {store.uri}", file=sys.stderr, flush=True)
     return 1 if counts["failed"] or counts["missing"] or failed_figure else 0
+
+
+def study_crashed(sweep, plan: Plan, exc: Exception) -> int:
+    """An unexpected error of one study: its traceback and one line naming it; exit status 1."""
+    import traceback
+
+    traceback.print_exc()
+    print(f"error: [{sweep.name}/{plan.study.name}] {type(exc).__name__}: {exc}; the other "
+          "studies go on", file=sys.stderr, flush=True)
+    return 1
 
 
 def search_template(sweep, plan, point, store, provenance, res):

@@ -103,7 +103,7 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
     """
     torch.set_num_threads(max(1, spec.threads))
     store = Store(spec.storage)
-    done = store.finished(spec.sweep, spec.study)
+    stored = store.member_status(spec.sweep, spec.study, spec.hashes)  # verified row files
     resumed = saved_runs(state)
     results, todo = {}, []
     for index, (raw, expected) in enumerate(zip(spec.members, spec.hashes, strict=True)):
@@ -114,9 +114,8 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
                 f"config hash {member.hash} on this worker != {expected} on the driver: "
                 "driver and workers run different versions of icl_core"
             )
-        if member.hash in done:  # finished by an earlier attempt of this trial
-            results[member.hash] = MemberResult(
-                *store.member_status(spec.sweep, spec.study, [member.hash])[member.hash])
+        if stored[member.hash][0] not in ("failed", "missing"):  # an earlier attempt's
+            results[member.hash] = MemberResult(*stored[member.hash])
         else:
             todo.append((index, member))
     work = Work(spec, store, report, len(todo),
