@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from icl_core.claims import holder
 from icl_core.config import flatten, resolve_member
 from icl_core.evaluate import eval_prompts, evaluate
 from icl_core.member_store import store_member
@@ -46,6 +47,7 @@ class TrialSpec:
     # names): planning resolves each member once and passes them; left empty (tests,
     # notebooks), they are computed here
     stack: str = "auto"  # icl_core.stacked.STACK_MODES: stack members on CUDA (auto), always, never
+    driver: str = ""  # the id of the driver that claimed these members (icl_core.claims)
     report_all: bool = False  # a search trial: Optuna / ASHA read every intermediate result
     # (a grid trial's reports only feed the progress line, so they are thinned out)
 
@@ -116,6 +118,10 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
             )
         if stored[member.hash][0] not in ("failed", "missing"):  # an earlier attempt's
             results[member.hash] = MemberResult(*stored[member.hash])
+        elif other := holder(store, spec.sweep, spec.study, member.hash, spec.driver):
+            print(f"[{spec.sweep}/{spec.study}] member {member.hash}: claimed by another "
+                  f"driver ({other}), skipped", flush=True)
+            results[member.hash] = MemberResult("claimed", f"claimed by another driver ({other})")
         else:
             todo.append((index, member))
     work = Work(spec, store, report, len(todo),
