@@ -166,21 +166,36 @@ def write_manifest(store, sweep, study) -> None:
 
 
 def run_study(sweep, plan: Plan, store, provenance, args) -> int:
-    from icl_core.launch import run_tune
-    from icl_core.trial import TrialSpec
+    from icl_core.claims import plan_claims, skipped_line
 
     study, members = plan.study, plan.members
     label = f"{sweep.name}/{study.name}"
     write_manifest(store, sweep, study)
-    done = store.finished(sweep.name, study.name)
-    todo = [m for m in members if m.hash not in done]
-    print(f"[{label}] {len(members)} configs, {len(members) - len(todo)} already finished, "
-          f"running {len(todo)}", flush=True)
+    claims, mine, others = plan_claims(store, sweep.name, study.name, [m.hash for m in members])
+    todo = [m for m in members if m.hash in set(mine)]
+    print(f"[{label}] {len(members)} configs, {len(members) - len(todo) - len(others)} already "
+          f"finished, running {len(todo)}", flush=True)
+    if others:
+        print(f"[{label}] {skipped_line(others)}", flush=True)
+    with claims.keep():
+        run_todo(sweep, plan, store, provenance, args, todo, claims.owner.driver)
+    statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])
+    statuses.update((h, ("claimed", f"by another driver ({who})")) for h, who in others.items()
+                    if statuses[h][0] == "missing")
+    return report_statuses(label, statuses, sweep, study, store, args)
+
+
+def run_todo(sweep, plan: Plan, store, provenance, args, todo, driver: str) -> None:
+    """A grid study's unfinished members, claimed by `driver`, packed into trials on Tune."""
+    from icl_core.launch import run_tune
+    from icl_core.trial import TrialSpec
+
+    study, label = plan.study, f"{sweep.name}/{plan.study.name}"
     if todo:
         specs = [
             TrialSpec(sweep.name, study.name, store.uri, [m.to_dict() for m in group],
                       threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
-                      hashes=[m.hash for m in group], stack=args.stack)
+                      hashes=[m.hash for m in group], stack=args.stack, driver=driver)
             for group, res in study_trials(plan, args, cluster_gpus(), cluster_cpus(), todo)
         ]
         print(f"[{label}] {len(specs)} trials of up to {max(len(s.members) for s in specs)} "
@@ -192,15 +207,13 @@ def run_study(sweep, plan: Plan, store, provenance, args) -> int:
             print(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished is "
                   "stored, run the same command again to finish the rest",
                   file=sys.stderr, flush=True)
-    statuses = store.member_status(sweep.name, study.name, [m.hash for m in members])
-    return report_statuses(label, statuses, sweep, study, store, args)
 
 
 def report_statuses(label, statuses, sweep, study, store, args) -> int:
-    kinds = ("ok", "diverged", "pruned", "failed", "missing")
+    kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
     counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
-    print(f"[{label}] finished: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "pruned"),
-          flush=True)
+    print(f"[{label}] finished: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")), flush=True)
     for h, (status, reason) in statuses.items():
         if status in ("failed", "diverged", "missing"):
             print(f"[{label}]   {status} {h}: {reason}", flush=True)
@@ -215,6 +228,15 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
             print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
                   f"python -m analysis.regenerate {sweep.name} --study {study.name} "
                   f"--storage {store.uri}", file=sys.stderr, flush=True)
+    return exit_status(label, counts, failed_figure)
+
+
+def exit_status(label: str, counts: dict, failed_figure: bool) -> int:
+    """1 when a member failed or is missing, the figure failed, or no member ended ok but
+    some diverged (a study of nothing but diverged members); else 0."""
+    if counts["diverged"] and not counts["ok"] and not counts["failed"] + counts["missing"]:
+        print(f"[{label}] every member diverged: exit status 1", file=sys.stderr, flush=True)
+        return 1
     return 1 if counts["failed"] or counts["missing"] or failed_figure else 0
 
 
