@@ -237,6 +237,7 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
     preset: count the trials the plan of that preset expects (coverage); optional.
     lookup: where the studies come from when not from the store's manifests (see
     `study_manifests`)."""
+    check_name(sweep)
     summaries, missing = [], []
     for s in study_manifests(storage, sweep, study, preset, lookup):
         name, figure = s["study"], s["figure"]
@@ -273,6 +274,14 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
     for name in missing:
         print(f"[{sweep}/{name}] skipped: no results", file=sys.stderr)
     return summaries
+
+
+def check_name(sweep: str) -> None:
+    """A sweep is named (a Python identifier, as its file in the sweeps package is), never
+    given as a path: refused before anything is read or imported by that name."""
+    if not isinstance(sweep, str) or not sweep.isidentifier():
+        raise ValueError(f"sweep: {sweep!r} is not a sweep name (the name of a file in the "
+                         "sweeps package, e.g. depth_scaling, not a path)")
 
 
 def stored_sweeps(storage: str) -> list[str]:

@@ -74,9 +74,12 @@ def sweep_names() -> list[str]:
 
 
 def load_sweep(name: str) -> Sweep:
+    """The SWEEP of a sweep file named `name`: a name among the folder's modules (checked
+    against its file list before anything is imported: a path is refused, never run)."""
+    if not isinstance(name, str) or not name.isidentifier() or name not in _modules():
+        raise KeyError(f"{name!r} is not the name of a sweep file in {SWEEPS_DIR} (a name, "
+                       f"not a path); valid choices: {', '.join(sweep_names())}")
     path = SWEEPS_DIR / f"{name}.py"
-    if not path.is_file() or name.startswith("_"):
-        raise KeyError(f"no sweep file {path}; valid choices: {', '.join(sweep_names())}")
     sweep = getattr(_import(name), "SWEEP", None)
     if not isinstance(sweep, Sweep):
         raise KeyError(f"{path} defines no SWEEP; valid choices: {', '.join(sweep_names())}")

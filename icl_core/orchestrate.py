@@ -121,7 +121,10 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     exit_code = 0
     try:
         if grids:
-            exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
+            try:
+                exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
+            except Exception as exc:  # reported; the searches still run
+                exit_code |= study_crashed(label, exc)
         for sweep, plans in files:
             for plan in (p for p in plans if p.is_search):
                 try:
@@ -129,6 +132,8 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
                 except ConfigError as exc:
                     print(f"error: {exc}", file=sys.stderr)
                     exit_code |= 2
+                except Exception as exc:  # reported; the other studies still run
+                    exit_code |= study_crashed(f"{sweep.name}/{plan.study.name}", exc)
     finally:
         if started:
             import ray
@@ -177,6 +182,16 @@ def check_storage_reach(uri: str, hosts: set[str], fstype: str | None = None) ->
             f"--storage: {uri} is on a node-local filesystem ({kind or 'unknown'}) but the "
             f"cluster has {len(hosts)} hosts; use a shared filesystem (NFS, Lustre, ...) "
             "mounted on every node, or an s3:// / gs:// URI")
+
+
+def study_crashed(label: str, exc: Exception) -> int:
+    """An unexpected error of one study: its traceback and one line naming it; exit status 1."""
+    import traceback
+
+    traceback.print_exc()
+    print(f"error: [{label}] {type(exc).__name__}: {exc}; the other "
+          "studies go on", file=sys.stderr, flush=True)
+    return 1
 
 
 def search_template(sweep, plan, point, store, provenance, res):

@@ -9,6 +9,8 @@ every study the run left unreported. Searches run after the pool (icl_core.orche
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +22,8 @@ class PoolStudy:
     sweep: object  # Sweep
     plan: object  # Plan (a grid study)
     trials: list  # PlannedTrial of its unfinished members
+    claims: object = None  # icl_core.claims.Claims held for them while they run
+    others: dict = field(default_factory=dict)  # {hash: host:pid} held by another driver
     left: int = 0  # trials not ended yet
     reported: bool = False
 
@@ -183,17 +187,22 @@ def plan_study(sweep, plan, args, gpus: float, cpus: float, model, members=None)
 
 def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
     """(PoolStudy per grid study, [(TrialSpec, PoolStudy, seconds)] longest first)."""
+    from icl_core.claims import plan_claims, skipped_line
     from icl_core.report import write_manifest
     from icl_core.trial import TrialSpec
 
-    todo_of = {}
+    todo_of, claimed = {}, {}
     for sweep, plan in entries:
+        label = f"{sweep.name}/{plan.study.name}"
         write_manifest(store, sweep, plan.study)
-        done = store.finished(sweep.name, plan.study.name)
-        todo_of[id(plan)] = [m for m in plan.members if m.hash not in done]
-        print(f"[{sweep.name}/{plan.study.name}] {len(plan.members)} configs, "
-              f"{len(plan.members) - len(todo_of[id(plan)])} already finished, running "
-              f"{len(todo_of[id(plan)])}", flush=True)
+        claims, mine, others = plan_claims(store, sweep.name, plan.study.name,
+                                           [m.hash for m in plan.members])
+        todo_of[id(plan)] = [m for m in plan.members if m.hash in set(mine)]
+        claimed[id(plan)] = (claims, others)
+        print(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"
+              f" already finished, running {len(mine)}", flush=True)
+        if others:
+            print(f"[{label}] {skipped_line(others)}", flush=True)
     threads = max((int(p.study.cpus_per_trial) for _, p in entries), default=1)
     model = cost_model(gpus, max(1, threads), store,
                        [(s.name, p.study.name, todo_of[id(p)]) for s, p in entries],
@@ -201,13 +210,14 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
     studies, specs = [], []
     for sweep, plan in entries:
         trials = plan_study(sweep, plan, args, gpus, cpus, model, todo_of[id(plan)])
-        study = PoolStudy(sweep, plan, trials)
+        study = PoolStudy(sweep, plan, trials, *claimed[id(plan)])
         studies.append(study)
         for t in trials:
             spec = TrialSpec(sweep.name, plan.study.name, store.uri,
                              [m.to_dict() for m in t.members], threads=max(1, int(t.res.cpu)),
                              gpu=t.res.gpu, provenance=provenance,
-                             hashes=[m.hash for m in t.members], stack=t.stack)
+                             hashes=[m.hash for m in t.members], stack=t.stack,
+                             driver=study.claims.owner.driver)
             specs.append((spec, study, t.seconds))
     specs.sort(key=lambda s: -s[2])  # longest first: no straggler starts last
     return studies, specs
@@ -219,18 +229,27 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int
     from icl_core.report import report_study
 
     studies, specs = plan_pool(entries, store, provenance, args, cluster_gpus(), cluster_cpus())
-    pool = StudyPool(studies, report=lambda s: report_study(s.sweep, s.plan, store, args))
+    pool = StudyPool(studies, report=lambda s: report_study(s.sweep, s.plan, store, args,
+                                                             s.others))
     for spec, study, seconds in specs:
         pool.add(spec.to_json(), study, seconds)
     for study in studies:
         if not study.trials:
             pool.finish(study)
-    if specs:
-        hours = pool.total_seconds / 3600
-        print(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
-              f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
-              f"{args.pack}, --stack {args.stack})", flush=True)
-        run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool)
-    for study in studies:  # every study is reported, whatever Tune did
-        pool.finish(study)
+    with contextlib.ExitStack() as held:  # every study's claims refreshed while trials run
+        for study in studies:
+            held.enter_context(study.claims.keep())
+        if specs:
+            hours = pool.total_seconds / 3600
+            print(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
+                  f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
+                  f"{args.pack}, --stack {args.stack})", flush=True)
+            try:
+                run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool)
+            except Exception as exc:  # the summaries below still say what was stored
+                print(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished "
+                      "is stored, run the same command again to finish the rest",
+                      file=sys.stderr, flush=True)
+        for study in studies:  # every study is reported, whatever Tune did
+            pool.finish(study)
     return pool.status

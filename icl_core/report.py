@@ -41,13 +41,16 @@ def write_manifest(store, sweep, study) -> None:
     store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
 
 
-def report_study(sweep, plan, store, args) -> int:
-    """A grid study's statuses, figure and fit report, once its trials are done; never
-    raises (a study's report must not end the pool's other studies)."""
+def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
+    """A grid study's statuses, figure and fit report, once its trials are done (`others`:
+    {hash: host:pid} of configs another driver holds, counted as claimed); never raises (a
+    study's report must not end the pool's other studies)."""
     study = plan.study
     label = f"{sweep.name}/{study.name}"
     try:
         statuses = store.member_status(sweep.name, study.name, [m.hash for m in plan.members])
+        statuses.update((h, ("claimed", f"by another driver ({who})"))
+                        for h, who in (others or {}).items() if statuses[h][0] == "missing")
         return report_statuses(label, statuses, sweep, study, store, args)
     except Exception as exc:
         print(f"[{label}] report failed: {type(exc).__name__}: {exc}", file=sys.stderr,
@@ -56,10 +59,10 @@ def report_study(sweep, plan, store, args) -> int:
 
 
 def report_statuses(label, statuses, sweep, study, store, args) -> int:
-    kinds = ("ok", "diverged", "pruned", "failed", "missing")
+    kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
     counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
-    print(f"[{label}] finished: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "pruned"),
-          flush=True)
+    print(f"[{label}] finished: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")), flush=True)
     for h, (status, reason) in statuses.items():
         if status in ("failed", "diverged", "missing"):
             print(f"[{label}]   {status} {h}: {reason}", flush=True)
@@ -74,4 +77,13 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
             print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
                   f"python -m analysis.regenerate {sweep.name} --study {study.name} "
                   f"--storage {store.uri}", file=sys.stderr, flush=True)
+    return exit_status(label, counts, failed_figure)
+
+
+def exit_status(label: str, counts: dict, failed_figure: bool) -> int:
+    """1 when a member failed or is missing, the figure failed, or no member ended ok but
+    some diverged (a study of nothing but diverged members); else 0."""
+    if counts["diverged"] and not counts["ok"] and not counts["failed"] + counts["missing"]:
+        print(f"[{label}] every member diverged: exit status 1", file=sys.stderr, flush=True)
+        return 1
     return 1 if counts["failed"] or counts["missing"] or failed_figure else 0

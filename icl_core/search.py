@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path
+from icl_core.signing import UntrustedState, keep_signed, verify
 from icl_core.study import PRESETS, Preset, apply_preset, expand, parse_override
 
 KINDS = ("loguniform", "uniform", "int", "choice")
@@ -132,6 +133,10 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     if resume:
         if not tune.Tuner.can_restore(path):
             raise ConfigError(f"--resume: no search to resume at {path}")
+        try:
+            verify(path)  # before anything of it is unpickled (icl_core.signing)
+        except UntrustedState as exc:
+            raise ConfigError(f"--resume: {exc}") from None
         tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
     else:
         if tune.Tuner.can_restore(path):
@@ -166,7 +171,8 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
                 verbose=0,
             ),
         )
-    tuner.fit()
+    with keep_signed(path):  # --resume checks it before unpickling (icl_core.signing)
+        tuner.fit()
 
 
 def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -> Any:

@@ -10,9 +10,19 @@ Layout under any storage URI pyarrow understands (a local path, s3://, gs://, a 
     <storage>/<sweep>/<study>/study.json                      the study's manifest: what
                                                               analysis needs of it (its
                                                               figure, grid axes, plan)
+    <storage>/<sweep>/<study>/quarantine/<stamp>-<config_hash>.parquet   row files that did
+                                                              not verify, each with a
+                                                              .reason.txt beside it
+    <storage>/<sweep>/<study>/claims/<config_hash>.claim     which driver trains a config
+                                                              (icl_core.claims)
 
-A member is *finished* when its file exists under rows/; re-running a sweep skips it. Files
-are written to a temporary name and renamed, so a crash never leaves a half-written row file.
+A member is *finished* when its file under rows/ verifies (`read_verified`): its footer and
+schema read, its rows are that config's with one status, and the member's last row
+(`steps_completed`, which icl_core.trial.finish_member writes last) is there; re-running a
+sweep skips it. A file that does not verify is moved to quarantine/ with its reason (never
+deleted) and the config is trained again. Files are written to a temporary name and renamed,
+so a crash never leaves a half-written row file; the temporary file is removed when a write
+fails.
 """
 
 from __future__ import annotations
@@ -20,7 +30,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -38,6 +51,15 @@ ROW_SCHEMA = pa.schema([
     ("predictor", pa.string()),
 ])
 STATUSES = ("ok", "diverged", "pruned", "failed")
+LAST_METRIC = "steps_completed"  # the last row finish_member writes of every member
+QUARANTINE = "quarantine"
+
+
+class UntrustedRows(Exception):
+    """A row file that does not verify (unreadable, wrong schema, not its config's, or
+    without the member's last row); the message names the file and why."""
+
+
 MANIFEST = "study.json"  # per study, written when it runs (icl_core.report.study_manifest)
 
 
@@ -58,22 +80,105 @@ class Store:
         folder = "failed" if status == "failed" else "rows"
         return f"{self.study_dir(sweep, study)}/{folder}/{config_hash}.parquet"
 
-    def finished(self, sweep: str, study: str) -> set[str]:
-        """Config hashes with a finished (ok or diverged) row file."""
+    def finished(self, sweep: str, study: str, hashes=None) -> set[str]:
+        """Config hashes (of `hashes` only, when given) whose row file under rows/ verifies;
+        files that do not are quarantined (`read_verified`)."""
         selector = pafs.FileSelector(f"{self.study_dir(sweep, study)}/rows", allow_not_found=True)
-        return {
+        names = {
             Path(info.path).name.removesuffix(".parquet")
             for info in self.fs.get_file_info(selector)
             if info.path.endswith(".parquet")
         }
+        if hashes is not None:
+            names &= set(hashes)
+        checked = self._verify_all(sweep, study, sorted(names))
+        return {h for h, status in checked.items() if status is not None}
+
+    def _verify_all(self, sweep: str, study: str, hashes: list[str], folder: str = "ok") -> dict:
+        """{hash: (status, reason) or None (quarantined or gone)}, read in parallel (a remote
+        store answers each read in tens of milliseconds)."""
+        def one(h):
+            return h, self.verified_or_quarantined(sweep, study, h, folder)
+
+        if len(hashes) < 8:
+            return dict(map(one, hashes))
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            return dict(pool.map(one, hashes))
+
+    def read_verified(self, path: str, config_hash: str) -> tuple[str, str | None]:
+        """(status, reason) of a row file that verifies; else UntrustedRows naming the file
+        and why (FileNotFoundError when it is gone)."""
+        try:
+            with self.fs.open_input_file(path) as f:
+                parquet = pq.ParquetFile(f)
+                schema = parquet.schema_arrow
+                wrong = [n for n in ROW_SCHEMA.names if n not in schema.names
+                         or schema.field(n).type != ROW_SCHEMA.field(n).type]
+                if wrong:
+                    raise UntrustedRows(f"{path}: columns missing or of another type: "
+                                        f"{', '.join(wrong)}")
+                table = parquet.read(columns=["config_hash", "status", "reason", "metric"])
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise UntrustedRows(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+        hashes, statuses = set(table["config_hash"].to_pylist()), set(table["status"].to_pylist())
+        if hashes != {config_hash}:
+            raise UntrustedRows(f"{path}: rows of {sorted(map(str, hashes))}, not {config_hash}")
+        if len(statuses) != 1 or not statuses <= set(STATUSES):
+            raise UntrustedRows(f"{path}: statuses {sorted(map(str, statuses))}, expected one "
+                                f"of {', '.join(STATUSES)}")
+        if LAST_METRIC not in set(table["metric"].to_pylist()):
+            raise UntrustedRows(f"{path}: no {LAST_METRIC} row: the member's rows are incomplete")
+        return table["status"][0].as_py(), table["reason"][0].as_py()
+
+    def verified_or_quarantined(self, sweep: str, study: str, config_hash: str,
+                                status: str = "ok") -> tuple[str, str | None] | None:
+        """(status, reason) of a member's row file (rows/, or failed/ for status "failed");
+        None when it is missing or did not verify (then moved to quarantine/, and said)."""
+        path = self.rows_path(sweep, study, config_hash, status)
+        try:
+            return self.read_verified(path, config_hash)
+        except FileNotFoundError:
+            return None
+        except UntrustedRows as exc:
+            dest = self.quarantine(sweep, study, path, str(exc))
+            print(f"[{sweep}/{study}] untrusted row file {exc}; moved to {dest}; config "
+                  f"{config_hash} will be trained again", file=sys.stderr, flush=True)
+            return None
+
+    def quarantine(self, sweep: str, study: str, path: str, reason: str) -> str:
+        """Move a file to <study>/quarantine/ (never deleted) with a .reason.txt beside it;
+        returns where it went (the path itself if another process moved it first)."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        dest = (f"{self.study_dir(sweep, study)}/{QUARANTINE}/"
+                f"{stamp}-{uuid.uuid4().hex[:6]}-{path.rsplit('/', 1)[-1]}")
+        self.fs.create_dir(dest.rsplit("/", 1)[0], recursive=True)
+        try:
+            self.fs.move(path, dest)
+        except FileNotFoundError:
+            return path
+        self.write_bytes(f"{dest}.reason.txt", f"{path}\n{reason}\n".encode())
+        return dest
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write then rename: readers never see a partial file."""
         self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        with self.fs.open_output_stream(tmp) as out:
-            out.write(data)
-        self.fs.move(tmp, path)
+        try:
+            with self.fs.open_output_stream(tmp) as out:
+                out.write(data)
+            self.fs.move(tmp, path)
+        except BaseException:
+            self.discard(tmp)
+            raise
+
+    def discard(self, path: str) -> None:
+        """Remove a file if it is there; never raises (cleanup on a failing store)."""
+        try:
+            self.fs.delete_file(path)
+        except (OSError, pa.ArrowException):
+            pass
 
     def write_rows(self, path: str, table: pa.Table) -> None:
         buf = io.BytesIO()
@@ -85,23 +190,17 @@ class Store:
             self.fs.delete_file(path)
 
     def read_status(self, path: str) -> tuple[str, str | None]:
-        with self.fs.open_input_file(path) as f:
-            table = pq.read_table(f, columns=["status", "reason"])
-        return table["status"][0].as_py(), table["reason"][0].as_py()
+        """(status, reason) of a row file; UntrustedRows (naming it) when it does not verify."""
+        return self.read_verified(path, Path(path).name.removesuffix(".parquet"))
 
     def member_status(self, sweep: str, study: str, hashes: list[str]) -> dict:
-        """{hash: (status, reason)}; 'missing' where no file exists (e.g. a killed trial)."""
-        finished = self.finished(sweep, study)
-        out = {}
-        for h in hashes:
-            failed = self.rows_path(sweep, study, h, "failed")
-            if h in finished:
-                out[h] = self.read_status(self.rows_path(sweep, study, h))
-            elif self.fs.get_file_info(failed).type != pafs.FileType.NotFound:
-                out[h] = self.read_status(failed)
-            else:
-                out[h] = ("missing", "no row file: the trial did not finish")
-        return out
+        """{hash: (status, reason)}; 'missing' where no file verifies (e.g. a killed trial;
+        a file that did not verify is quarantined, and the reason says where it went)."""
+        out = self._verify_all(sweep, study, list(hashes))
+        left = [h for h, status in out.items() if status is None]
+        out.update((h, s) for h, s in self._verify_all(sweep, study, left, "failed").items()
+                   if s is not None)
+        return {h: out[h] or ("missing", "no row file: the trial did not finish") for h in hashes}
 
     def write_manifest(self, sweep: str, study: str, manifest: dict) -> None:
         """The study's manifest beside its rows (replaced on every run of the study)."""

@@ -8,6 +8,7 @@ written atomically (`save_state` / `load_state`, weights only: nothing in it run
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -54,11 +55,17 @@ def spec_from_config(config: dict) -> TrialSpec:
 
 
 def save_state(directory: str, state: dict) -> None:
-    """Atomic checkpoint write: to a temporary file, then rename."""
+    """Atomic checkpoint write: to a temporary file, then rename; a failed write (a full
+    disk) removes the temporary file and leaves the previous checkpoint as it was."""
     path = os.path.join(directory, CHECKPOINT_FILE)
     tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def load_state(directory: str) -> dict:

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from icl_core.artifacts import save_artifacts
+from icl_core.claims import holder
 from icl_core.config import flatten, resolve_member
 from icl_core.evaluate import eval_prompts, evaluate
+from icl_core.member_store import store_member
 from icl_core.models import num_params
 from icl_core.provenance import worker_provenance
 from icl_core.stacked import StackedRun, stack_groups
-from icl_core.store import Store, rows_table
+from icl_core.store import Store
 from icl_core.throughput import records
 from icl_core.train import MemberRun, Trainer, still_training, train_until
 
@@ -46,6 +47,7 @@ class TrialSpec:
     # names): planning resolves each member once and passes them; left empty (tests,
     # notebooks), they are computed here
     stack: str = "auto"  # icl_core.stacked.STACK_MODES: stack members on CUDA (auto), always, never
+    driver: str = ""  # the id of the driver that claimed these members (icl_core.claims)
     report_all: bool = False  # a search trial: Optuna / ASHA read every intermediate result
     # (a grid trial's reports only feed the progress line, so they are thinned out)
 
@@ -103,7 +105,7 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
     """
     torch.set_num_threads(max(1, spec.threads))
     store = Store(spec.storage)
-    done = store.finished(spec.sweep, spec.study)
+    stored = store.member_status(spec.sweep, spec.study, spec.hashes)  # verified row files
     resumed = saved_runs(state)
     results, todo = {}, []
     for index, (raw, expected) in enumerate(zip(spec.members, spec.hashes, strict=True)):
@@ -114,9 +116,12 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
                 f"config hash {member.hash} on this worker != {expected} on the driver: "
                 "driver and workers run different versions of icl_core"
             )
-        if member.hash in done:  # finished by an earlier attempt of this trial
-            results[member.hash] = MemberResult(
-                *store.member_status(spec.sweep, spec.study, [member.hash])[member.hash])
+        if stored[member.hash][0] not in ("failed", "missing"):  # an earlier attempt's
+            results[member.hash] = MemberResult(*stored[member.hash])
+        elif other := holder(store, spec.sweep, spec.study, member.hash, spec.driver):
+            print(f"[{spec.sweep}/{spec.study}] member {member.hash}: claimed by another "
+                  f"driver ({other}), skipped", flush=True)
+            results[member.hash] = MemberResult("claimed", f"claimed by another driver ({other})")
         else:
             todo.append((index, member))
     work = Work(spec, store, report, len(todo),
@@ -304,18 +309,23 @@ def finite_mean(values: list[float]) -> float:
 
 def finish_member(work: Work, index, member, run, status, reason, loss, wall,
                   stack_size: int = 1) -> None:
-    """Write a member's rows (and artifacts), report it done to Tune, count failures."""
-    spec, store, h = work.spec, work.store, member.hash
+    """Write a member's rows (and artifacts), report it done to Tune, count failures.
+
+    A storage fault (the store cannot be written after `WRITE_TRIES` tries) records the member
+    `failed` with the errno and message: in a failed/ record where the store takes one, in what
+    Tune gets back and in the trial's log. It does not fail the trial: Tune would only train
+    the whole trial again against the same storage. The config stays unfinished (no verified
+    row file), so the next run of the sweep trains it again."""
+    spec, h = work.spec, member.hash
     rows = run.rows if run is not None else []
     rows = rows + [{"metric": "steps_completed", "statistic": "value", "predictor": "model",
                     "value": float(run.step if run else 0), "step": run.step if run else 0}]
     constants = member_constants(spec, index, member, run, status, reason, wall, stack_size)
-    store.write_rows(store.rows_path(spec.sweep, spec.study, h, status), rows_table(rows, constants))
-    if status != "failed":
-        store.delete(store.rows_path(spec.sweep, spec.study, h, "failed"))
-        if run.artifacts:
-            save_artifacts(store, spec.sweep, spec.study, h, run.artifacts)
-    else:
+    fault = store_member(work.store, spec, h, status, rows, constants,
+                         run.artifacts if run is not None else None)
+    if fault is not None:
+        status, reason = "failed", fault
+    elif status == "failed":
         work.failures.append(f"member {index} ({h}): {reason}")
     work.finished += 1
     work.diverged += status == "diverged"
@@ -324,7 +334,8 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
     if work.report is not None and status != "pruned":
         work.report({"member": index, "step": run.step if run else 0, "member_done": True,
                      "status": status, "loss": loss, "mse": headline_mse(rows),
-                     "progress": work.progress(), "diverged_members": work.diverged}, None)
+                     "progress": work.progress(), "diverged_members": work.diverged,
+                     **({"storage_error": fault} if fault else {})}, None)
 
 
 def headline_mse(rows: list[dict], statistic: str = "median") -> float:

@@ -1,13 +1,19 @@
 """Fault injection (test-only tooling, on Ray private API) for the reliability tests and the soak
 (benchmarks/soak.py): find this Ray session's trial workers and kill them for real (SIGKILL), as a
-crash or pre-emption would."""
+crash or pre-emption would; storage that refuses writes for real (an unwritable folder, a full
+tmpfs)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import glob
 import os
 import signal
+import subprocess
 from pathlib import Path
+
+import pytest
 
 
 def raylet_pid() -> int:
@@ -41,3 +47,47 @@ def kill(pid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+@contextlib.contextmanager
+def unwritable_dir(path: Path):
+    """`path` (a folder) made unwritable for real: chmod 0555, or, as root (whom chmod does
+    not stop), `chattr +i` (writes fail with EPERM). Skips the test where neither works."""
+    path.mkdir(parents=True, exist_ok=True)
+    root = os.geteuid() == 0
+    if root:
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+        if done.returncode:
+            pytest.skip(f"root, and chattr +i failed: {done.stderr.decode().strip()}")
+    else:
+        path.chmod(0o555)
+    try:
+        yield
+    finally:
+        if root:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o755)
+
+
+@contextlib.contextmanager
+def full_tmpfs(path: Path, size: str = "512k"):
+    """A real tmpfs of `size` mounted at `path` and filled up (writes fail with ENOSPC);
+    yields the filler file (delete it to free the space). Skips the test where mounting is
+    not permitted (not root)."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        filler = path / "filler"
+        with open(filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+        yield filler
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)

@@ -103,7 +103,8 @@ def test_diverged_members_are_counted_in_one_packed_trial(ray_session, tmp_path,
     # progress reports are throttled, so the count travels as a running total per trial
     argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path),
             "--no-figures", "--pack", "4", "--set", "train.lr=1e30"]  # float32 overflows
-    assert SWEEP.main(argv) == 0
-    out = capsys.readouterr().out
+    assert SWEEP.main(argv) == 1  # nothing but diverged members: exit status 1
+    out, err = capsys.readouterr()
+    assert "every member diverged: exit status 1" in err
     assert "1/1 trials done, 0 running, 0 failed, 4 members diverged" in out
     assert "finished: 0 ok, 4 diverged, 0 failed, 0 missing" in out

@@ -1,0 +1,219 @@
+"""One driver per config: a claim (a lease) per config in the store.
+
+    <storage>/<sweep>/<study>/claims/<config_hash>.claim   {"host", "pid", "driver", "token",
+                                                            "expires"} (JSON)
+
+A driver claims the configs it is about to train (`plan_claims`: not finished, claimed, then
+checked again for rows another driver wrote meanwhile) and keeps its claims alive while its
+trials run (`Claims.keep`: refreshed every `TTL_S / 4`, released at the end). Another driver
+skips configs with a live claim and says so; a claim past its expiry (a dead driver) is taken
+over. A trial checks again just before a member trains (`holder`): a member claimed by another
+live driver is skipped, not trained.
+
+Atomicity, local and shared POSIX filesystems (NFS included): a claim is created with its
+content by link(2) of a written temporary file (fails if the claim exists: no reader ever sees
+an empty claim); an expired claim is taken over by whoever creates the `<hash>.takeover-<token>`
+marker of that claim's generation first (O_EXCL), so two drivers never both take it. Leases
+assume the drivers' clocks agree to well within `TTL_S / 4` and that no driver stalls for a
+whole `TTL_S`.
+
+Object stores (s3://, gs://, ...): claims need conditional writes (create-if-absent, e.g.
+If-None-Match), which this does not use; there claims are skipped with a warning, and two
+drivers started on the same study may train a config twice (each row file is still written
+whole, so nothing is corrupted: the later one wins).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from icl_core.store import Store
+
+TTL_S = 600.0
+_DRIVER = uuid.uuid4().hex[:12]  # this process's driver id
+
+
+@dataclass(frozen=True)
+class Owner:
+    host: str
+    pid: int
+    driver: str
+
+    @classmethod
+    def this(cls) -> Owner:
+        return cls(socket.gethostname(), os.getpid(), _DRIVER)
+
+    @property
+    def label(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+
+class Claims:
+    """One driver's claims on one study's configs."""
+
+    def __init__(self, store: Store, sweep: str, study: str, owner: Owner | None = None,
+                 ttl: float = TTL_S):
+        self.owner, self.ttl = owner or Owner.this(), ttl
+        self.local = isinstance(store.fs, pafs.LocalFileSystem)
+        self.folder = f"{store.study_dir(sweep, study)}/claims"
+        self.held: set[str] = set()
+
+    def path(self, h: str) -> str:
+        return f"{self.folder}/{h}.claim"
+
+    def read(self, h: str) -> dict | None:
+        try:
+            with open(self.path(h)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):  # unreadable: live until its file is a TTL old
+            mtime = os.path.getmtime(self.path(h))
+            return {"driver": "?", "host": "?", "pid": 0, "token": "?",
+                    "expires": mtime + self.ttl}
+
+    def _written(self) -> str:
+        """A temporary file holding a fresh claim of this owner."""
+        os.makedirs(self.folder, exist_ok=True)
+        tmp = f"{self.folder}/.{uuid.uuid4().hex}.tmp"
+        record = {"host": self.owner.host, "pid": self.owner.pid, "driver": self.owner.driver,
+                  "token": uuid.uuid4().hex, "expires": time.time() + self.ttl}
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+        return tmp
+
+    def take(self, h: str) -> str | None:
+        """Claim one config: None when this driver holds it now, else the live holder's
+        host:pid."""
+        tmp = self._written()
+        try:
+            try:
+                os.link(tmp, self.path(h))  # create with content, or fail if it exists
+                self.held.add(h)
+                return None
+            except FileExistsError:
+                pass
+            current = self.read(h)
+            if current is None:  # released meanwhile: try once more
+                return self.take(h)
+            if current["driver"] == self.owner.driver:
+                os.replace(tmp, self.path(h))
+                self.held.add(h)
+                return None
+            if current["expires"] > time.time():
+                return f"{current['host']}:{current['pid']}"
+            return self._take_over(h, current, tmp)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+
+    def _take_over(self, h: str, expired: dict, tmp: str) -> str | None:
+        """The expired claim `expired` replaced by ours, by whoever marks its generation first."""
+        marker = f"{self.path(h)}.takeover-{expired['token']}"
+        with contextlib.suppress(FileNotFoundError):  # a taker that died mid-takeover
+            if time.time() - os.path.getmtime(marker) > self.ttl:
+                os.remove(marker)
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return f"{expired['host']}:{expired['pid']} (being taken over)"
+        try:
+            if (self.read(h) or {}).get("token") != expired["token"]:
+                return f"{expired['host']}:{expired['pid']} (taken over)"
+            os.replace(tmp, self.path(h))
+            self.held.add(h)
+            print(f"claims: took over {h} from {expired['host']}:{expired['pid']} "
+                  "(its claim expired)", file=sys.stderr, flush=True)
+            return None
+        finally:
+            os.remove(marker)
+
+    def refresh(self) -> None:
+        """Extend every held claim; one another driver took over is dropped (and said)."""
+        for h in sorted(self.held):
+            current = self.read(h)
+            if current is None or current["driver"] != self.owner.driver:
+                self.held.discard(h)
+                print(f"claims: lost {h} to another driver", file=sys.stderr, flush=True)
+                continue
+            os.replace(self._written(), self.path(h))
+
+    def release_one(self, h: str) -> None:
+        if (self.read(h) or {}).get("driver") == self.owner.driver:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.path(h))
+        self.held.discard(h)
+
+    def release(self) -> None:
+        for h in sorted(self.held):
+            self.release_one(h)
+
+    @contextlib.contextmanager
+    def keep(self):
+        """Refresh the held claims every ttl / 4 while the block runs; release them after."""
+        stop = threading.Event()
+
+        def refresher():
+            while not stop.wait(self.ttl / 4):
+                self.refresh()
+
+        thread = threading.Thread(target=refresher, name="claims", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+            self.release()
+
+
+def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
+                owner: Owner | None = None) -> tuple[Claims, list[str], dict[str, str]]:
+    """(claims, the hashes this driver trains, {hash: host:pid} of those another live driver
+    holds) among `hashes` not finished: claimed, then checked again for rows another driver
+    finished between the first check and the claim."""
+    claims = Claims(store, sweep, study, owner)
+    todo = [h for h in hashes if h not in store.finished(sweep, study, hashes)]
+    if not claims.local:
+        print(f"claims: not on {store.uri} (an object store needs conditional writes): two "
+              f"drivers of {sweep}/{study} may train a config twice", file=sys.stderr)
+        return claims, todo, {}
+    others = {}
+    for h in todo:
+        holder = claims.take(h)
+        if holder is not None:
+            others[h] = holder
+    mine = [h for h in todo if h in claims.held]
+    done = store.finished(sweep, study, mine)
+    for h in done:  # another driver finished it between the check and the claim
+        claims.release_one(h)
+    return claims, [h for h in mine if h not in done], others
+
+
+def holder(store: Store, sweep: str, study: str, h: str, driver: str) -> str | None:
+    """host:pid of another driver's live claim on config `h`; None when there is none, it is
+    `driver`'s own, it expired, or the store holds no claims (object stores)."""
+    claims = Claims(store, sweep, study)
+    if not claims.local:
+        return None
+    current = claims.read(h)
+    if current is None or current["driver"] == driver or current["expires"] <= time.time():
+        return None
+    return f"{current['host']}:{current['pid']}"
+
+
+def skipped_line(others: dict[str, str]) -> str:
+    """'3 configs claimed by another driver (host:pid), skipped'."""
+    holders = ", ".join(sorted(set(others.values())))
+    n = len(others)
+    return f"{n} config{'s' if n != 1 else ''} claimed by another driver ({holders}), skipped"

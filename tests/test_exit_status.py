@@ -1,0 +1,28 @@
+"""The exit status of a grid study (README "Exit status"): 1 when a member failed or is missing
+or when every member diverged; claimed-by-another-driver configs are not failures."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from icl_core import catalog
+from icl_core.orchestrate import report_statuses
+from icl_core.store import Store
+
+
+def status_of(tmp_path, statuses) -> int:
+    sweep = catalog.load_sweep("depth_scaling")
+    args = Namespace(no_figures=True, figures=str(tmp_path / "f"))
+    return report_statuses("sw/st", statuses, sweep, sweep.study("least_squares"),
+                           Store(str(tmp_path)), args)
+
+
+def test_a_study_of_nothing_but_diverged_members_exits_1(tmp_path, capsys):
+    diverged = ("diverged", "non-finite training loss at step 3")
+    assert status_of(tmp_path, {"a": diverged, "b": diverged}) == 1
+    assert "every member diverged" in capsys.readouterr().err
+    assert status_of(tmp_path, {"a": diverged, "b": ("ok", None)}) == 0
+    assert status_of(tmp_path, {"a": ("failed", "x"), "b": ("ok", None)}) == 1
+    assert status_of(tmp_path, {"a": ("claimed", "by another driver (h:1)"),
+                                "b": ("ok", None)}) == 0
+    assert "1 claimed" in capsys.readouterr().out
