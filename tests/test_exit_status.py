@@ -6,7 +6,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from icl_core import catalog
-from icl_core.orchestrate import report_statuses
+from icl_core.report import report_statuses
 from icl_core.store import Store
 
 
