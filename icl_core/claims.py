@@ -110,7 +110,7 @@ class Claims:
                 os.replace(tmp, self.path(h))
                 self.held.add(h)
                 return None
-            if current["expires"] > time.time():
+            if live(current):
                 return f"{current['host']}:{current['pid']}"
             return self._take_over(h, current, tmp)
         finally:
@@ -132,8 +132,9 @@ class Claims:
                 return f"{expired['host']}:{expired['pid']} (taken over)"
             os.replace(tmp, self.path(h))
             self.held.add(h)
+            why = "expired" if expired["expires"] <= time.time() else "its driver is gone"
             print(f"claims: took over {h} from {expired['host']}:{expired['pid']} "
-                  "(its claim expired)", file=sys.stderr, flush=True)
+                  f"({why})", file=sys.stderr, flush=True)
             return None
         finally:
             os.remove(marker)
@@ -207,9 +208,26 @@ def holder(store: Store, sweep: str, study: str, h: str, driver: str) -> str | N
     if not claims.local:
         return None
     current = claims.read(h)
-    if current is None or current["driver"] == driver or current["expires"] <= time.time():
+    if current is None or current["driver"] == driver or not live(current):
         return None
     return f"{current['host']}:{current['pid']}"
+
+
+def live(claim: dict) -> bool:
+    """A claim holds while it has not expired and, on this host, while its driver process
+    runs: a killed driver's claims are taken over at once by the next run on the same host
+    (another host's dead driver is known only by expiry)."""
+    if claim["expires"] <= time.time():
+        return False
+    if claim["host"] != socket.gethostname():
+        return True
+    try:
+        os.kill(int(claim["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user: running
+        return True
+    return True
 
 
 def skipped_line(others: dict[str, str]) -> str:

@@ -101,3 +101,25 @@ def test_planning_again_skips_finished_and_claimed_configs(tmp_path):
     claims, mine, others = plan_claims(store, "sw", "st", [member.hash, "other", "free"], B)
     assert mine == ["free"] and others == {"other": "host-a:11"}
     claims.release()
+
+
+def test_a_killed_drivers_claims_on_this_host_are_taken_over_at_once(tmp_path):
+    """A driver SIGKILLed mid-sweep leaves unexpired claims; the next run on the same host sees
+    its process is gone and trains those configs (`README`: a re-run resumes a killed driver)."""
+    import socket
+
+    store = Store(str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)  # that process has exited
+    here = socket.gethostname()
+    killed = Claims(store, "sw", "st", Owner(here, dead_pid, "driver-killed"))
+    assert killed.take("h1") is None
+    alive = Claims(store, "sw", "st", Owner(here, os.getppid(), "driver-alive"))
+    assert alive.take("h2") is None  # a running process on this host: its claim holds
+    me = Claims(store, "sw", "st", B)
+    assert me.take("h1") is None and "h1" in me.held  # taken over before it expired
+    assert me.take("h2") == f"{here}:{os.getppid()}"
+    far = Claims(store, "sw", "st", Owner("another-host", dead_pid, "driver-far"))
+    assert far.take("h3") is None
+    assert me.take("h3") == f"another-host:{dead_pid}"  # another host: only expiry tells
