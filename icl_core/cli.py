@@ -78,35 +78,47 @@ def build_parser(sweep) -> argparse.ArgumentParser:
         help="override a config field, e.g. --set model.width=128 (repeatable)")
     add("--optuna-journal", metavar="FILE",
         help="searches without Ray: plain Optuna with a JournalStorage file")
-    add("--seed", type=int, default=0, help="searches: sampler seed (default 0)")
+    add("--seed", type=int, default=None,
+        help="searches: the Optuna sampler's seed (default 0); grids take --num-samples")
     add("--figures", default="figures", help="figure output folder (default: figures)")
     add("--no-figures", action="store_true", help="skip figure regeneration")
     return parser
 
 
 def main(sweep, argv: list[str] | None = None) -> int:
-    """Parse, plan, then print the plan (--dry-run) or run it; the exit status."""
-    from icl_core.store import Store
-
+    """Parse, plan, then print the plan (--dry-run) or run it; the exit status. Every input
+    is checked before Ray starts: a bad one is one line on stderr and exit status 2."""
     args = build_parser(sweep).parse_args(argv)
     try:
-        plans = make_plans(sweep, args)
-        store = Store(args.storage or default_storage())
-        if not args.dry_run:
-            try:
-                store.check_writable()
-            except OSError as exc:
-                raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
+        plans, store = preflight(sweep, args)
+        if args.dry_run:
+            print_plan(sweep, plans, args)
+            return 0
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-    if args.dry_run:
-        print_plan(sweep, plans, args)
-        return 0
     if args.optuna_journal:
         return run_standalone(sweep, plans, store, args)
     return run_plans(sweep, plans, store, args)
+
+
+def preflight(sweep, args):
+    """(plans, store): every member validated, the storage, Ray address and figures folder
+    checked (icl_core.preflight); nothing is written and Ray is not started."""
+    from icl_core.preflight import check_writable_dir, open_store, probe_address
+
+    plans = make_plans(sweep, args)
+    store = open_store(args.storage or default_storage())
+    if not args.dry_run:
+        try:
+            store.check_writable()
+        except OSError as exc:
+            raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
+        if not args.no_figures:
+            check_writable_dir("figures", args.figures)
+        if not args.optuna_journal:
+            probe_address(args.address)
+    return plans, store
 
 
 def gpu_time(seconds: float) -> str:
