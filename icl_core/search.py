@@ -124,6 +124,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     from ray.tune.search.optuna import OptunaSearch
 
     from icl_core.launch import Progress, quiet
+    from icl_core.tracking import tracking_callbacks
     from icl_core.trainable import trial_config, tune_trainable
 
     quiet()
@@ -162,7 +163,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
                 storage_path=tune_dir,
                 failure_config=tune.FailureConfig(max_failures=1),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                callbacks=[Progress(label, num_samples)],
+                callbacks=[Progress(label, num_samples), *tracking_callbacks()],
                 verbose=0,
             ),
         )
