@@ -63,8 +63,9 @@ def build_parser(sweep) -> argparse.ArgumentParser:
     add("--plan-gpus", type=float, default=None,
         help="--dry-run: plan for a cluster with this many GPUs (default: this machine's)")
     add("--resume", action="store_true",
-        help="searches: finish an interrupted search (Tuner.restore); grids always skip "
-        "finished configs, so a plain re-run resumes them")
+        help="searches: finish an interrupted search (Tuner.restore), then add trials up to "
+        "--num-samples (extends a finished one); grids always skip finished configs, so a "
+        "plain re-run resumes them")
     add("--max-concurrent", type=int, default=None, help="max trials at once")
     add("--num-samples", type=int, default=None,
         help="grids: seeds 0..K-1 (replaces the seed axis); searches: trials per search")
@@ -99,6 +100,8 @@ def main(sweep, argv: list[str] | None = None) -> int:
         return 2
     if args.optuna_journal:
         return run_standalone(sweep, plans, store, args)
+    if not any(plan.members for plan in plans):
+        return 0  # every search already has its trials (said above): nothing to start
     return run_plans(sweep, plans, store, args)
 
 
@@ -118,7 +121,31 @@ def preflight(sweep, args):
             check_writable_dir("figures", args.figures)
         if not args.optuna_journal:
             probe_address(args.address)
+            skip_finished_searches(sweep, plans, store, args)
     return plans, store
+
+
+def skip_finished_searches(sweep, plans, store, args) -> None:
+    """Drop the grid points whose search already has its trials (said, one line each); an
+    unfinished search run that exists needs --resume. Before Ray starts."""
+    from icl_core.search import finished_points
+
+    for plan in plans:
+        if not plan.is_search:
+            continue
+        search = plan.study
+        done = finished_points(sweep.name, search, plan.members, store.uri, plan.num_samples)
+        plan.members = [p for p in plan.members if p not in done]
+        if args.resume:
+            continue
+        from ray import tune
+
+        for point in plan.members:
+            path = f"{store.uri}/{sweep.name}/{search.name}/tune/search-{point.hash}"
+            if tune.Tuner.can_restore(path):
+                raise ConfigError(f"{sweep.name}/{search.name}@{point.hash[:8]}: a search "
+                                  f"already exists at {path}; pass --resume to finish it "
+                                  "(--resume --num-samples N: extend it to N trials)")
 
 
 def gpu_time(seconds: float) -> str:

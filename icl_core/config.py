@@ -90,7 +90,9 @@ class TrainConfig:
         require(self.step_size >= 1, f"{path}.step_size", "must be >= 1")
         require(0 < self.gamma <= 1, f"{path}.gamma", "must be in (0, 1]")
         require(self.artifact_every >= 0, f"{path}.artifact_every", "must be >= 0")
-        require(self.warmup_steps >= 0, f"{path}.warmup_steps", "must be >= 0")
+        require(0 <= self.warmup_steps <= max(self.steps, 0), f"{path}.warmup_steps",
+                f"must be in [0, steps={self.steps}] (a longer warmup never reaches lr), "
+                f"got {self.warmup_steps}")
         require(len(self.betas) == 2, f"{path}.betas", "must hold two numbers")
         require(self.dataset_size >= 0, f"{path}.dataset_size", "must be >= 0 (0: online)")
         require(self.stop_loss is None or self.dataset_size > 0, f"{path}.stop_loss",

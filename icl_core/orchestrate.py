@@ -99,6 +99,7 @@ def make_plans(sweep, args) -> list[Plan]:
     for study in studies:
         try:
             if isinstance(study, Search):
+                study = study.for_preset(args.preset)  # the preset's space entries
                 points = study.points(args.preset, sets)
                 plans.append(Plan(study, points,
                                   study.num_samples(args.preset, args.num_samples)))
@@ -185,7 +186,7 @@ def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
                 raise
             expected[preset] = None
     return {
-        "sweep": sweep.name, "study": study.name, "order": sweep.studies.index(study),
+        "sweep": sweep.name, "study": study.name, "order": [s.name for s in sweep.studies].index(study.name),
         "kind": "search" if search else "grid", "figure": study.figure,
         "figure_args": to_plain(study.figure_args),
         "grid": [list(k) if isinstance(k, tuple) else k for k in study.grid],

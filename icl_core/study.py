@@ -50,6 +50,8 @@ class Preset:
     overrides: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
     grid: dict[str, list] = field(default_factory=dict)  # dotted key -> values (replaces axes)
     num_samples: int | None = None  # searches: trials per search (grids use the seed axis)
+    space: dict[str, tuple] = field(default_factory=dict)  # searches: replaces entries of the
+    # search space (e.g. a warmup range within this preset's train.steps)
 
 
 @dataclass

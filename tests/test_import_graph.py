@@ -27,7 +27,7 @@ ORCHESTRATION = ("icl_core.catalog", "icl_core.cli", "icl_core.sweep", "icl_core
                  "icl_core.search", "icl_core.orchestrate", "icl_core.resources",
                  "icl_core.launch", "icl_core.trial", "icl_core.trainable",
                  "icl_core.regenerate", "icl_core.preflight", "icl_core.console",
-                 "icl_core.tracking")
+                 "icl_core.tracking", "icl_core.searcher")
 # the science core: everything else in icl_core (models, tasks, baselines, closed forms, the
 # trainer, evaluator, row store and what they stand on)
 RAY = ("ray",)
