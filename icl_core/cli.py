@@ -93,7 +93,7 @@ def main(sweep, argv: list[str] | None = None) -> int:
     try:
         plans, store = preflight(sweep, args)
         if args.dry_run:
-            print_plan(sweep, plans, args)
+            print_plan(sweep, plans, args, store)
             return 0
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -153,9 +153,11 @@ def gpu_time(seconds: float) -> str:
                                              if seconds >= 3600 else "")
 
 
-def print_plan(sweep, plans: list[Plan], args) -> float:
+def print_plan(sweep, plans: list[Plan], args, store=None) -> float:
     """Trials, members per trial (and whether they stack), resources and the estimated time
-    on one H100-class GPU per study; returns the total estimate in seconds."""
+    on one H100-class GPU per study; with the store, also each study's grid values, its base
+    config's fields off their defaults and what is already finished (`plan_details`);
+    returns the total estimate in seconds."""
     import torch
 
     from icl_core.stacked import stack_groups, trial_stack_mode
@@ -172,6 +174,8 @@ def print_plan(sweep, plans: list[Plan], args) -> float:
                   f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
                   f"1 member per trial, {gpu_time(estimate)} on one H100 -- {study.doc}")
             total += plan.trials
+            if store is not None:
+                plan_details(sweep, plan, args, store)
             continue
         trials = study_trials(plan, args, gpus, cpus)
         kinds = sorted({str(r) for _, r in trials})
@@ -187,8 +191,47 @@ def print_plan(sweep, plans: list[Plan], args) -> float:
               f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial, "
               f"{gpu_time(estimate)} on one H100 -- {study.doc}")
         total += len(trials)
+        if store is not None:
+            plan_details(sweep, plan, args, store)
     where = f"{gpus:g} GPU(s)" if gpus else "CPU only (no GPU)"
     print(f"total: {total} trials in {len(plans)} studies, planned for {cpus:g} CPU(s), {where}; "
           f"{gpu_time(seconds)} on one H100-class GPU (planner estimate, stacks one after "
           "another)")
     return seconds
+
+
+def plan_details(sweep, plan: Plan, args, store) -> None:
+    """Under a study's plan line: the grid's values, the base config's fields off their
+    defaults (names of task and model always) and how much is already finished."""
+    from icl_core.config import flatten
+    from icl_core.orchestrate import parse_sets
+    from icl_core.study import apply_preset
+
+    study = plan.study
+    _, grid = apply_preset(study.base, study.grid, study.presets, args.preset,
+                           parse_sets(args.set))
+    if plan.is_search:
+        grid = {k: v for k, v in grid.items() if k != "seed"}
+    axes = {k for key in grid for k in (key if isinstance(key, tuple) else (key,))}
+    axes |= set(getattr(study, "space", ()))  # a search's sampled fields
+    if grid:
+        print("  grid: " + "; ".join(f"{','.join(k) if isinstance(k, tuple) else k} = {v}"
+                                     for k, v in grid.items()))
+    if plan.is_search:
+        print("  searched: " + "; ".join(f"{k} {v}" for k, v in study.space.items()))
+    first = plan.members[0]
+    defaults, flat = first.defaults(), flatten(first.to_dict())
+    off = {k: v for k, v in flat.items() if k not in axes and (
+        k in ("task.name", "model.name") or k not in defaults or defaults[k] != v)}
+    print("  base (off the defaults): " + ", ".join(f"{k}={v}" for k, v in off.items()))
+    if plan.is_search:
+        from icl_core.searcher import finished_trials, journal_path, study_name
+
+        journal = journal_path(store.uri, sweep.name, study.name)
+        done = [finished_trials(journal, study_name(study.name, p)) for p in plan.members]
+        print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.uri}")
+        return
+    finished = store.finished(sweep.name, study.name)
+    done = sum(1 for m in plan.members if m.hash in finished)
+    print(f"  finished: {done} of {len(plan.members)} configs in {store.uri} "
+          f"(a run trains the other {len(plan.members) - done})")
