@@ -10,11 +10,14 @@ pyarrow build has that filesystem (`storage_schemes()`). Reading rows back
 
 Ray address: `HOST:PORT` (the GCS port, 6379 by default) or `ray://HOST:PORT` (Ray Client) is
 probed with a plain TCP connection for ADDRESS_TIMEOUT_S before `ray.init`, which would
-otherwise retry for a minute or more; `auto` and `local` are left to Ray.
+otherwise retry for a minute or more, then asked once (gRPC, unauthenticated) whether it wants
+a token: a token-auth cluster joined without RAY_AUTH_MODE=token is one line, not ~20 s of
+retries; `auto` and `local` are left to Ray.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 from pathlib import Path
@@ -92,6 +95,28 @@ def probe_address(address: str | None, timeout_s: float = ADDRESS_TIMEOUT_S) -> 
         raise ConfigError(f"--address: no Ray cluster answers at {host}:{port} within "
                           f"{timeout_s:g} s ({why}); start one with `ray start --head` or "
                           "fix the address") from None
+    if not address.startswith("ray://") and os.environ.get("RAY_AUTH_MODE") != "token":
+        check_token_auth(host, port, timeout_s)
+
+
+def check_token_auth(host: str, port: int, timeout_s: float) -> None:
+    """A cluster with token authentication (Ray >= 2.59; what `ray start` and ray.init
+    start by default) refuses a driver without RAY_AUTH_MODE=token, and ray.init retries for
+    ~20 s before a ConnectionError: one unauthenticated GCS call (GetClusterId) says so
+    first. Any other answer is left to ray.init."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise ConfigError(
+                    f"--address: the Ray cluster at {host}:{port} uses token authentication; "
+                    "run this with RAY_AUTH_MODE=token (and its token in ~/.ray/auth_token or "
+                    "RAY_AUTH_TOKEN: `ray get-auth-token`)") from None
 
 
 def check_writable_dir(flag: str, path: str) -> None:

@@ -182,3 +182,23 @@ def test_the_readme_set_example_plans_per_study(capsys):
     assert sweep.main(argv) == 0
     assert "--study least_squares --set model.width=128 --set model.layer_norm=false" in (
         ROOT / "README.md").read_text()
+
+
+def test_token_auth_cluster_without_the_token_mode_is_one_line(ray_session, tmp_path, capsys,
+                                                                monkeypatch):
+    """The session's Ray uses token authentication (Ray's default for a local cluster): joining
+    it by address without RAY_AUTH_MODE=token is refused before ray.init, in one line."""
+    import ray
+
+    gcs = ray.get_runtime_context().gcs_address
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path / "r"),
+            "--address", gcs, "--no-figures"]
+    start = time.monotonic()
+    assert load_sweep("depth_scaling").main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: --address: the Ray cluster at {gcs} uses token authentication; "
+                   "run this with RAY_AUTH_MODE=token (and its token in ~/.ray/auth_token or "
+                   "RAY_AUTH_TOKEN: `ray get-auth-token`)")
+    assert time.monotonic() - start < 10
+    assert not (tmp_path / "r" / "depth_scaling").exists()
