@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import functools
 import inspect
+import os
 import re
 import sys
 import typing
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `icl list studies | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _sweep(rest: list[str], command: str):
@@ -81,6 +85,7 @@ def regenerate(rest: list[str]) -> int:
 def list_things(rest: list[str]) -> int:
     from icl_core.catalog import load_sweep, sweep_names
     from icl_core.models import MODELS
+    from icl_core.search import Search
     from icl_core.tasks import TASKS
     from icl_core.validation import unknown
 
@@ -100,7 +105,7 @@ def list_things(rest: list[str]) -> int:
             print(f"{name}: {', '.join(s.name for s in sweep.studies)}")
             continue
         for study in sweep.studies:
-            kind = "search" if hasattr(study, "space") else "grid"
+            kind = "search" if isinstance(study, Search) else "grid"
             print(f"{name}/{study.name} ({kind}): {study.doc}")
     return 0
 
@@ -176,6 +181,7 @@ def config(rest: list[str]) -> int:
     """The resolved member config of a study under a preset: each field's value (the grid's
     values for an axis), type, default and doc; a field off its default is marked *."""
     from icl_core.orchestrate import parse_sets
+    from icl_core.search import Search
     from icl_core.study import PRESETS, apply_preset
 
     sweep = _sweep(rest, "config")
@@ -186,16 +192,18 @@ def config(rest: list[str]) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(rest[1:])
     study = sweep.study(args.study) if args.study else sweep.studies[0]
-    sets = parse_sets(args.set)
-    members = (study.points(args.preset, sets) if hasattr(study, "space")
-               else study.members(args.preset, sets))
+    sets, search = parse_sets(args.set), isinstance(study, Search)
+    if search:
+        study = study.for_preset(args.preset)  # the preset's space
+    members = study.points(args.preset, sets) if search else study.members(args.preset, sets)
     _base, grid = apply_preset(study.base, study.grid, study.presets, args.preset, sets)
     axes = {}  # dotted key -> the grid's values (a zipped axis gives each key its column)
     for key, values in grid.items():
         for i, name in enumerate(key if isinstance(key, tuple) else (key,)):
             axes[name] = [v[i] for v in values] if isinstance(key, tuple) else list(values)
     print(f"{sweep.name}/{study.name} [{args.preset}]: {len(members)} member configs"
-          + (f"; searched: {', '.join(study.space)}" if hasattr(study, "space") else ""))
+          + ("; searched: " + "; ".join(f"{k} {v}" for k, v in study.space.items())
+             if search else ""))
     for key, values in grid.items():
         print(f"  grid {key}: {values}")
     rows = config_fields(members[0])
