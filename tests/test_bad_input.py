@@ -130,8 +130,8 @@ def test_every_task_config_knows_its_built_shape():
     for name in sweep_names():
         for study in load_sweep(name).studies:
             for preset in PRESETS:
-                members = (study.points(preset) if isinstance(study, Search)
-                           else study.members(preset))
+                members = (study.for_preset(preset).points(preset)
+                           if isinstance(study, Search) else study.members(preset))
                 for member in members:
                     key = (repr(member.task), member.task_seed)
                     if key in seen:
@@ -155,7 +155,7 @@ def doc_commands() -> list[tuple[str, list[str]]]:
             for word in words:
                 if "$" in word:
                     argv.pop()  # the flag the loop variable belongs to
-                elif not word.startswith("["):
+                elif not word.startswith("[") and word != "...":
                     argv.append(word)
             if "--help" not in argv and (match.group(1), argv) not in out:
                 out.append((match.group(1), argv))
