@@ -56,3 +56,27 @@ def test_preset_space_must_stay_within_its_steps():
 
     with pytest.raises(ConfigError, match=r"train.warmup_steps: must be in \[0, steps=20\]"):
         search.points("smoke")  # the base space (warmup to 10k) at 20 smoke steps
+
+
+def test_a_repeated_search_config_reports_its_stored_loss(ray_session, tmp_path, capsys):
+    """A search that samples a config an earlier trial finished (here: a one-value space)
+    trains nothing for it, and the trial still reports the stored final loss to the searcher
+    (Tune refuses a result without its metric)."""
+    import dataclasses
+
+    from icl_core.sweep import Sweep
+
+    width_lr = load_sweep("hpo_lr").study("width_lr")
+    search = dataclasses.replace(
+        width_lr, name="repeat", space={"train.batch_size": ("choice", [16])},
+        presets={p: dataclasses.replace(pr, space={}) for p, pr in width_lr.presets.items()})
+    sweep = Sweep("repeat_search", [search])
+    argv = ["--preset", "smoke", "--num-samples", "2", "--storage", str(tmp_path),
+            "--no-figures", "--max-concurrent", "1"]
+    assert sweep.main(argv) == 0
+    (point,) = search.points("smoke")
+    study = optuna.load_study(study_name=f"repeat-{point.hash}", storage=journal_storage(
+        str(tmp_path / "repeat_search" / "repeat" / "optuna.journal")))
+    values = [t.value for t in study.trials]
+    assert len(values) == 2 and values[0] == values[1]  # the same member, its stored loss
+    assert len({t.user_attrs["config_hash"] for t in study.trials}) == 1
