@@ -191,10 +191,12 @@ def _trial_space(search, spec_template) -> dict:
 
 
 def _searcher(search, point, seed, journal, max_concurrent):
+    import optuna
     from ray.tune.search import ConcurrencyLimiter
 
     from icl_core.searcher import HashedOptunaSearch, journal_storage, study_name
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # our lines say what it does
     storage = journal_storage(journal) if journal else None
     if journal:
         import os
