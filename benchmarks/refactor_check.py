@@ -44,8 +44,10 @@ def hashes() -> dict[str, list[str]]:
     for name in sweep_names():
         for study in load_sweep(name).studies:
             for preset in PRESETS:
+                # a search with its preset's space (trees before Preset.space have none)
+                search = study.for_preset(preset) if hasattr(study, "for_preset") else study
                 members = (study.members(preset) if isinstance(study, Study)
-                           else study.points(preset))
+                           else search.points(preset))
                 out[f"{name}/{study.name}/{preset}"] = sorted(m.hash for m in members)
     return out
 

@@ -115,9 +115,10 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool."""
-    from icl_core.cli import PlanCost, build_parser, check_size, planned_cluster, print_plan
+    from icl_core.cli import build_parser
     from icl_core.config import ConfigError
     from icl_core.orchestrate import make_plans, run_plans
+    from icl_core.plan_report import PlanCost, check_size, planned_cluster, print_plan
     from icl_core.store import Store
 
     parser = argparse.ArgumentParser(

@@ -33,9 +33,12 @@ from icl_core.validation import (  # re-exported: the names config users have al
     ConfigError,
     build_dataclass,
     coerce,
+    did_you_mean,
     require,
+    shown,
     to_plain,
     type_hints,
+    unknown,
 )
 
 # ----------------------------------------------------------------------------- sections
@@ -87,7 +90,9 @@ class TrainConfig:
         require(self.step_size >= 1, f"{path}.step_size", "must be >= 1")
         require(0 < self.gamma <= 1, f"{path}.gamma", "must be in (0, 1]")
         require(self.artifact_every >= 0, f"{path}.artifact_every", "must be >= 0")
-        require(self.warmup_steps >= 0, f"{path}.warmup_steps", "must be >= 0")
+        require(0 <= self.warmup_steps <= max(self.steps, 0), f"{path}.warmup_steps",
+                f"must be in [0, steps={self.steps}] (a longer warmup never reaches lr), "
+                f"got {self.warmup_steps}")
         require(len(self.betas) == 2, f"{path}.betas", "must hold two numbers")
         require(self.dataset_size >= 0, f"{path}.dataset_size", "must be >= 0 (0: online)")
         require(self.stop_loss is None or self.dataset_size > 0, f"{path}.stop_loss",
@@ -100,7 +105,8 @@ class TrainConfig:
         require(
             self.optimizer in OPTIMIZERS,
             f"{path}.optimizer",
-            f"unknown {self.optimizer!r}; valid choices: {', '.join(sorted(OPTIMIZERS))}",
+            f"unknown {shown(self.optimizer)}; {did_you_mean(self.optimizer, OPTIMIZERS)}"
+            f"valid choices: {', '.join(sorted(OPTIMIZERS))}",
         )
 
 
@@ -157,7 +163,8 @@ class EvalConfig:
             require(
                 name in BASELINES,
                 f"{path}.baselines",
-                f"unknown {name!r}; valid choices: {', '.join(sorted(BASELINES))}",
+                f"unknown {shown(name)}; {did_you_mean(name, BASELINES)}"
+                f"valid choices: {', '.join(sorted(BASELINES))}",
             )
         labels = [point.get("test_dist", "train") for point in self.grid]
         require(len(set(labels)) == len(labels), f"{path}.grid", f"test_dist labels repeat: {labels}")
@@ -248,9 +255,9 @@ def _check_sections(raw: dict) -> None:
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping, got {raw!r}")
     top = {f.name for f in dataclasses.fields(MemberConfig)}
-    unknown = sorted(set(raw) - top)
-    if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown field; valid fields: {', '.join(sorted(top))}")
+    extra = sorted(set(raw) - top)
+    if extra:
+        raise unknown(extra[0], "field", extra[0], sorted(top), "valid fields", False)
     for section in ("task", "model"):
         if section not in raw:
             raise ConfigError(f"{section}: missing; every config needs a {section} section")
@@ -259,7 +266,8 @@ def _check_sections(raw: dict) -> None:
 def _check_values(member: MemberConfig) -> None:
     """dtype, seeds, device and the evaluation / artifact periods."""
     train, evaluation = member.train, member.eval
-    require(member.dtype in DTYPES, "dtype", f"{member.dtype!r} is not valid; valid choices: {', '.join(DTYPES)}")
+    require(member.dtype in DTYPES, "dtype",
+            f"{shown(member.dtype)} is not valid; valid choices: {', '.join(DTYPES)}")
     require(member.seed >= 0, "seed", "must be >= 0")
     require(member.task_seed >= 0, "task_seed", "must be >= 0")
     dev = member.device

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from icl_core.config import MemberConfig, to_plain
+from icl_core.config import ConfigError, MemberConfig, to_plain
 
 
 @dataclass(frozen=True)
@@ -44,18 +44,29 @@ def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     from icl_core.models import MODELS, count_params
     from icl_core.models.base import LoopsBlock
     from icl_core.tasks import TASKS, build_task
+    from icl_core.tasks.base import KnowsShape
 
     task_cfg = TASKS.resolve(json.loads(task_json), "task")
-    task = build_task(task_cfg, task_seed, torch.device("cpu"), torch.float32)
+    if isinstance(task_cfg, KnowsShape):  # shapes only: planning never allocates the task's
+        d_in, d_out, seq_len = task_cfg.shape()  # tensors (`--set task.dim=1e9` is planned)
+    else:
+        task = build_task(task_cfg, task_seed, torch.device("cpu"), torch.float32)
+        d_in, d_out, seq_len = task.d_in, task.d_out, task.seq_len
+    causal = TASKS.builder(task_cfg.name).causal
     model_cfg = MODELS.resolve(json.loads(model_json), "model")
     # a model that reads the flattened prompt once (the FFN) applies each weight once per
     # prompt, not once per token
-    seq = 1 if model_cfg.whole_prompt else task.seq_len
+    seq = 1 if model_cfg.whole_prompt else seq_len
     if isinstance(model_cfg, LoopsBlock):  # looped / algoformer: the block runs once per loop
-        return _looped_shape(model_cfg, task.d_in, task.d_out, seq)
-    params = count_params(model_cfg, d_in=task.d_in, d_out=task.d_out, max_len=task.seq_len,
-                          causal=task.causal)
-    layers = model_cfg.layer_passes(task.seq_len)
+        return _looped_shape(model_cfg, d_in, d_out, seq)
+    try:  # weights on the meta device: no memory, but torch still refuses absurd sizes
+        params = count_params(model_cfg, d_in=d_in, d_out=d_out, max_len=seq_len,
+                              causal=causal)
+    except RuntimeError as exc:
+        raise ConfigError(f"model: {model_cfg.name!r} cannot be built for tokens of width "
+                          f"{d_in} -> {d_out} and {seq_len} positions "
+                          f"({str(exc).splitlines()[0]})") from None
+    layers = model_cfg.layer_passes(seq_len)
     mix = layers * model_cfg.mixing_flops(seq)
     return StepShape(params, seq, layers, params, layers, mix)
 

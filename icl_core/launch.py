@@ -15,6 +15,7 @@ from typing import Protocol
 from ray import tune
 from ray.tune import Callback
 
+from icl_core.tracking import tracking_callbacks
 from icl_core.trainable import SPEC_KEY, spec_from_config, tune_trainable
 from icl_core.trial import TrialSpec
 
@@ -133,8 +134,8 @@ class Progress(Callback):
 
 
 def quiet() -> None:
-    """Our progress line replaces Tune's tables; our rows replace its result files."""
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    """Our progress line replaces Tune's tables. Tune's loggers stay on (result.json,
+    progress.csv, TensorBoard: icl_core.tracking), unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     for name in ("ray.tune.analysis.experiment_analysis", "ray.tune.tune"):
@@ -171,7 +172,7 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
             storage_path=tune_dir,
             failure_config=tune.FailureConfig(max_failures=2),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=[progress],
+            callbacks=[progress, *tracking_callbacks()],
             verbose=0,
         ),
     )

@@ -16,9 +16,12 @@ import sys
 from dataclasses import dataclass
 
 from icl_core.config import ConfigError
+from icl_core.flops import step_shape
 from icl_core.pool import cluster_cpus, cluster_gpus  # noqa: F401  (the CLI plans with them)
 from icl_core.report import write_manifest
 from icl_core.search import Search
+from icl_core.study import PRESETS
+from icl_core.validation import unknown
 
 # (flag, other flag, why they cannot go together): refused before anything starts
 CONFLICTS = (
@@ -27,14 +30,39 @@ CONFLICTS = (
 )
 
 
+MAX_SEARCH_SAMPLES = 10_000  # --num-samples of a search: Optuna trials per search
+
+
 def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """`--set KEY=VALUE` pairs; a key given twice is refused (which one would win is a guess)."""
     out = {}
     for pair in pairs:
         if "=" not in pair:
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
+        key, value = (part.strip() for part in pair.split("=", 1))
+        if key in out:
+            raise ConfigError(f"--set {key}: given twice ({out[key]!r} and {value!r}); "
+                              "give each key once")
+        out[key] = value
     return out
+
+
+def check_options(sweep, args) -> None:
+    """The options that need no study: ranges and combinations."""
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ConfigError("--max-concurrent: must be >= 1")
+    if args.pack != "auto" and (not isinstance(args.pack, int) or args.pack < 1):
+        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {args.pack!r}")
+    for flag, other, why in CONFLICTS:
+        if getattr(args, flag) and getattr(args, other):
+            raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
+                              f"--{other.replace('_', '-')} ({why})")
+    if args.plan_gpus is not None and not args.dry_run:
+        raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
+    if args.plan_gpus is not None and not 0 <= args.plan_gpus < math.inf:
+        raise ConfigError(f"--plan-gpus: must be a number of GPUs >= 0, got {args.plan_gpus:g}")
+    if args.preset not in PRESETS:
+        raise unknown("--preset", "", args.preset, PRESETS)
 
 
 @dataclass
@@ -53,27 +81,36 @@ class Plan:
 
 
 def make_plans(sweep, args) -> list[Plan]:
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise ConfigError("--max-concurrent: must be >= 1")
-    if args.pack != "auto" and (not isinstance(args.pack, int) or args.pack < 1):
-        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {args.pack!r}")
-    for flag, other, why in CONFLICTS:
-        if getattr(args, flag) and getattr(args, other):
-            raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
-                              f"--{other.replace('_', '-')} ({why})")
-    if args.plan_gpus is not None and not args.dry_run:
-        raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
+    """Every chosen study's plan, each member validated; a ConfigError names the study."""
+    check_options(sweep, args)
     sets = parse_sets(args.set)
     studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
-    if args.optuna_journal and not any(isinstance(s, Search) for s in studies):
+    searches = any(isinstance(s, Search) for s in studies)
+    if args.optuna_journal and not searches:
         raise ConfigError("--optuna-journal: only searches use it; this file has none")
+    if getattr(args, "seed", None) is not None and not searches:
+        raise ConfigError("--seed: seeds an Optuna search's sampler, and no chosen study is a "
+                          "search; a grid's seeds are --num-samples K (seeds 0..K-1)")
+    if getattr(args, "seed", None) is None:
+        args.seed = 0  # the sampler's default seed (None on the command line: not given)
+    if args.num_samples is not None and searches and args.num_samples > MAX_SEARCH_SAMPLES:
+        raise ConfigError(f"--num-samples: a search takes at most {MAX_SEARCH_SAMPLES} trials, "
+                          f"got {args.num_samples}")
     plans = []
     for study in studies:
-        if isinstance(study, Search):
-            points = study.points(args.preset, sets)
-            plans.append(Plan(study, points, study.num_samples(args.preset, args.num_samples)))
-        else:
-            plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
+        try:
+            if isinstance(study, Search):
+                study = study.for_preset(args.preset)  # the preset's space entries
+                points = study.points(args.preset, sets)
+                plans.append(Plan(study, points,
+                                  study.num_samples(args.preset, args.num_samples)))
+            else:
+                plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
+            for member in plans[-1].members:  # the planner can size it (never allocates)
+                step_shape(member)
+        except ConfigError as exc:
+            where = "" if args.study else "; --study picks studies"
+            raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
     return plans
 
 

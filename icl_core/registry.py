@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from icl_core.validation import ConfigError, build_dataclass, to_plain
+from icl_core.validation import ConfigError, build_dataclass, to_plain, unknown
 
 
 class Registry:
@@ -36,9 +36,7 @@ class Registry:
 
     def config_cls(self, name: Any, path: str) -> type:
         if name not in self._entries:
-            raise ConfigError(
-                f"{path}: unknown {self.kind} {name!r}; valid choices: {', '.join(self.names())}"
-            )
+            raise unknown(path, self.kind, name, self.names())
         return self._entries[name][0]
 
     def resolve(self, raw: Any, path: str, from_cli: bool = False):

@@ -28,7 +28,8 @@ def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
                 raise
             expected[preset] = None
     return {
-        "sweep": sweep.name, "study": study.name, "order": sweep.studies.index(study),
+        "sweep": sweep.name, "study": study.name,
+        "order": [s.name for s in sweep.studies].index(study.name),
         "kind": "search" if search else "grid", "figure": study.figure,
         "figure_args": to_plain(study.figure_args),
         "grid": [list(k) if isinstance(k, tuple) else k for k in study.grid],

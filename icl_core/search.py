@@ -20,6 +20,7 @@ prompts (online data, so it is a test loss), reported every `train.report_every`
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,17 @@ class Search:
         missing = [p for p in PRESETS if p not in self.presets]
         if missing:
             raise ValueError(f"search {self.name!r} lacks presets {missing}")
+
+    def for_preset(self, preset: str) -> Search:
+        """This search with the preset's space entries (Preset.space) in place."""
+        chosen = self.presets.get(preset)
+        if chosen is None or not chosen.space:
+            return self
+        unknown = sorted(set(chosen.space) - set(self.space))
+        if unknown:
+            raise ConfigError(f"presets.{preset}.space.{unknown[0]}: not in the search space; "
+                              f"searched: {', '.join(self.space)}")
+        return dataclasses.replace(self, space={**self.space, **chosen.space})
 
     def points(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
         """The base member of each search (one per grid point), validated with the space."""
@@ -118,61 +130,155 @@ class Search:
 
 def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
                     max_concurrent, resources, label) -> None:
-    """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point."""
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
-    from ray.tune.search import ConcurrencyLimiter
-    from ray.tune.search.optuna import OptunaSearch
+    """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
+    study persisted beside the rows (icl_core.searcher). `resume`: finish an interrupted run
+    (Tuner.restore), then add trials until the study has `num_samples` (so `--resume
+    --num-samples N` extends a finished search to N)."""
+    import time
 
-    from icl_core.launch import Progress, quiet
-    from icl_core.trainable import trial_config, tune_trainable
+    from ray import tune
+
+    from icl_core.searcher import finished_trials, journal_path, study_name
+
+    trainable = _search_trainable(resources)
+    journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
+    name = study_name(search.name, point)
+    path = f"{tune_dir}/search-{point.hash}"
+    run_name, todo, done = f"search-{point.hash}", num_samples, 0
+    if resume:
+        if not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
+            raise ConfigError(f"--resume: no search to resume at {path}")
+        if tune.Tuner.can_restore(path):
+            try:
+                verify(path)  # before anything of it is unpickled (icl_core.signing)
+            except UntrustedState as exc:
+                raise ConfigError(f"--resume: {exc}") from None
+            with keep_signed(path):
+                tune.Tuner.restore(path, trainable, resume_unfinished=True,
+                                   resume_errored=True).fit()
+        done = finished_trials(journal, name)
+        if journal is None or done >= num_samples:
+            return print_best(search, point, journal, label)
+        run_name = f"search-{point.hash}-from{done}-{time.strftime('%Y%m%d-%H%M%S')}"
+        todo = num_samples - done
+        print(f"[{label}] extending the search from {done} to {num_samples} trials",
+              flush=True)
+    elif tune.Tuner.can_restore(path):
+        raise ConfigError(f"{label}: a search already exists at {path}; pass --resume to "
+                          "finish it (--resume --num-samples N: extend it to N trials)")
+    # an extension's sampler is seeded apart from the first run's, whose first draws it would
+    # repeat (a repeated config is a finished member: it trains nothing and reports nothing)
+    searcher = _searcher(search, point, seed + done, journal, max_concurrent)
+    tuner = tune.Tuner(
+        trainable,
+        param_space=_trial_space(search, spec_template),
+        tune_config=_search_tune_config(search, point, searcher, todo),
+        run_config=_search_run_config(search, run_name, tune_dir, label, todo),
+    )
+    with keep_signed(f"{tune_dir}/{run_name}"):  # --resume checks it before unpickling
+        tuner.fit()
+    print_best(search, point, journal, label)
+
+
+def _search_trainable(resources):
+    from ray import tune
+
+    from icl_core.launch import quiet
+    from icl_core.trainable import tune_trainable
 
     quiet()
-    trainable = tune.with_resources(tune_trainable, tune.PlacementGroupFactory([resources.bundle()]))
-    path = f"{tune_dir}/search-{point.hash}"
-    if resume:
-        if not tune.Tuner.can_restore(path):
-            raise ConfigError(f"--resume: no search to resume at {path}")
-        try:
-            verify(path)  # before anything of it is unpickled (icl_core.signing)
-        except UntrustedState as exc:
-            raise ConfigError(f"--resume: {exc}") from None
-        tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
-    else:
-        if tune.Tuner.can_restore(path):
-            raise ConfigError(
-                f"{label}: a search already exists at {path}; pass --resume to finish it"
-            )
-        # reports per trial: one per report_every steps, then the final one after the rows are
-        # written; ASHA stops a trial at max_t, so max_t must count that final report too.
-        max_t = math.ceil(point.train.steps / point.train.report_every) + 1
-        searcher = OptunaSearch(metric=search.metric, mode=search.mode, seed=seed)
-        if max_concurrent:
-            searcher = ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
-        tuner = tune.Tuner(
-            trainable,
-            param_space=trial_config(spec_template, search.tune_space()),
-            tune_config=tune.TuneConfig(
-                metric=search.metric,
-                mode=search.mode,
-                num_samples=num_samples,
-                search_alg=searcher,
-                scheduler=ASHAScheduler(max_t=max_t, grace_period=1,
-                                        reduction_factor=search.reduction_factor),
-                reuse_actors=False,
-                trial_dirname_creator=lambda trial: f"{trial.trial_id}",
-            ),
-            run_config=tune.RunConfig(
-                name=f"search-{point.hash}",
-                storage_path=tune_dir,
-                failure_config=tune.FailureConfig(max_failures=1),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                callbacks=[Progress(label, num_samples)],
-                verbose=0,
-            ),
-        )
-    with keep_signed(path):  # --resume checks it before unpickling (icl_core.signing)
-        tuner.fit()
+    return tune.with_resources(tune_trainable,
+                               tune.PlacementGroupFactory([resources.bundle()]))
+
+
+def _trial_space(search, spec_template) -> dict:
+    from icl_core.trainable import trial_config
+
+    return trial_config(spec_template, search.tune_space())
+
+
+def _searcher(search, point, seed, journal, max_concurrent):
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter
+
+    from icl_core.searcher import HashedOptunaSearch, journal_storage, study_name
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # our lines say what it does
+    storage = journal_storage(journal) if journal else None
+    if journal:
+        import os
+
+        os.makedirs(os.path.dirname(journal), exist_ok=True)
+    searcher = HashedOptunaSearch(point, metric=search.metric, mode=search.mode, seed=seed,
+                                  storage=storage, study_name=study_name(search.name, point))
+    return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent) if max_concurrent \
+        else searcher
+
+
+def _search_tune_config(search, point, searcher, num_samples):
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    # reports per trial: one per report_every steps, then the final one after the rows are
+    # written; ASHA stops a trial at max_t, so max_t must count that final report too.
+    max_t = math.ceil(point.train.steps / point.train.report_every) + 1
+    return tune.TuneConfig(
+        metric=search.metric, mode=search.mode, num_samples=num_samples, search_alg=searcher,
+        scheduler=ASHAScheduler(max_t=max_t, grace_period=1,
+                                reduction_factor=search.reduction_factor),
+        reuse_actors=False, trial_dirname_creator=lambda trial: f"{trial.trial_id}",
+    )
+
+
+def _search_run_config(search, run_name, tune_dir, label, num_samples):
+    from ray import tune
+
+    from icl_core.launch import Progress
+    from icl_core.tracking import tracking_callbacks
+
+    return tune.RunConfig(
+        name=run_name, storage_path=tune_dir,
+        failure_config=tune.FailureConfig(max_failures=1),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[Progress(label, num_samples), *tracking_callbacks()], verbose=0,
+    )
+
+
+def print_best(search, point, journal, label) -> None:
+    """The best finished trial of a persisted search: its value, settings and config hash."""
+    if journal is None:
+        return
+    import optuna
+
+    from icl_core.searcher import journal_storage, study_name
+
+    study = optuna.load_study(study_name=study_name(search.name, point),
+                              storage=journal_storage(journal))
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not done:
+        print(f"[{label}] no finished trial yet (journal: {journal})", flush=True)
+        return
+    best = study.best_trial
+    print(f"[{label}] best {search.metric} {best.value:.4g} with {best.params} "
+          f"(config_hash {best.user_attrs.get('config_hash', '?')}; {len(done)} complete "
+          f"of {len(study.trials)} trials; optuna.load_study(study_name={study.study_name!r}, "
+          f"storage=JournalStorage(JournalFileBackend({journal!r}))))", flush=True)
+
+
+def finished_points(sweep_name, search, points, storage_uri, num_samples) -> list:
+    """The grid points whose persisted search already has `num_samples` finished trials;
+    each is said, before anything starts."""
+    from icl_core.searcher import finished_trials, journal_path, study_name
+
+    journal = journal_path(storage_uri, sweep_name, search.name)
+    done = []
+    for point in points:
+        k = finished_trials(journal, study_name(search.name, point))
+        if k >= num_samples:
+            print(f"[{sweep_name}/{search.name}@{point.hash[:8]}] finished: {k} of {num_samples} Optuna trials (journal: "
+                  f"{journal}); --resume --num-samples N extends it to N", flush=True)
+            done.append(point)
+    return done
 
 
 def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -> Any:

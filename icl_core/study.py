@@ -24,7 +24,9 @@ every member config before anything is launched.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +37,12 @@ from icl_core.config import (
     resolve_member,
     set_path,
     type_hints,
+    unknown,
 )
 
 PRESETS = ("smoke", "cpu", "gpu", "paper")
+MAX_SEEDS = 1000  # --num-samples of a grid: seeds 0..K-1 at every grid point
+MAX_MEMBERS = 100_000  # members of one study's grid (the paper presets: ~2,200 in all files)
 
 
 @dataclass
@@ -45,6 +50,8 @@ class Preset:
     overrides: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
     grid: dict[str, list] = field(default_factory=dict)  # dotted key -> values (replaces axes)
     num_samples: int | None = None  # searches: trials per search (grids use the seed axis)
+    space: dict[str, tuple] = field(default_factory=dict)  # searches: replaces entries of the
+    # search space (e.g. a warmup range within this preset's train.steps)
 
 
 @dataclass
@@ -76,7 +83,14 @@ class Study:
         if num_samples is not None:
             if num_samples < 1:
                 raise ConfigError(f"--num-samples: must be >= 1, got {num_samples}")
+            if num_samples > MAX_SEEDS:
+                raise ConfigError(f"--num-samples: a grid takes at most {MAX_SEEDS} seeds per "
+                                  f"point, got {num_samples}")
             grid["seed"] = list(range(num_samples))
+        size = math.prod(len(v) if isinstance(v, (list, tuple)) else 1 for v in grid.values())
+        if size > MAX_MEMBERS:
+            raise ConfigError(f"grid: {size:,} members (at most {MAX_MEMBERS:,} per study); "
+                              "shrink an axis or --num-samples")
         return base, grid
 
 
@@ -84,7 +98,7 @@ def apply_preset(base, grid, presets, preset, sets=None) -> tuple[dict, dict]:
     """Base config and grid of a preset, then the CLI's `--set` overrides: an override of a
     grid axis collapses it (within a zipped axis, it replaces that component)."""
     if preset not in presets:
-        raise ConfigError(f"--preset: unknown {preset!r}; valid choices: {', '.join(presets)}")
+        raise unknown("--preset", "", preset, presets)
     chosen = presets[preset]
     base = copy.deepcopy(base)
     for key, value in chosen.overrides.items():
@@ -142,24 +156,22 @@ def parse_override(base: dict, key: str, text: str) -> Any:
     parts = key.split(".")
     hints = type_hints(MemberConfig)
     if parts[0] not in hints:
-        raise ConfigError(f"--set {key}: unknown field; valid fields: {', '.join(sorted(hints))}")
+        raise unknown(f"--set {key}", "field", parts[0], sorted(hints), "valid fields", False)
     if len(parts) == 1:
         if parts[0] in ("task", "model", "train", "eval"):
             raise ConfigError(f"--set {key}: name a field, e.g. {key}.<field>")
         return coerce(text, hints[parts[0]], f"--set {key}", from_cli=True)
-    section = parts[0]
+    section, what = parts[0], "field"
     if section in ("task", "model"):
         registry = TASKS if section == "task" else MODELS
-        raw = base.get(section, {})
-        name = text if parts[1] == "name" else raw.get("name")
+        name = text if parts[1] == "name" else base.get(section, {}).get("name")
         cls = registry.config_cls(name, f"{section}.name")
+        what = f"field of {section} {name!r}"
     else:
         cls = hints[section] if section in ("train", "eval") else None
     if cls is None or len(parts) != 2:
         raise ConfigError(f"--set {key}: unknown field")
-    field_hints = type_hints(cls)
-    if parts[1] not in field_hints:
-        raise ConfigError(
-            f"--set {key}: unknown field; valid fields: {', '.join(field_hints)}"
-        )
-    return coerce(text, field_hints[parts[1]], f"--set {key}", from_cli=True)
+    names = [f.name for f in dataclasses.fields(cls)]  # not the class-level flags (ClassVar)
+    if parts[1] not in names:
+        raise unknown(f"--set {key}", what, parts[1], names, "valid fields", False)
+    return coerce(text, type_hints(cls)[parts[1]], f"--set {key}", from_cli=True)

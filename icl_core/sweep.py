@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from icl_core.config import ConfigError
 from icl_core.study import (  # noqa: F401  (re-exported for sweep files)
     PRESETS,
     Preset,
@@ -24,6 +23,7 @@ from icl_core.study import (  # noqa: F401  (re-exported for sweep files)
     expand,
     parse_override,
 )
+from icl_core.validation import unknown
 
 
 @dataclass
@@ -35,8 +35,7 @@ class Sweep:
         for study in self.studies:
             if study.name == name:
                 return study
-        valid = ", ".join(s.name for s in self.studies)
-        raise ConfigError(f"--study: unknown {name!r}; valid choices: {valid}")
+        raise unknown("--study", "", name, [s.name for s in self.studies])
 
     def main(self, argv: list[str] | None = None) -> int:
         from icl_core.cli import main

@@ -84,7 +84,7 @@ def tune_trainable(config: dict) -> None:
     spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
                        "assigned_gpu": float(assigned.get("GPU", 0.0)),
                        "assigned_cpu": float(assigned.get("CPU", 0.0))}
-    last = [-math.inf]
+    last, reported = [-math.inf], set()
     checkpoint = tune.get_checkpoint()
     state = None
     if checkpoint is not None:
@@ -92,6 +92,7 @@ def tune_trainable(config: dict) -> None:
             state = load_state(d)
 
     def report(metrics: dict, ckpt_state: dict | None) -> None:
+        reported.add("loss" in metrics)
         now = time.monotonic()
         if ckpt_state is None:
             # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
@@ -108,3 +109,22 @@ def tune_trainable(config: dict) -> None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
     run_trial(spec, report, state)
+    if spec.report_all and True not in reported:
+        # a search sampled a config that an earlier trial finished: its rows exist, so nothing
+        # trained; the searcher still needs the trial's metric (Tune refuses a result without)
+        tune.report(stored_result(spec))
+
+
+def stored_result(spec) -> dict:
+    """The final training loss of a search trial's member, read from its stored rows."""
+    import pyarrow.parquet as pq
+
+    from icl_core.store import Store
+
+    store = Store(spec.storage)
+    path = store.rows_path(spec.sweep, spec.study, spec.hashes[0])
+    with store.fs.open_input_file(path) as f:
+        rows = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
+    losses = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "train_loss")
+    step, loss = losses[-1] if losses else (0, math.nan)
+    return {"loss": loss, "step": step, "member_done": True, "progress": 1.0}

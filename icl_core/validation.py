@@ -9,8 +9,10 @@ neither models nor tasks import `icl_core.config` (which imports their registrie
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
+import math
 import types
 import typing
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -18,6 +20,46 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 class ConfigError(ValueError):
     """An invalid sweep input. The message names the field and the valid choices."""
+
+
+# integers must fit a signed 64-bit integer (torch seeds, Parquet int64 columns)
+INT_LIMIT = 2**63
+
+
+def shown(name: Any) -> str:
+    """repr of a name; ascii() where it has non-ASCII characters, so a confusable letter (a
+    Cyrillic 'а' in 'trаnsformer') is visible."""
+    if isinstance(name, str) and not name.isascii():
+        return f"{ascii(name)} (non-ASCII characters)"
+    return repr(name)
+
+
+def did_you_mean(name: Any, choices) -> str:
+    """"did you mean 'width'? " by string similarity (difflib), or ""."""
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def unknown(path: str, what: str, name: Any, choices, label: str = "valid choices",
+            show_name: bool = True) -> ConfigError:
+    """The one message for an unknown name: what it is, the closest valid name, all of them,
+    e.g. "model.name: unknown model 'transfomer'; did you mean 'transformer'? valid choices:
+    ..." (a field's name is the end of its path: show_name=False)."""
+    choices = list(choices)
+    head = " ".join(p for p in ("unknown", what, shown(name) if show_name else "") if p)
+    return ConfigError(f"{path}: {head}; {did_you_mean(name, choices)}{label}: "
+                       f"{', '.join(map(str, choices))}")
+
+
+def _cli_json(text: str, path: str, expected: str) -> Any:
+    """JSON from the command line (never evaluated as code); a parse error is one line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: expected {expected} in JSON, got {shown(text)} "
+                          f"({exc.msg} at character {exc.pos})") from None
 
 
 # ----------------------------------------------------------------------------- coercion
@@ -54,13 +96,15 @@ def _coerce_literal(value: Any, args: tuple, path: str, from_cli: bool) -> Any:
                 return choice
     if value in args and type(value) in {type(a) for a in args}:
         return value
-    raise ConfigError(f"{path}: {value!r} is not valid; valid choices: {', '.join(map(str, args))}")
+    raise ConfigError(f"{path}: {shown(value)} is not valid; {did_you_mean(value, args)}"
+                      f"valid choices: {', '.join(map(str, args))}")
 
 
 def _coerce_sequence(value: Any, args: tuple, path: str, from_cli: bool) -> tuple:
     if from_cli and isinstance(value, str):
         text = value.strip()
-        value = json.loads(text) if text.startswith("[") else [v for v in text.split(",") if v]
+        value = (_cli_json(text, path, "a list such as [1, 10]") if text.startswith("[")
+                 else [v for v in text.split(",") if v])
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{path}: expected a list, got {value!r}")
     item_type = args[0] if args else Any
@@ -69,7 +113,7 @@ def _coerce_sequence(value: Any, args: tuple, path: str, from_cli: bool) -> tupl
 
 def _coerce_mapping(value: Any, path: str, from_cli: bool) -> dict:
     if from_cli and isinstance(value, str):
-        value = json.loads(value)
+        value = _cli_json(value, path, 'a mapping such as {"n_points": 40}')
     if not isinstance(value, dict):
         raise ConfigError(f"{path}: expected a mapping, got {value!r}")
     return dict(value)
@@ -83,32 +127,53 @@ def _coerce_bool(value: Any, path: str, from_cli: bool) -> bool:
     raise ConfigError(f"{path}: expected a boolean, got {value!r}")
 
 
-def _coerce_int(value: Any, path: str, from_cli: bool) -> int:
+def _parse_int(value: Any, from_cli: bool) -> int | None:
     if isinstance(value, bool):
-        raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return None
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if from_cli and isinstance(value, str):
         try:
-            return int(float(value)) if float(value).is_integer() else int(value)
+            return int(value)  # exact, also beyond float precision
         except ValueError:
             pass
-    raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        try:
+            number = float(value)  # 1e3
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else None
+    return None
+
+
+def _coerce_int(value: Any, path: str, from_cli: bool) -> int:
+    number = _parse_int(value, from_cli)
+    if number is None:
+        raise ConfigError(f"{path}: expected an integer, got {shown(value)}")
+    if not -INT_LIMIT <= number < INT_LIMIT:
+        raise ConfigError(f"{path}: {value} is out of range; integers must lie in "
+                          "[-2**63, 2**63)")
+    return number
 
 
 def _coerce_float(value: Any, path: str, from_cli: bool) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(f"{path}: expected a number, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if from_cli and isinstance(value, str):
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            return float(value)
+            number = float(value)
+        except OverflowError:
+            raise ConfigError(f"{path}: {value} is too large for a float") from None
+    elif from_cli and isinstance(value, str):
+        try:
+            number = float(value)
         except ValueError:
             pass
-    raise ConfigError(f"{path}: expected a number, got {value!r}")
+    if number is None:
+        raise ConfigError(f"{path}: expected a number, got {shown(value)}")
+    if not math.isfinite(number):
+        raise ConfigError(f"{path}: must be a finite number, got {value}")
+    return number
 
 
 def _coerce_str(value: Any, path: str, from_cli: bool) -> str:
@@ -159,11 +224,9 @@ def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
         raise ConfigError(f"{path}: expected a mapping, got {data!r}")
     hints = type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]  # not the class-level flags (ClassVar)
-    unknown = sorted(set(data) - set(names))
-    if unknown:
-        raise ConfigError(
-            f"{path}.{unknown[0]}: unknown field; valid fields: {', '.join(names)}"
-        )
+    extra = sorted(set(data) - set(names))
+    if extra:
+        raise unknown(f"{path}.{extra[0]}", "field", extra[0], names, "valid fields", False)
     kwargs = {k: coerce(v, hints[k], f"{path}.{k}", from_cli) for k, v in data.items()}
     obj = cls(**kwargs)
     if isinstance(obj, Checked):

@@ -75,7 +75,8 @@ LR_SEARCH = Search(
     space={"train.lr": ("loguniform", 1e-4, 1e-2),
            "train.warmup_steps": ("int", 0, 1000)},
     presets={
-        "smoke": Preset(overrides=SMOKE, num_samples=2),
+        "smoke": Preset(overrides=SMOKE, num_samples=2,  # 20 steps: warmup within them
+                        space={"train.warmup_steps": ("int", 0, 5)}),
         "cpu": Preset(overrides=CPU, num_samples=8),
         # 10k steps (5x cpu), 14 trials: ~19 GPU-min by the planner's estimate (trials of a
         # search do not stack; it counts every trial to the end, ASHA stops most early)

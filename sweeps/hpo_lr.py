@@ -31,15 +31,19 @@ WIDTH_LR = Search(
     },
     grid={"model.width": [32, 64, 128, 256]},
     presets={
-        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.width": [8]}, num_samples=3),
+        # each preset's warmup range stays within its train.steps (up to a quarter of them)
+        "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.width": [8]}, num_samples=3,
+                        space={"train.warmup_steps": ("int", 0, 5)}),
         "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2, "train.steps": 2000},
-                      grid={"model.width": [16, 32]}, num_samples=12),
+                      grid={"model.width": [16, 32]}, num_samples=12,
+                      space={"train.warmup_steps": ("int", 0, 500)}),
         # widths 32-128 (the paper's 2-layer model, D = 5, batch range), 4000 steps, 16 trials
         # a width (an upper bound: ASHA stops poor trials early)
         "gpu": Preset(overrides={**bases.GPU_LS, "model.depth": 2, "train.steps": 4000,
                                  "train.step_size": 1000},
-                      grid={"model.width": [32, 64, 128]}, num_samples=16),
-        "paper": Preset(num_samples=64),
+                      grid={"model.width": [32, 64, 128]}, num_samples=16,
+                      space={"train.warmup_steps": ("int", 0, 1000)}),
+        "paper": Preset(num_samples=64),  # 1e6 steps: the space's warmup 0-10k
     },
 )
 

@@ -203,17 +203,21 @@ def test_driver_killed_mid_sweep_then_rerun_completes_each_trial_once(ray_sessio
 def test_optuna_search_through_tune_lands_in_the_store(ray_session, tmp_path, capsys):
     sweep = catalog.load_sweep("hpo_lr")
     argv = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
-    assert sweep.main(argv) == 0
+    assert sweep.main(argv + ["--num-samples", "2"]) == 0
     rows = rows_of(tmp_path, "hpo_lr", "width_lr")
     assert rows["config_hash"].n_unique() >= 1 and set(rows["model.width"]) == {8}
     assert rows["train.lr"].min() >= 1e-4 and rows["train.lr"].max() <= 1e-2
     best = best_settings(str(tmp_path), "hpo_lr", "width_lr", by="model.width",
                          params=["train.lr", "train.batch_size"])
     assert set(best) == {8} and 1e-4 <= best[8]["train.lr"] <= 1e-2
-    # a second start refuses to overwrite the search; --resume restores it (Tuner.restore)
+    # a second start (the preset's 3 trials) refuses to overwrite the search, before Ray;
+    # --resume restores it (Tuner.restore) and adds the third trial; then it is finished
     assert sweep.main(argv) == 2
     assert "pass --resume" in capsys.readouterr().err
     assert sweep.main(argv + ["--resume"]) == 0
+    assert "extending the search from 2 to 3 trials" in capsys.readouterr().out
+    assert sweep.main(argv) == 0
+    assert "finished: 3 of 3 Optuna trials" in capsys.readouterr().out
 
 
 def test_standalone_optuna_journal_opens_with_load_study(tmp_path):

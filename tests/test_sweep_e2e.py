@@ -51,7 +51,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
         (["--storage", "/proc/forbidden"], "error: --storage: cannot write to '/proc/forbidden'"),
         (["--set", "task.name=nope"], "error: task.name: unknown task 'nope'; valid choices: "
          + ", ".join(TASKS.names())),
-        (["--set", "model.colour=red"], "error: --set model.colour: unknown field; valid fields:"),
+        (["--set", "model.colour=red"], "error: --set model.colour: unknown field of model 'transformer'; valid fields:"),
         (["--set", "model.width=wide"], "error: --set model.width: expected an integer"),
         (["--set", "model.heads=3"], "error: model.heads: must divide width=8, got 3"),
         (["--set", "train.steps=-5"], "error: train.steps: must be >= 0, got -5"),

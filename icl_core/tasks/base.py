@@ -162,6 +162,15 @@ class KnowsInputWidth(Protocol):
     def d_in(self) -> int: ...
 
 
+@runtime_checkable
+class KnowsShape(Protocol):
+    """A task *config* that gives its built task's (d_in, d_out, seq_len) without building
+    it, so planning never allocates a task's tensors (icl_core.flops); a config without it
+    is planned by building the task."""
+
+    def shape(self) -> tuple[int, int, int]: ...
+
+
 CAPABILITIES = (HasRegressionProblems, HasBaselineErrors, HasPredictionMetrics, Iterates,
                 HasContextProblems, HasTrivialPredictors, SamplesTrainingBatches)
 

@@ -47,6 +47,12 @@ class LinearRegressionConfig(TaskConfig):
     spectrum: tuple[float, ...] = ()  # D with Σ = Uᵀ D² U (empty: Σ = I); Ahn: (1,1,.5,.25,1)
     w_law: Literal["identity", "inverse"] = "identity"  # w ~ N(0, I) or N(0, Σ⁻¹)
 
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        if self.layout == "fixed_n":
+            return self.dim + 1, 1, self.n_points + 1
+        return self.dim, 1, 2 * self.n_points + 1
+
     def check(self, path: str) -> None:
         require(
             not self.spectrum or len(self.spectrum) == self.dim,

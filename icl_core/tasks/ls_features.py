@@ -60,6 +60,11 @@ class LSFeaturesConfig(TaskConfig):
     target: Literal["w", "grad"] = "w"  # w* (Fig 6) or ∇L(w0) (Fig 7)
     w0_std: float = 1.0  # w0 ~ N(0, w0_std² I) (paper: N(0, I)); 0 starts GD from zero
 
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        D = self.dim
+        return D * D + 3 * D + 1, D, self.n_points + 1  # Layout(D).width
+
     def check(self, path: str) -> None:
         require(self.dim >= 1, f"{path}.dim", f"must be >= 1, got {self.dim}")
         require(self.n_points >= 1, f"{path}.n_points", f"must be >= 1, got {self.n_points}")

@@ -50,6 +50,11 @@ class PrimitivesConfig(TaskConfig):
     n_points: int = 40  # N: tokens per sequence (paper: 40)
     affine_std: float = 3.0  # std of h for AFFINE ([code]: 3*randn; paper: "N(0, 3I)")
 
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        D = self.dim
+        return D, {"read": D, "affine": 1, "multiply": D // 2}[self.op], self.n_points
+
     def check(self, path: str) -> None:
         require(self.dim >= 1, f"{path}.dim", f"must be >= 1, got {self.dim}")
         if self.op == "multiply":

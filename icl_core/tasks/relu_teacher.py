@@ -99,6 +99,10 @@ class ReLUTeacherConfig(TaskConfig):
     def curriculum(self) -> bool:  # TaskConfig: online batches only
         return bool(self.curriculum_dims_start or self.curriculum_points_start)
 
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        return self.dim, 1, 2 * self.n_points + 1
+
     def check(self, path: str) -> None:
         for name, low in (("dim", 1), ("n_points", 1), ("depth", 1), ("hidden", 1),
                           ("r2_batch", 2), ("baseline_epochs", 0),

@@ -117,6 +117,10 @@ class RepRegressionConfig(TaskConfig):
     slope: float = 0.01  # leaky-ReLU slope [gap; torch default]
     noise_std: float = 0.0  # σ (paper: 0 in Fig 2a; 0.1, 1 also explored)
 
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        return self.dim, 1, 2 * self.n_points + 1
+
     def check(self, path: str) -> None:
         _check(self, path)
 
@@ -167,6 +171,10 @@ class RepARConfig(TaskConfig):
     hidden: int = 20  # Φ* hidden width [gap; = d]
     slope: float = 0.01  # leaky-ReLU slope [gap]
     noise_std: float = 1.0  # σ of ε_t (paper: ε_t ~ N(0, I_d))
+
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        return self.dim, self.dim, self.n_points + self.q
 
     def check(self, path: str) -> None:
         _check(self, path)
@@ -238,6 +246,10 @@ class CoTMLPConfig(TaskConfig):
     @property
     def hidden(self) -> int:  # for the shared checks
         return self.dim
+
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        return self.dim, self.dim, (self.n_points + 1) * (self.layers + 1)
 
     def check(self, path: str) -> None:
         _check(self, path)

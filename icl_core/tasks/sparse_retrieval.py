@@ -64,6 +64,10 @@ class SparseRetrievalConfig(TaskConfig):
     link: Literal["linear", "sqnorm"] = "linear"  # g: ⟨u, x⟩ (paper) or Prop. 3's ‖x‖² − d
     code_dim: int = 0  # d_e of the position codes; 0: max(3, ⌊5 ln N⌋) ([code])
 
+    def shape(self) -> tuple[int, int, int]:
+        """(d_in, d_out, seq_len) of the built task, from the config alone (planning)."""
+        return self.d_in, 1, self.n_points
+
     def check(self, path: str) -> None:
         require(self.n_points >= 2, f"{path}.n_points", f"must be >= 2, got {self.n_points}")
         require(self.dim >= 1, f"{path}.dim", f"must be >= 1, got {self.dim}")

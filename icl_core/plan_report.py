@@ -1,0 +1,188 @@
+"""What a plan costs, printed before anything runs (`--dry-run`, the catalog): per study its
+trials, packing, resources, device-hours by the cost model (icl_core.cost) and the estimate on
+one H100-class GPU, with the grid values, the base config off its defaults and what is already
+finished; in total the wall time on the planned cluster (icl_core.schedule, one pool longest
+first) against the lower bound. And the size limit above which a launch needs --yes.
+"""
+
+from __future__ import annotations
+
+from icl_core.config import ConfigError
+from icl_core.orchestrate import Plan, plan_gpu_seconds, study_trials
+from icl_core.pool import cluster_cpus
+from icl_core.schedule import SimTrial
+
+LAUNCH_LIMITS = (10_000, 1_000.0)  # configs, H100-hours: above either, a launch needs --yes
+
+
+def check_size(plans: list[Plan], args) -> None:
+    """A plan above LAUNCH_LIMITS is launched only with --yes (a typo in a grid can ask for
+    thousands of GPU-hours)."""
+    configs = sum(p.trials for p in plans)
+    hours = sum(plan_gpu_seconds(p) for p in plans) / 3600
+    if not args.yes and (configs > LAUNCH_LIMITS[0] or hours > LAUNCH_LIMITS[1]):
+        raise ConfigError(
+            f"this plan is {configs} configs, ~{hours:.0f} H100-hours (limits "
+            f"{LAUNCH_LIMITS[0]} configs, {LAUNCH_LIMITS[1]:.0f} h): check it with --dry-run, "
+            "then pass --yes to launch it")
+
+
+def gpu_time(seconds: float) -> str:
+    return f"~{seconds / 60:.1f} GPU-min" + (f" ({seconds / 3600:.1f} GPU-h)"
+                                             if seconds >= 3600 else "")
+
+
+def planned_cluster(args) -> tuple[float, float]:
+    """(GPUs, CPUs) the plan is for: --plan-gpus / --plan-cpus, else this machine's."""
+    import torch
+
+    gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
+    cpus = args.plan_cpus if getattr(args, "plan_cpus", None) is not None else cluster_cpus()
+    return gpus, cpus
+
+
+def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
+    """Per study: trials, members per trial (and whether they stack), resources, the cost
+    model's device-hours and the estimate on one H100-class GPU; with the store, also each
+    study's grid values, its base config's fields off their defaults and what is already
+    finished (`plan_details`). Returns the plan's cost (its total: `PlanCost.summary`)."""
+    from icl_core.pool import cost_model
+    from icl_core.stacked import stack_groups, trial_stack_mode
+
+    gpus, cpus = planned_cluster(args)
+    cost = PlanCost(gpus, cpus)
+    for plan in plans:
+        study = plan.study
+        model = cost_model(gpus, max(1, int(study.cpus_per_trial)))
+        estimate = plan_gpu_seconds(plan)
+        label = f"{sweep.name}/{study.name}"
+        if plan.is_search:
+            trials = [SimTrial(label, model.member_seconds(p), *member_share(p, gpus, study))
+                      for p in plan.members for _ in range(plan.num_samples)]
+            cost.add(plan, estimate, trials)
+            print(f"{sweep.name}/{study.name} [{args.preset}]: {plan.trials} trials "
+                  f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
+                  f"1 member per trial, {cost.hours(trials)}, {gpu_time(estimate)} on one "
+                  f"H100 -- {study.doc}")
+            if store is not None:
+                plan_details(sweep, plan, args, store)
+            continue
+        planned = study_trials(plan, args, gpus, cpus)
+        trials = [SimTrial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members))
+                  for t in planned]
+        cost.add(plan, estimate, trials)
+        kinds = sorted({str(t.res) for t in planned})
+        sizes = sorted({len(t.members) for t in planned})
+        how = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        stacks = [len(g) for t in planned
+                  for g in stack_groups(t.members, trial_stack_mode(t.stack, t.res.gpu))]
+        stacked = sum(1 for n in stacks if n > 1)
+        packing = (f"{how} member(s) per trial (--pack {args.pack}), "
+                   + (f"{stacked} stacks of {max(stacks)} or fewer trained at once"
+                      if stacked else "one after another"))
+        print(f"{sweep.name}/{study.name} [{args.preset}]: {len(planned)} trials "
+              f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial, "
+              f"{cost.hours(trials)}, {gpu_time(estimate)} on one H100 -- {study.doc}")
+        if store is not None:
+            plan_details(sweep, plan, args, store)
+    return cost
+
+
+STARTUP_S = 10.0  # a trial's start-up in the dry run's schedule (a Ray worker, imports)
+
+
+def device_hours(trials: list[SimTrial]) -> float:
+    """Share x seconds: a trial on 1/4 GPU for an hour is 0.25 GPU-h; on CPUs, CPUs x hours."""
+    return sum((t.gpu or t.cpu) * t.seconds for t in trials) / 3600
+
+
+def member_share(member, gpus: float, study) -> tuple[float, float]:
+    """(GPU share, CPUs) of a one-member trial (a search's)."""
+    from icl_core.resources import member_resources
+
+    res = member_resources(member, gpus, study.cpus_per_trial)
+    return res.gpu, res.cpu
+
+
+class PlanCost:
+    """The cost of a plan (one or several files): its trials (icl_core.schedule.SimTrial), the
+    H100 estimate, configs; `summary` simulates them as one pool, longest first, on the
+    planned cluster (icl_core.schedule) against the lower bound."""
+
+    def __init__(self, gpus: float, cpus: float):
+        self.gpus, self.cpus = gpus, cpus
+        self.trials: list[SimTrial] = []
+        self.h100_s, self.configs, self.studies = 0.0, 0, 0
+
+    def add(self, plan: Plan, h100_s: float, trials: list) -> None:
+        self.trials += trials
+        self.h100_s += h100_s
+        self.configs += plan.trials
+        self.studies += 1
+
+    def merge(self, other: PlanCost) -> None:
+        self.trials += other.trials
+        self.h100_s += other.h100_s
+        self.configs += other.configs
+        self.studies += other.studies
+
+    @property
+    def unit(self) -> str:
+        return "GPU-h" if self.gpus else "CPU-h"
+
+    def hours(self, trials: list) -> str:
+        return f"~{device_hours(trials):.3g} {self.unit} by the cost model"
+
+    @property
+    def device_hours(self) -> float:
+        return device_hours(self.trials)
+
+    def summary(self) -> str:
+        from icl_core.schedule import simulate
+
+        devices = max(1, int(self.gpus or self.cpus))
+        where = f"{self.gpus:g} GPU(s)" if self.gpus else f"{self.cpus:g} CPU(s), no GPU"
+        sched = simulate(self.trials, devices, "pool", startup_s=STARTUP_S)
+        return (f"{len(self.trials)} trials in {self.studies} studies: {self.device_hours:.3g} "
+                f"{self.unit} of work; on {where}, one pool longest first: "
+                f"~{sched.makespan_s / 3600:.3g} h wall, utilisation "
+                f"{sched.utilisation:.0%}, lower bound {sched.lower_bound_s / 3600:.3g} h "
+                f"(x{sched.makespan_s / max(sched.lower_bound_s, 1e-9):.2f}); "
+                f"{gpu_time(self.h100_s)} on one H100-class GPU (planner estimate)")
+
+
+def plan_details(sweep, plan: Plan, args, store) -> None:
+    """Under a study's plan line: the grid's values, the base config's fields off their
+    defaults (names of task and model always) and how much is already finished."""
+    from icl_core.config import flatten
+    from icl_core.orchestrate import parse_sets
+    from icl_core.study import apply_preset
+
+    study = plan.study
+    _, grid = apply_preset(study.base, study.grid, study.presets, args.preset,
+                           parse_sets(args.set))
+    if plan.is_search:
+        grid = {k: v for k, v in grid.items() if k != "seed"}
+    axes = {k for key in grid for k in (key if isinstance(key, tuple) else (key,))}
+    axes |= set(getattr(study, "space", ()))  # a search's sampled fields
+    if grid:
+        print("  grid: " + "; ".join(f"{','.join(k) if isinstance(k, tuple) else k} = {v}"
+                                     for k, v in grid.items()))
+    if plan.is_search:
+        print("  searched: " + "; ".join(f"{k} {v}" for k, v in study.space.items()))
+    first = plan.members[0]
+    defaults, flat = first.defaults(), flatten(first.to_dict())
+    off = {k: v for k, v in flat.items() if k not in axes and (
+        k in ("task.name", "model.name") or k not in defaults or defaults[k] != v)}
+    print("  base (off the defaults): " + ", ".join(f"{k}={v}" for k, v in off.items()))
+    if plan.is_search:
+        from icl_core.searcher import finished_trials, journal_path, study_name
+
+        journal = journal_path(store.uri, sweep.name, study.name)
+        done = [finished_trials(journal, study_name(study.name, p)) for p in plan.members]
+        print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.uri}")
+        return
+    finished = store.finished(sweep.name, study.name)
+    done = sum(1 for m in plan.members if m.hash in finished)
+    print(f"  finished: {done} of {len(plan.members)} configs in {store.uri} "
+          f"(a run trains the other {len(plan.members) - done})")

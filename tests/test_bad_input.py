@@ -1,0 +1,204 @@
+"""The first hour: every input a sweep cannot run is refused before Ray starts, with one line
+on stderr and exit status 2, and nothing written; every sweep command the docs show plans.
+
+Runs the sweep files' own `main(argv)` in this process (no mocks): Ray must stay as it was
+(not initialised by the refusal), and the storage and figures folders must stay unwritten.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+
+from icl_core.catalog import load_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+CYRILLIC_A = "\u0430"  # looks like the Latin a
+
+
+def _cases():
+    d = ["--dry-run"]
+    return [
+        # planning never builds a task's tensors; a model torch cannot size is one line
+        (d + ["--study", "features_depth", "--set", "task.dim=1e9"],
+         "model: 'transformer' cannot be built for tokens of width 1000000003000000001"),
+        (d + ["--storage", "foo://bucket/icl"],
+         "--storage: unsupported URI scheme 'foo://'; use a local path or one of file://, s3://"),
+        (["--address", "127.0.0.1:1"],  # a real run: the probe answers before ray.init
+         "--address: no Ray cluster answers at 127.0.0.1:1 within 5 s"),
+        (["--address", "nonsense"], "--address: expected HOST:PORT"),
+        (d + ["--set", "train.lr=inf"], "--set train.lr: must be a finite number, got inf"),
+        (d + ["--set", "train.lr=nan"], "--set train.lr: must be a finite number, got nan"),
+        (d + ["--set", "seed=1e30"],
+         "--set seed: 1e30 is out of range; integers must lie in [-2**63, 2**63)"),
+        (d + ["--set", "train.steps=1e30"], "--set train.steps: 1e30 is out of range"),
+        (d + ["--set", "eval.gd_steps=[__import__('os').system('touch pwned')]"],
+         "--set eval.gd_steps: expected a list such as [1, 10] in JSON"),
+        (d + ["--set", "eval.gd_steps=[1, 2"], "--set eval.gd_steps: expected a list"),
+        (d + ["--set", "eval.gd_steps=[1.5]"], "--set eval.gd_steps[0]: expected an integer"),
+        (d + ["--set", 'eval.grid=[{"n_points": }]'], "--set eval.grid: expected a list"),
+        (d + ["--plan-gpus", "-2"], "--plan-gpus: must be a number of GPUs >= 0, got -2"),
+        (d + ["--plan-gpus", "nan"], "--plan-gpus: must be a number of GPUs >= 0"),
+        (d + ["--seed", "3"], "--seed: seeds an Optuna search's sampler, and no chosen study is "
+         "a search; a grid's seeds are --num-samples K"),
+        (d + ["--set", "seed=1", "--set", "seed=2"],
+         "--set seed: given twice ('1' and '2'); give each key once"),
+        # the README's own example, without --study: the study whose model lacks it is named
+        (d + ["--set", "model.width=128", "--set", "model.layer_norm=false"],
+         "--set model.width: unknown field of model 'baseconv_gd'; valid fields: name, steps, "
+         "lr (study 'construction'; --study picks studies)"),
+        (d + ["--study", "least_squares", "--set", f"model.name=tr{CYRILLIC_A}nsformer"],
+         "model.name: unknown model 'tr\\u0430nsformer' (non-ASCII characters); "
+         "did you mean 'transformer'? valid choices: "),
+        (d + ["--study", "least_squares", "--set", "model.wdth=3"],
+         "--set model.wdth: unknown field of model 'transformer'; did you mean 'width'? "
+         "valid fields: name, width, depth,"),
+        (d + ["--study", "least_squars"], "--study: unknown 'least_squars'; did you mean "
+         "'least_squares'? valid choices: least_squares, "),
+        (d + ["--preset", "smok"], "--preset: unknown 'smok'; did you mean 'smoke'?"),
+        (d + ["--study", "least_squares", "--set", "task.layout=fixed_m"],
+         "--set task.layout: 'fixed_m' is not valid; did you mean 'fixed_n'? valid choices: "),
+        (d + ["--num-samples", "20000"],
+         "--num-samples: a grid takes at most 1000 seeds per point, got 20000"),
+        (["--figures", "{tmp}/a_file/figures"],
+         "--figures: cannot write to '{tmp}/a_file/figures' ({tmp}/a_file is not a folder)"),
+    ]
+
+
+@pytest.mark.parametrize("argv, message", _cases(), ids=lambda v: " ".join(v)[:60]
+                         if isinstance(v, list) else None)
+def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, capsys, argv, message):
+    import ray
+
+    (tmp_path / "a_file").write_text("not a folder")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    message = message.replace("{tmp}", str(tmp_path))
+    figures = tmp_path / "figs"
+    base = ["--preset", "smoke", "--storage", str(tmp_path / "r"), "--figures", str(figures)]
+    was_running = ray.is_initialized()
+    start = time.monotonic()
+    assert load_sweep("depth_scaling").main(base + argv) == 2
+    elapsed = time.monotonic() - start
+    out, err = capsys.readouterr()
+    err = err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert message in err, err
+    assert "Traceback" not in out + err
+    assert ray.is_initialized() == was_running  # Ray was neither started nor joined
+    assert not (tmp_path / "r" / "depth_scaling").exists()
+    assert not figures.exists() and not (tmp_path / "pwned").exists()
+    assert elapsed < 60, f"refusing took {elapsed:.0f} s"
+
+
+def test_search_options_are_checked_before_ray(tmp_path, capsys):
+    import ray
+
+    was_running = ray.is_initialized()
+    sweep = load_sweep("hpo_lr")
+    argv = ["--preset", "smoke", "--storage", str(tmp_path), "--dry-run"]
+    assert sweep.main(argv + ["--num-samples", "20000"]) == 2
+    assert "--num-samples: a search takes at most 10000 trials, got 20000" in capsys.readouterr().err
+    assert sweep.main(argv + ["--seed", "3"]) == 0  # a search takes a sampler seed
+    assert ray.is_initialized() == was_running
+
+
+def test_planning_never_allocates_the_task(capsys):
+    """`--set task.dim=1e9`: the planner sizes the model from shapes (a 1e9 x 1e9 torch.eye
+    would be 8e18 bytes), so the plan prints, as it does for the configs the sweeps run."""
+    sweep = load_sweep("depth_scaling")
+    argv = ["--preset", "smoke", "--study", "least_squares", "--dry-run"]
+    assert sweep.main(argv + ["--set", "task.dim=1e9"]) == 0
+    assert "depth_scaling/least_squares [smoke]: " in capsys.readouterr().out
+
+
+def test_every_task_config_knows_its_built_shape():
+    """The planner reads (d_in, d_out, seq_len) from the task config (KnowsShape): for every
+    task of every sweep file at every preset, it equals the built task's."""
+    import torch
+
+    from icl_core.catalog import sweep_names
+    from icl_core.search import Search
+    from icl_core.study import PRESETS
+    from icl_core.tasks import build_task
+    from icl_core.tasks.base import KnowsShape
+
+    seen = set()
+    for name in sweep_names():
+        for study in load_sweep(name).studies:
+            for preset in PRESETS:
+                members = (study.for_preset(preset).points(preset)
+                           if isinstance(study, Search) else study.members(preset))
+                for member in members:
+                    key = (repr(member.task), member.task_seed)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    assert isinstance(member.task, KnowsShape), member.task.name
+                    task = build_task(member.task, member.task_seed, torch.device("cpu"),
+                                      torch.float32)
+                    assert member.task.shape() == (task.d_in, task.d_out, task.seq_len), key
+    assert len(seen) > 50
+
+
+def doc_commands() -> list[tuple[str, list[str]]]:
+    """Every `python sweeps/<file>.py ...` command in the README and docs/REPRODUCTION.md,
+    as (file, argv); shell loop variables ($s) and what follows ; # or a backtick dropped."""
+    out = []
+    for doc in (ROOT / "README.md", ROOT / "docs" / "REPRODUCTION.md"):
+        for match in re.finditer(r"python sweeps/(\w+)\.py([^\n`#;|)]*)", doc.read_text()):
+            words = shlex.split(match.group(2))
+            argv = []
+            for word in words:
+                if "$" in word:
+                    argv.pop()  # the flag the loop variable belongs to
+                elif not word.startswith("[") and word != "...":
+                    argv.append(word)
+            if "--help" not in argv and (match.group(1), argv) not in out:
+                out.append((match.group(1), argv))
+    return out
+
+
+def test_the_docs_show_commands_to_check():
+    names = {name for name, _ in doc_commands()}
+    assert {"depth_scaling", "preconditioned_gd", "deep_optimizers", "algoformer"} <= names
+
+
+@pytest.mark.parametrize("name, argv", doc_commands(), ids=lambda v: v if isinstance(v, str)
+                         else " ".join(v))
+def test_every_documented_sweep_command_plans(tmp_path, capsys, name, argv):
+    """As written, with --dry-run added: it plans (exit 0) and writes nothing."""
+    assert load_sweep(name).main(argv + ["--dry-run"]) == 0, capsys.readouterr().err
+    assert "total: " in capsys.readouterr().out
+
+
+def test_the_readme_set_example_plans_per_study(capsys):
+    sweep = load_sweep("depth_scaling")
+    argv = ["--preset", "smoke", "--dry-run", "--study", "least_squares",
+            "--set", "model.width=128", "--set", "model.layer_norm=false"]
+    assert sweep.main(argv) == 0
+    assert "--study least_squares --set model.width=128 --set model.layer_norm=false" in (
+        ROOT / "README.md").read_text()
+
+
+def test_token_auth_cluster_without_the_token_mode_is_one_line(ray_session, tmp_path, capsys,
+                                                                monkeypatch):
+    """The session's Ray uses token authentication (Ray's default for a local cluster): joining
+    it by address without RAY_AUTH_MODE=token is refused before ray.init, in one line."""
+    import ray
+
+    gcs = ray.get_runtime_context().gcs_address
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path / "r"),
+            "--address", gcs, "--no-figures"]
+    start = time.monotonic()
+    assert load_sweep("depth_scaling").main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: --address: the Ray cluster at {gcs} uses token authentication; "
+                   "run this with RAY_AUTH_MODE=token (and its token in ~/.ray/auth_token or "
+                   "RAY_AUTH_TOKEN: `ray get-auth-token`)")
+    assert time.monotonic() - start < 10
+    assert not (tmp_path / "r" / "depth_scaling").exists()

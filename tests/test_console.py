@@ -1,0 +1,51 @@
+"""The `icl` command in this process (tests/test_install.py runs it installed), and what
+`--dry-run` shows of each study: grid values, base config off its defaults, what is finished."""
+
+from __future__ import annotations
+
+from icl_core.catalog import load_sweep
+from icl_core.console import main as icl
+
+
+def test_icl_config_lists_each_field_with_type_default_and_doc(capsys):
+    assert icl(["config", "depth_scaling", "--study", "least_squares", "--preset", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("depth_scaling/least_squares [smoke]: 4 member configs")
+    assert "  grid model.depth: [1, 2]" in out
+    lines = {line[2:].split()[0]: line for line in out.splitlines()[1:]
+             if line[:2] in ("* ", "  ") and not line.startswith("  grid ")}
+    # off its default (smoke width 8 vs 64): marked, with type, default and the field's comment
+    assert lines["model.width"].startswith("* model.width")
+    assert "8  [int, default 64]  embedding size D" in lines["model.width"]
+    assert "grid [1, 2]  [int, default 12]" in lines["model.depth"]
+    # a field documented by the comment lines above it
+    assert "finite-dataset (epoch) training" in lines["train.dataset_size"]
+    assert "[Literal['fixed_n', 'all_prefix'], default 'fixed_n']" in lines["task.layout"]
+
+
+def test_icl_list_and_unknown_commands(capsys):
+    assert icl(["list", "models"]) == 0
+    out = capsys.readouterr().out
+    assert "transformer: A GPT-2-style transformer" in out and "lsa: " in out
+    assert icl(["list", "studies"]) == 0
+    assert "hpo_lr/width_lr (search): " in capsys.readouterr().out
+    assert icl(["lst"]) == 2
+    assert "error: icl: unknown command 'lst'; did you mean 'list'?" in capsys.readouterr().err
+    assert icl(["plan", "depth_scalng"]) == 2
+    assert "did you mean 'depth_scaling'?" in capsys.readouterr().err
+
+
+def test_dry_run_shows_grid_base_diff_and_what_is_finished(tmp_path, capsys):
+    sweep = load_sweep("depth_scaling")
+    members = sweep.study("least_squares").members("smoke")
+    rows = tmp_path / "depth_scaling" / "least_squares" / "rows"
+    rows.mkdir(parents=True)
+    (rows / f"{members[0].hash}.parquet").write_bytes(b"")  # a finished config's row file
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path)]
+    assert icl(["plan", "depth_scaling", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "  grid: model.depth = [1, 2]; seed = [0, 1]" in out
+    base = next(line for line in out.splitlines() if line.startswith("  base (off the"))
+    assert "model.width=8" in base and "train.steps=20" in base and "model.depth" not in base
+    assert "task.dim" not in base  # at its default
+    assert f"  finished: 1 of 4 configs in {tmp_path} (a run trains the other 3)" in out

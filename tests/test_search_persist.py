@@ -1,0 +1,82 @@
+"""A Tune search persists its Optuna study beside its rows: optuna.load_study opens it, each
+trial names its member's config hash, the best settings are printed, a finished search says
+so before anything starts, and `--resume --num-samples N` extends it to N trials."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from icl_core.catalog import load_sweep
+from icl_core.searcher import journal_storage
+
+
+def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys):
+    sweep = load_sweep("hpo_lr")
+    search = sweep.study("width_lr").for_preset("smoke")
+    (point,) = search.points("smoke")
+    argv = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    journal = tmp_path / "hpo_lr" / "width_lr" / "optuna.journal"
+    assert journal.is_file()
+    study = optuna.load_study(study_name=f"width_lr-{point.hash}",
+                              storage=journal_storage(str(journal)))
+    assert len(study.trials) == 3 and all(t.state.is_finished() for t in study.trials)
+    hashes = {t.user_attrs["config_hash"] for t in study.trials}
+    rows = {p.stem for p in (tmp_path / "hpo_lr" / "width_lr" / "rows").glob("*.parquet")}
+    assert rows and rows <= hashes  # ASHA-stopped trials leave no rows; the rest are named
+    for trial in study.trials:  # each trial's hash is its sampled config's
+        assert 0 <= trial.params["train.warmup_steps"] <= 5  # the smoke preset's space
+    best = study.best_trial
+    assert f"best loss {best.value:.4g} with {best.params}" in out
+    assert f"config_hash {best.user_attrs['config_hash']}" in out
+
+    # finished: said before anything starts, nothing run
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"@{point.hash[:8]}] finished: 3 of 3 Optuna trials" in out
+    assert "Optuna search:" not in out and "storage:" not in out
+
+    # extended to 5 trials over the same study
+    assert sweep.main(argv + ["--resume", "--num-samples", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "extending the search from 3 to 5 trials" in out
+    study = optuna.load_study(study_name=f"width_lr-{point.hash}",
+                              storage=journal_storage(str(journal)))
+    assert len(study.trials) == 5 and all(t.state.is_finished() for t in study.trials)
+
+
+def test_preset_space_must_stay_within_its_steps():
+    sweep = load_sweep("hpo_lr")
+    search = sweep.study("width_lr")
+    for preset in ("smoke", "cpu", "gpu", "paper"):  # every preset's extremes validate
+        search.for_preset(preset).points(preset)
+    from icl_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train.warmup_steps: must be in \[0, steps=20\]"):
+        search.points("smoke")  # the base space (warmup to 10k) at 20 smoke steps
+
+
+def test_a_repeated_search_config_reports_its_stored_loss(ray_session, tmp_path, capsys):
+    """A search that samples a config an earlier trial finished (here: a one-value space)
+    trains nothing for it, and the trial still reports the stored final loss to the searcher
+    (Tune refuses a result without its metric)."""
+    import dataclasses
+
+    from icl_core.sweep import Sweep
+
+    width_lr = load_sweep("hpo_lr").study("width_lr")
+    search = dataclasses.replace(
+        width_lr, name="repeat", space={"train.batch_size": ("choice", [16])},
+        presets={p: dataclasses.replace(pr, space={}) for p, pr in width_lr.presets.items()})
+    sweep = Sweep("repeat_search", [search])
+    argv = ["--preset", "smoke", "--num-samples", "2", "--storage", str(tmp_path),
+            "--no-figures", "--max-concurrent", "1"]
+    assert sweep.main(argv) == 0
+    (point,) = search.points("smoke")
+    study = optuna.load_study(study_name=f"repeat-{point.hash}", storage=journal_storage(
+        str(tmp_path / "repeat_search" / "repeat" / "optuna.journal")))
+    values = [t.value for t in study.trials]
+    assert len(values) == 2 and values[0] == values[1]  # the same member, its stored loss
+    assert len({t.user_attrs["config_hash"] for t in study.trials}) == 1
