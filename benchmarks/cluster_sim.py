@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         report(trials, devices, kw, unit)
         if not gpus:  # to compare with a measured `python sweeps/X.py --preset cpu`
-            by = simulate(trials, devices, "by_study", **kw).makespan_s
-            print(f"predicted wall time, study by study as the sweep files run: {by:.0f} s")
+            pool = simulate(trials, devices, "pool", **kw).makespan_s
+            print(f"predicted wall time, one pool as the sweep files run: {pool:.0f} s")
         print(f"(simulated in {time.perf_counter() - start:.1f} s)")
     return 0
 
