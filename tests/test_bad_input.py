@@ -146,8 +146,11 @@ def test_every_task_config_knows_its_built_shape():
 
 def doc_commands() -> list[tuple[str, list[str]]]:
     """Every `python sweeps/<file>.py ...` command in the README and docs/REPRODUCTION.md,
-    as (file, argv); shell loop variables ($s) and what follows ; # or a backtick dropped."""
-    out = []
+    as (file, argv); shell loop variables ($s) and what follows ; # or a backtick dropped.
+    Adaptive sweep files (no SWEEP: their own main, tests/test_adaptive.py) are not here."""
+    from icl_core.catalog import sweep_names
+
+    sweeps, out = set(sweep_names()), []
     for doc in (ROOT / "README.md", ROOT / "docs" / "REPRODUCTION.md"):
         for match in re.finditer(r"python sweeps/(\w+)\.py([^\n`#;|)]*)", doc.read_text()):
             words = shlex.split(match.group(2))
@@ -157,7 +160,8 @@ def doc_commands() -> list[tuple[str, list[str]]]:
                     argv.pop()  # the flag the loop variable belongs to
                 elif not word.startswith("[") and word != "...":
                     argv.append(word)
-            if "--help" not in argv and (match.group(1), argv) not in out:
+            if match.group(1) in sweeps and "--help" not in argv \
+                    and (match.group(1), argv) not in out:
                 out.append((match.group(1), argv))
     return out
 
