@@ -151,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        from icl_core.cli import default_figures
+
         store = Store(run_args.storage or default_storage())
+        run_args.figures = run_args.figures or default_figures(store.uri)
         return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
                          label=f"{len(files)} sweep file(s) [{args.preset}]")
     total = PlanCost(*planned_cluster(files[0][2]))

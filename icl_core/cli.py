@@ -29,6 +29,18 @@ def default_storage() -> str:
     return JOB_STORAGE if in_ray_job() else DEFAULT_STORAGE
 
 
+def default_figures(storage_uri: str) -> str:
+    """Where figures go without --figures: ./figures; under `ray job submit` (whose working
+    folder is a temporary copy nobody finds) a folder beside the rows of a local storage, else
+    ~/icl_figures. The run prints where they went."""
+    from icl_core.launch import in_ray_job
+
+    if not in_ray_job():
+        return "figures"
+    return f"{storage_uri}/figures" if "://" not in storage_uri \
+        else os.path.expanduser("~/icl_figures")
+
+
 def pack_arg(text: str) -> int | str:
     """--pack: an integer or 'auto' (checked in make_plans, so the error is ours)."""
     if text == "auto":
@@ -80,7 +92,8 @@ def build_parser(sweep) -> argparse.ArgumentParser:
         help="searches without Ray: plain Optuna with a JournalStorage file")
     add("--seed", type=int, default=None,
         help="searches: the Optuna sampler's seed (default 0); grids take --num-samples")
-    add("--figures", default="figures", help="figure output folder (default: figures)")
+    add("--figures", default=None, help="figure output folder (default: ./figures; under ray "
+        "job submit, <storage>/figures, since the job's working folder is a temporary copy)")
     add("--no-figures", action="store_true", help="skip figure regeneration")
     return parser
 
@@ -117,6 +130,7 @@ def preflight(sweep, args):
 
     plans = make_plans(sweep, args)
     store = open_store(args.storage or default_storage())
+    args.figures = args.figures or default_figures(store.uri)
     if not args.dry_run:
         try:
             store.check_writable()

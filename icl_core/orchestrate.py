@@ -12,6 +12,7 @@ figure drawn (icl_core.report). The command line (icl_core.cli) parses and repor
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass
 
@@ -142,6 +143,8 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
 
     started = init_ray(args.address)
     print(f"storage: {store.uri}", flush=True)
+    if not args.no_figures:
+        print(f"figures: {os.path.abspath(args.figures or 'figures')}", flush=True)
     provenance = driver_provenance()
     try:
         check_storage_reach(store.uri, node_hosts())

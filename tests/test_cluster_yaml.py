@@ -38,3 +38,22 @@ def test_no_credentials_in_the_file():
     text = CLUSTER.read_text().lower()
     for word in ("aws_access_key_id", "aws_secret", "password", "private_key", "ssh_private_key"):
         assert word not in text
+
+
+def test_ssh_is_not_open_to_the_world_and_the_token_stays_owner_only():
+    config = load()
+    rules = config["provider"]["security_group"]["IpPermissions"]
+    assert [(r["FromPort"], r["ToPort"]) for r in rules] == [(22, 22)]
+    cidrs = [ip["CidrIp"] for r in rules for ip in r["IpRanges"]]
+    assert cidrs and all(c.endswith("/32") for c in cidrs)  # one address, never 0.0.0.0/0
+    assert "chmod 600 ~/.ray/auth_token" in config["setup_commands"][0]
+
+
+def test_figures_under_ray_job_submit_go_beside_the_rows(monkeypatch, tmp_path):
+    from icl_core.cli import default_figures
+
+    monkeypatch.delenv("RAY_JOB_SUBMISSION_ID", raising=False)
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    assert default_figures(str(tmp_path)) == "figures"
+    monkeypatch.setenv("RAY_JOB_SUBMISSION_ID", "raysubmit_1")
+    assert default_figures(str(tmp_path)) == f"{tmp_path}/figures"
