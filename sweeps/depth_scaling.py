@@ -13,7 +13,7 @@ depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/G
     python sweeps/depth_scaling.py --preset smoke      # seconds
     python sweeps/depth_scaling.py --preset cpu        # minutes a study on 2 cores
     python sweeps/depth_scaling.py --preset gpu        # one H100, <= 20 min a study (estimate)
-    ray job submit --working-dir . -- python sweeps/depth_scaling.py --preset paper
+    ray job submit --working-dir . -- python sweeps/depth_scaling.py --preset paper --yes
 
 Settings and the choices where the paper is silent: see sweeps/bases.py (LIU_LS).
 """
