@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from icl_core.catalog import load_sweep
 from icl_core.console import main as icl
+from icl_core.trial import TrialSpec, run_trial
 
 
 def test_icl_config_lists_each_field_with_type_default_and_doc(capsys):
@@ -38,9 +39,8 @@ def test_icl_list_and_unknown_commands(capsys):
 def test_dry_run_shows_grid_base_diff_and_what_is_finished(tmp_path, capsys):
     sweep = load_sweep("depth_scaling")
     members = sweep.study("least_squares").members("smoke")
-    rows = tmp_path / "depth_scaling" / "least_squares" / "rows"
-    rows.mkdir(parents=True)
-    (rows / f"{members[0].hash}.parquet").write_bytes(b"")  # a finished config's row file
+    run_trial(TrialSpec("depth_scaling", "least_squares", str(tmp_path),
+                        [members[0].to_dict()], hashes=[members[0].hash]))  # one finished
     argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path)]
     assert icl(["plan", "depth_scaling", *argv]) == 0
     out = capsys.readouterr().out

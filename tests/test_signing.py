@@ -55,7 +55,7 @@ def test_signed_state_verifies_and_a_planted_or_changed_pickle_does_not(tmp_path
 
 
 def test_resume_refuses_a_planted_tuner_pickle_and_never_unpickles_it(tmp_path, home):
-    search = catalog.load_sweep("hpo_lr").study("width_lr")
+    search = catalog.load_sweep("hpo_lr").study("width_lr").for_preset("smoke")
     (point,) = search.points("smoke")
     tune_dir = tmp_path / "tune"
     folder = tune_dir / f"search-{point.hash}"

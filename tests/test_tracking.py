@@ -55,7 +55,7 @@ def test_smoke_sweep_leaves_tensorboard_hparams_of_each_member(ray_session, tmp_
     argv = ["--preset", "smoke", "--study", "least_squares", "--num-samples", "1",
             "--pack", "1", "--storage", str(storage), "--no-figures"]
     assert SWEEP.main(argv) == 0
-    files = sorted((storage / "depth_scaling" / "least_squares" / "tune").rglob(
+    files = sorted((storage / "depth_scaling" / "tune").rglob(  # the file's pool
         "events.out.tfevents.*"))
     assert len(files) == 2, files  # one per trial (one member each)
     logged = [logged_hparams(f) for f in files]
