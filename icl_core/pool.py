@@ -142,10 +142,16 @@ def cost_model(gpus: float, threads: int, store=None, studies=(), calibrate: boo
             cost.learn_from_rows(model, study_rows(store, sweep, study))
     if not calibrate or sum(model.member_seconds(m) for m in members) < CALIBRATE_ABOVE_S:
         return model
+    import time
+
+    start = time.monotonic()
     if on_gpu and name is None:
-        return remote_calibration(model, members, threads)
-    if cost.calibrate(model, members, stacks=on_gpu):
+        model = remote_calibration(model, members, threads)
+    elif cost.calibrate(model, members, stacks=on_gpu):
         cost.save(model)
+    known = sum(1 for v in model.table.values() if v.source == "calibration")
+    print(f"cost model: {known} step shape(s) calibrated on {model.device} "
+          f"({time.monotonic() - start:.1f} s; cached in {cost.cache_file()})", flush=True)
     return model
 
 
