@@ -44,12 +44,17 @@ CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records
 CPU_LAYER_PASS_S = 2e-4  # eager PyTorch on a CPU: per layer pass, forward and backward
 MEMBER_OVERHEAD_S = 1.0  # build, baselines, rows, per member
 STACK_GAIN = 0.8  # a stack pays when its time per member is below this share of alone
+SHARES = (0.125, 0.25, 0.5, 1.0)  # GPU shares a trial may get
+MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
 # The H100 rate model (its derivation: icl_core.resources, above estimate_gpu_seconds):
 GPU_PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
 GPU_UTILISATION = 0.3
 GPU_RATE = {k: v * GPU_UTILISATION for k, v in GPU_PEAK.items()}
 STEP_FLOOR_S = 2e-3
 LAYER_PASS_S = 0.75e-3
+
+
+DEVICE_MEMORY = "device_memory_mb"  # the cache's entry for the device's memory
 
 
 def shape_key(member: MemberConfig) -> str:
@@ -81,6 +86,8 @@ class StepTime:
     alone: float | None = None
     stacked: dict[int, float] = field(default_factory=dict)  # stack size -> stack's step time
     source: str = "calibration"
+    memory_mb: float | None = None  # peak device memory of one member (CUDA allocations)
+    busy: float | None = None  # share of the device's matmul peak one member achieves
 
 
 @dataclass
@@ -91,6 +98,7 @@ class CostModel:
     device: str
     threads: int = 1
     table: dict[str, StepTime] = field(default_factory=dict)
+    device_memory_mb: float | None = None  # the GPU's memory (calibration), for shares
 
     @property
     def on_gpu(self) -> bool:
@@ -121,6 +129,18 @@ class CostModel:
             return max(floor, stack * step_cost_flops(member) / rate)
         compute = step_cost_flops(member) / (CPU_FLOPS * max(self.threads, 1))
         return stack * (CPU_LAYER_PASS_S * shape.layers + compute)
+
+    def gpu_share(self, member: MemberConfig, flop_share: float) -> float:
+        """A member's GPU share: its FLOP-based share, raised to what its measured memory
+        (with MEMORY_HEADROOM, over the device's) and its measured utilisation need, each
+        rounded up to the next of SHARES. Unmeasured: the FLOP share."""
+        known = self.table.get(shape_key(member))
+        need = flop_share
+        if known is not None and known.memory_mb and self.device_memory_mb:
+            need = max(need, MEMORY_HEADROOM * known.memory_mb / self.device_memory_mb)
+        if known is not None and known.busy:
+            need = max(need, known.busy)
+        return next((s for s in SHARES if need <= s), 1.0)
 
     def stack_pays(self, member: MemberConfig, k: int) -> bool:
         """Whether `k` members stacked train faster per member than one after another."""
@@ -159,22 +179,30 @@ class CostModel:
 
     # -- what it learns ---------------------------------------------------------------
     def learn(self, member: MemberConfig, alone: float | None = None,
-              stacked: dict[int, float] | None = None, source: str = "calibration") -> None:
+              stacked: dict[int, float] | None = None, source: str = "calibration",
+              memory_mb: float | None = None, busy: float | None = None) -> None:
         entry = self.table.setdefault(shape_key(member), StepTime(source=source))
         if alone is not None:
             entry.alone = alone
+        if memory_mb is not None:
+            entry.memory_mb = memory_mb
+        if busy is not None:
+            entry.busy = busy
         entry.stacked.update(stacked or {})
         entry.source = source
 
     def to_json(self) -> dict:
         return {k: {"alone": v.alone, "stacked": {str(n): s for n, s in v.stacked.items()},
-                    "source": v.source} for k, v in self.table.items()}
+                    "source": v.source, "memory_mb": v.memory_mb, "busy": v.busy}
+                for k, v in self.table.items()}
 
     @classmethod
     def from_json(cls, device: str, threads: int, data: dict) -> CostModel:
+        memory = data.pop(DEVICE_MEMORY, None)
         table = {k: StepTime(v["alone"], {int(n): s for n, s in v["stacked"].items()},
-                             v.get("source", "calibration")) for k, v in data.items()}
-        return cls(device, threads, table)
+                             v.get("source", "calibration"), v.get("memory_mb"), v.get("busy"))
+                 for k, v in data.items()}
+        return cls(device, threads, table, memory)
 
 
 # ---------------------------------------------------------------------- the cache
@@ -204,6 +232,8 @@ def save(model: CostModel) -> None:
         except ValueError:
             data = {}
         mine = {k: v for k, v in model.to_json().items() if v["source"] == "calibration"}
+        if model.device_memory_mb:
+            mine[DEVICE_MEMORY] = model.device_memory_mb
         data.setdefault(model.device, {}).update(mine)
         tmp = path.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
@@ -270,11 +300,32 @@ def calibrate(model: CostModel, members: list[MemberConfig], stacks: bool = Fals
                 break
             stacked = {STACK_PROBE: measure(member, STACK_PROBE)} \
                 if stacks and stack_key(member) else None
-            model.learn(member, measure(member), stacked)
+            if torch.cuda.is_available() and model.on_gpu:
+                torch.cuda.reset_peak_memory_stats()
+            alone = measure(member)
+            model.learn(member, alone, stacked, **gpu_footprint(model, member, alone))
             done += 1
     finally:
         torch.set_num_threads(threads)
     return done
+
+
+def gpu_footprint(model: CostModel, member: MemberConfig, step_s: float) -> dict:
+    """On a GPU, after `measure(member)`: its peak memory, the share of the matmul peak it
+    achieved, and the device's memory (for GPU shares); {} elsewhere."""
+    import torch
+
+    if not (model.on_gpu and torch.cuda.is_available()):
+        return {}
+    from icl_core.device import resolve_dtype
+    from icl_core.flops import step_flops
+    from icl_core.throughput import matmul_peak
+
+    device = torch.device("cuda")
+    model.device_memory_mb = torch.cuda.get_device_properties(device).total_memory / 2**20
+    peak = matmul_peak(device, resolve_dtype(member.dtype))
+    return {"memory_mb": torch.cuda.max_memory_allocated(device) / 2**20,
+            "busy": step_flops(member) / step_s / peak if peak else None}
 
 
 def learn_from_rows(model: CostModel, rows) -> int:
@@ -287,20 +338,29 @@ def learn_from_rows(model: CostModel, rows) -> int:
     need = {"config_json", "step_time_s", "stack_size", "device_type", "threads"}
     if rows is None or not need <= set(rows.columns):
         return 0
+    extra = [c for c in ("peak_memory_mb", "flops_fraction") if c in rows.columns]
     times: dict[tuple[str, int], list[float]] = {}
+    footprint: dict[str, list[tuple]] = {}  # shape -> (memory, busy) of members alone
     members: dict[str, MemberConfig] = {}
-    columns = ("config_json", "step_time_s", "stack_size", "device_type", "threads")
-    for config, step, size, device, threads in rows.select(columns).unique().iter_rows():
+    columns = ["config_json", "step_time_s", "stack_size", "device_type", "threads", *extra]
+    for config, step, size, device, threads, *more in rows.select(columns).unique().iter_rows():
         if step is None or device != kind or (kind == "cpu" and threads != model.threads):
             continue
         member = resolve_member(json.loads(config))
         key = shape_key(member)
         members[key] = member
         times.setdefault((key, int(size or 1)), []).append(float(step))
+        if kind == "cuda" and int(size or 1) == 1 and len(more) == 2:
+            footprint.setdefault(key, []).append(tuple(more))
     for (key, size), values in times.items():
         median = statistics.median(values)
         if size == 1:
             model.learn(members[key], alone=median, source="rows")
         else:
             model.learn(members[key], stacked={size: median}, source="rows")
+    for key, seen in footprint.items():  # a GPU member's memory and utilisation, alone
+        memory = [m for m, _ in seen if m is not None]
+        busy = [b for _, b in seen if b is not None]
+        model.learn(members[key], memory_mb=max(memory) if memory else None,
+                    busy=statistics.median(busy) if busy else None, source="rows")
     return len({k for k, _ in times})

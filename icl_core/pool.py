@@ -114,7 +114,8 @@ def study_rows(store, sweep: str, study: str):
     if "://" in storage_uri(store.uri):  # the cost model learns from local stores only
         return None
     files = sorted((Path(store.study_dir(sweep, study)) / "rows").glob("*.parquet"))
-    columns = ["config_json", "step_time_s", "stack_size", "device_type", "threads"]
+    columns = ["config_json", "step_time_s", "stack_size", "device_type", "threads",
+               "peak_memory_mb", "flops_fraction"]
     frames = []
     for path in files:
         try:

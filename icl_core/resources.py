@@ -52,10 +52,14 @@ def gpu_fraction(member: MemberConfig) -> float:
     return 1.0
 
 
-def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float) -> TrialResources:
+def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float,
+                     cost: CostModel | None = None) -> TrialResources:
+    """CPUs, and on a GPU cluster a GPU share: by FLOPs (`gpu_fraction`), raised by the cost
+    model to what the member's measured memory and utilisation need (CostModel.gpu_share)."""
     if member.device == "cpu" or cluster_gpus <= 0:
         return TrialResources(cpu=cpus, gpu=0.0)
-    return TrialResources(cpu=cpus, gpu=min(gpu_fraction(member), cluster_gpus))
+    share = gpu_fraction(member) if cost is None else cost.gpu_share(member, gpu_fraction(member))
+    return TrialResources(cpu=cpus, gpu=min(share, cluster_gpus))
 
 
 TARGET_TRIAL_S = {"cpu": 180.0, "gpu": 900.0}  # --pack auto: a trial's planned duration
@@ -136,7 +140,7 @@ def plan_trials(
                          max(1, int(cpus)))
     groups: dict[TrialResources, list[MemberConfig]] = {}
     for member in members:
-        groups.setdefault(member_resources(member, cluster_gpus, cpus), []).append(member)
+        groups.setdefault(member_resources(member, cluster_gpus, cpus, cost), []).append(member)
     trials = []
     for res, group in groups.items():
         if pack == "auto":

@@ -143,3 +143,34 @@ def test_a_plan_above_the_limits_needs_yes_and_starts_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "pass --yes to launch it" in err and "H100-hours" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypatch):
+    import polars as pl
+
+    small = resolve_member(tiny_member())  # by FLOPs: 1/8 of a GPU
+    key = cost.shape_key(small)
+    gpu = cost.CostModel("cuda|test", 1, {}, device_memory_mb=80_000)
+    assert gpu.gpu_share(small, 0.125) == 0.125  # nothing measured: the FLOP share
+    gpu.learn(small, memory_mb=30_000)  # 1.25 x 30 GB of 80 GB: more than a quarter
+    assert gpu.gpu_share(small, 0.125) == 0.5
+    gpu.learn(small, busy=0.9)  # it keeps the GPU's matmul units 90% busy alone
+    assert gpu.gpu_share(small, 0.125) == 1.0
+    assert [t.res.gpu for t in plan_trials([small], 8, 1, 1, 1, cost=gpu)] == [1.0]
+    # rows teach them: members trained alone on CUDA (a stack's rows do not count)
+    rows = pl.DataFrame({
+        "config_json": [json.dumps(small.to_dict(), sort_keys=True)] * 3,
+        "step_time_s": [0.01, 0.012, 0.02], "stack_size": [1, 1, 4],
+        "device_type": ["cuda"] * 3, "threads": [1] * 3,
+        "peak_memory_mb": [1000.0, 1200.0, 9000.0], "flops_fraction": [0.2, 0.3, 0.9]})
+    learned = cost.CostModel("cuda|test", 1)
+    assert cost.learn_from_rows(learned, rows) == 1
+    entry = learned.table[key]
+    assert entry.memory_mb == 1200.0 and entry.busy == pytest.approx(0.25)
+    assert entry.alone == pytest.approx(0.011) and entry.stacked == {4: 0.02}
+    # calibrated footprints and the device's memory survive the cache
+    monkeypatch.setenv("ICL_CACHE", str(tmp_path))
+    cost.save(gpu)
+    again = cost.load("cuda|test", 1)
+    assert again.device_memory_mb == 80_000 and again.table[key].memory_mb == 30_000
+    assert again.gpu_share(small, 0.125) == 1.0
