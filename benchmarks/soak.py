@@ -2,6 +2,7 @@
 random; prints trials finished, kills, Tune restarts, rows lost and rows duplicated.
 
     python benchmarks/soak.py [--trials 300] [--kill-every 15] [--cpus 2] [--seed 0]
+    python benchmarks/soak.py --storage-faults 10    # also: the rows folder read-only at times
 
 Each trial trains one tiny float64 member (checkpoints every 10 of its 60 steps). A killer
 thread SIGKILLs one running trial worker of this Ray session every `--kill-every` seconds
@@ -11,6 +12,11 @@ pass (a re-run only runs configs without rows), the way a user resumes. "Lost" c
 without a row file after that pass; "duplicated" counts configs with more than one row file
 or a repeated (metric, statistic, step, position, predictor) row. Both must be 0. A script,
 not a test (minutes); data go to a temporary folder under benchmarks/out/.
+
+`--storage-faults S`: a second thread makes the study's rows folder immutable (`chattr +i`,
+a real filesystem fault: every row write there fails with EPERM) for 1-4 s (seeded) every ~S
+seconds, so some members exhaust their write retries and are recorded failed
+(icl_core/member_store.py); the re-run trains them. Needs root and chattr; refused otherwise.
 """
 
 from __future__ import annotations
@@ -58,6 +64,28 @@ def killer(raylet: int, every: float, stop: threading.Event, rng: random.Random,
                 kills.append(pid)
 
 
+def freezer(folder: Path, every: float, stop: threading.Event, rng: random.Random,
+            windows: list) -> None:
+    """The rows folder immutable for 1-4 s every ~`every` seconds (`windows`: their lengths)."""
+    import subprocess
+
+    while not stop.wait(every * rng.uniform(0.5, 1.5)):
+        folder.mkdir(parents=True, exist_ok=True)
+        length = rng.uniform(1.0, 4.0)
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
+        try:
+            stop.wait(length)
+        finally:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        windows.append(length)
+
+
+def storage_failures(storage: str) -> int:
+    """Members recorded failed by a storage fault (their reason names the write)."""
+    files = glob.glob(f"{storage}/soak/st/failed/*.parquet")
+    return sum(1 for f in files if "storage fault" in str(pl.read_parquet(f)["reason"][0]))
+
+
 def audit(storage: str, hashes: set[str]) -> tuple[int, int, int]:
     """(finished configs, lost configs, duplicated configs) from the row files."""
     files = glob.glob(f"{storage}/soak/st/rows/*.parquet")
@@ -80,7 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-every", type=float, default=15.0, help="seconds between kills")
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--storage-faults", type=float, default=None, metavar="S",
+                        help="make the rows folder immutable for 1-4 s every ~S seconds")
     args = parser.parse_args(argv)
+    import os
+    import shutil
+
+    if args.storage_faults and (os.geteuid() != 0 or not shutil.which("chattr")):
+        print("--storage-faults needs root and chattr", file=sys.stderr)
+        return 2
 
     import ray
 
@@ -97,14 +133,26 @@ def main(argv: list[str] | None = None) -> int:
     thread = threading.Thread(target=killer, args=(raylet, args.kill_every, stop,
                                                    random.Random(args.seed), kills), daemon=True)
     thread.start()
+    windows: list = []
+    frozen = None
+    if args.storage_faults:
+        frozen = threading.Thread(target=freezer, args=(
+            Path(storage) / "soak" / "st" / "rows", args.storage_faults, stop,
+            random.Random(args.seed + 1), windows), daemon=True)
+        frozen.start()
     specs = [TrialSpec("soak", "st", storage, [m.to_dict()]) for m in ms]
     first = run_tune(specs, "soak", f"{root}/tune", None)
     stop.set()
     thread.join()
+    if frozen is not None:
+        frozen.join()
     finished, lost, dup = audit(storage, hashes)
+    faults = (f"{len(windows)} read-only windows ({sum(windows):.0f} s), "
+              f"{storage_failures(storage)} members recorded failed by a storage fault, "
+              if args.storage_faults else "")
     print(f"pass 1 (kills on): {finished}/{len(hashes)} configs finished, {len(kills)} workers "
-          f"killed, {first.restarts} Tune restarts from a checkpoint, {first.failed} trials "
-          f"given up, {lost} without rows, {dup} duplicated; {time.time() - t0:.0f} s",
+          f"killed, {faults}{first.restarts} Tune restarts from a checkpoint, {first.failed} "
+          f"trials given up, {lost} without rows, {dup} duplicated; {time.time() - t0:.0f} s",
           flush=True)
     done = Store(storage).finished("soak", "st")
     rest = [s for s, m in zip(specs, ms, strict=True) if m.hash not in done]
