@@ -204,14 +204,28 @@ def str_sample_complexity_figure(rows: pl.DataFrame, out_dir, name="str_sample_c
     plt.close(fig)
     md = Path(out_dir) / "n_star.md"
     md.write_text(n_star_markdown(tables))
-    gammas = "; ".join(
-        f"{f.row[ARCH]} γ={f.row['gamma']:.2f}" if f.row.get("gamma") is not None
-        else f"{f.row[ARCH]} no γ" for f in fits if f.threshold == shown[0])
+    gammas = "; ".join(gamma_words(f.row, shown[0]) for f in fits if f.threshold == shown[0])
     testable = {t: threshold_notes(t, trivial) for t in shown}
     return {"paths": [*paths, md], "fits": fits, "ok": ok, "excluded": excluded,
             "trivial": trivial, "not_testable": {t: v for t, v in testable.items() if v},
-            "note": "; ".join([f"@{shown[0]:g}: {gammas}", *notes, *excluded_note(excluded),
-                               *[f"@{t:g}: {' '.join(v)}" for t, v in testable.items() if v]])}
+            "note": "; ".join([gammas, *notes, *excluded_note(excluded),
+                               *[f"at mean test MSE ≤ {t:g}: {' '.join(v)}"
+                                 for t, v in testable.items() if v]])}
+
+
+def gamma_words(row: dict, threshold: float) -> str:
+    """One model's fit in words, e.g. "attention_mlp: samples to reach mean test MSE <= 0.05
+    grow as N^1.02 [0.91, 1.13]" or "...: n*(N) not fitted (n* reached at too few N within
+    the samples trained)"."""
+    arch, goal = row[ARCH], f"mean test MSE ≤ {threshold:g}"
+    if row.get("gamma") is None:
+        return f"{arch}: n*(N) not fitted at {goal} (n* reached at too few N within the " \
+               "samples trained)"
+    status = row.get("status") or "ok"
+    spread = f" [{row['gamma_lo']:.2f}, {row['gamma_hi']:.2f}]" \
+        if row.get("gamma_lo") is not None else ""
+    verdict = "" if status == "ok" else f" (unresolved: {status})"
+    return f"{arch}: samples to reach {goal} grow as N^{row['gamma']:.2f}{spread}{verdict}"
 
 
 @dataclass(frozen=True)

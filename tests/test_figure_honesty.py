@@ -246,8 +246,11 @@ def test_censored_markers_offset_and_marked_per_model(tmp_path, monkeypatch):
         return real(fig, out_dir, name)
 
     monkeypatch.setattr(fr, "save", keep)
-    fr.str_sample_complexity_figure(retrieval_rows(trivial=None), tmp_path, n_boot=20,
-                                    thresholds=(0.3,))
+    summary = fr.str_sample_complexity_figure(retrieval_rows(trivial=None), tmp_path,
+                                              n_boot=20, thresholds=(0.3,))
+    # the run's figure line is in words (issue 21), one clause per model, nothing like "no γ"
+    assert "ffn: n*(N) not fitted at mean test MSE ≤ 0.3 (n* reached at too few N" \
+        in summary["note"] and "no γ" not in summary["note"] and "@0.3" not in summary["note"]
     ax = seen["fig"].axes[0]
     assert ax.get_title() == "samples to mean test MSE ≤ 0.3"
     censored = [c for c in ax.collections if len(c.get_offsets())]
