@@ -225,7 +225,9 @@ def read_manifest(fs: pafs.FileSystem, study_dir: str) -> dict | None:
 
 
 def rows_table(rows: list[dict], constants: dict) -> pa.Table:
-    """Tidy rows + constant columns (flattened config, provenance) -> an Arrow table."""
+    """Tidy rows + constant columns (flattened config, provenance) -> an Arrow table; with the
+    batch size among the constants, also `samples` = step x train.batch_size (the training
+    samples seen at that row's step, what sample-complexity curves are drawn against)."""
     fixed = {name: [row.get(name) for row in rows] for name in ROW_SCHEMA.names}
     for name, value in constants.items():
         if name in ROW_SCHEMA.names:
@@ -237,5 +239,10 @@ def rows_table(rows: list[dict], constants: dict) -> pa.Table:
         if isinstance(value, (list, tuple, dict)):
             value = json.dumps(value, sort_keys=True)
         table = table.append_column(name, pa.array([value] * len(rows)))
+    batch = constants.get("train.batch_size")
+    if batch is not None and "samples" not in constants:  # training samples seen at each step
+        steps = [row.get("step") for row in rows]
+        table = table.append_column("samples", pa.array(
+            [None if step is None else step * batch for step in steps], pa.int64()))
     return table
 

@@ -181,3 +181,23 @@ def test_load_artifact_is_the_core_loader(tmp_path):
     save_artifacts(s, SWEEP, STUDY, "h1", series)
     steps, values = load_artifact(str(tmp_path), SWEEP, STUDY, "h1", "attn")
     assert steps.tolist() == [10, 20] and values.shape == (2, 2, 2)
+
+
+def test_rows_carry_the_samples_seen_at_their_step(tmp_path):
+    """Issue 21: `samples` = step x train.batch_size in every row file, equal to what
+    analysis.sample_complexity derives."""
+    from conftest import tiny_member
+
+    from analysis.sample_complexity import samples_seen
+    from analysis.store import read_rows
+    from icl_core.config import resolve_member
+    from icl_core.trial import TrialSpec, run_trial
+
+    member = resolve_member(tiny_member(train__batch_size=8, train__steps=20))
+    run_trial(TrialSpec("s", "st", str(tmp_path), [member.to_dict()], hashes=[member.hash]))
+    rows, _ = read_rows(str(tmp_path), "s", "st")
+    stepped = rows.filter(rows["step"].is_not_null())
+    assert stepped["samples"].to_list() == [s * 8 for s in stepped["step"].to_list()]
+    assert stepped["samples"].max() == 160
+    derived = samples_seen(stepped.drop("samples"))
+    assert derived["samples"].to_list() == stepped["samples"].to_list()
