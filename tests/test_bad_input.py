@@ -141,6 +141,13 @@ def test_every_task_config_knows_its_built_shape():
                     task = build_task(member.task, member.task_seed, torch.device("cpu"),
                                       torch.float32)
                     assert member.task.shape() == (task.d_in, task.d_out, task.seq_len), key
+                    # the tensors it draws have that shape (the built task takes its widths
+                    # and length from shape(): what it samples is the check)
+                    batch = task.sample(2, torch.Generator().manual_seed(0))
+                    d_in, d_out, seq_len = member.task.shape()
+                    assert tuple(batch.inputs.shape) == (2, seq_len, d_in), key
+                    assert tuple(batch.targets.shape) == (2, seq_len, d_out), key
+                    assert tuple(batch.mask.shape) == (seq_len,), key
     assert len(seen) > 50
 
 

@@ -81,14 +81,13 @@ class LinearRegression(TaskBase):
             self.sigma = torch.as_tensor(sigma, dtype=torch.float64)
             self.x_map = (torch.diag(D) @ U).to(device=device, dtype=dtype)
             self.w_map = (torch.diag(1 / D) @ U).to(device=device, dtype=dtype)
-        D, N = cfg.dim, cfg.n_points
+        N = cfg.n_points
         self.prompt_len = N
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
         if cfg.layout == "fixed_n":
-            self.d_in, self.d_out, self.seq_len = D + 1, 1, N + 1
             self.positions = torch.full((N + 1,), -1, dtype=torch.long)
             self.positions[-1] = N
         else:
-            self.d_in, self.d_out, self.seq_len = D, 1, 2 * N + 1
             self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
 

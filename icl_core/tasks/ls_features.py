@@ -81,7 +81,8 @@ class LSFeatures(TaskBase):
         self.cfg, self.device, self.dtype = cfg, device, dtype
         D, N = cfg.dim, cfg.n_points
         self.layout = Layout(D)
-        self.d_in, self.d_out, self.seq_len, self.prompt_len = self.layout.width, D, N + 1, N
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
+        self.prompt_len = N
         self.positions = torch.full((N + 1,), -1, dtype=torch.long)
         self.positions[-1] = N
         self.mask = self.positions >= 0

@@ -85,9 +85,8 @@ class Primitives(TaskBase):
         self.h = h_D.to(device=device, dtype=dtype)
         pair = torch.randperm(N, generator=g)[:2].tolist()  # distinct when N >= 2
         self.read_from, self.read_to = min(pair), max(pair)  # i < j
-        self.d_in = D
-        self.d_out = {"read": D, "affine": 1, "multiply": D // 2}[cfg.op]
-        self.seq_len = self.prompt_len = N
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
+        self.prompt_len = N
         self.positions = torch.arange(N)
         self.mask = torch.ones(N, dtype=torch.bool)
 

@@ -131,7 +131,7 @@ class ReLUTeacher(TaskBase):
         self.cfg, self.device, self.dtype = cfg, device, dtype
         N = cfg.n_points
         self.prompt_len = N
-        self.d_in, self.d_out, self.seq_len = cfg.dim, 1, 2 * N + 1
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
         self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
         self.has_curriculum = bool(cfg.curriculum_dims_start or cfg.curriculum_points_start)

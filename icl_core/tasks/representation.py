@@ -133,7 +133,8 @@ class RepRegression(TaskBase):
         d, N = cfg.dim, cfg.n_points
         self.phi = fixed_representation([d, cfg.hidden, cfg.hidden, d], task_seed, cfg.slope,
                                         "rep_regression", device, dtype)
-        self.prompt_len, self.d_in, self.d_out, self.seq_len = N, d, 1, 2 * N + 1
+        self.prompt_len = N
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
         self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
 
@@ -190,7 +191,8 @@ class RepAR(TaskBase):
         d, q, N = cfg.dim, cfg.q, cfg.n_points
         self.phi = fixed_representation([q * d, cfg.hidden, cfg.hidden, d], task_seed,
                                         cfg.slope, "rep_ar", device, dtype)
-        self.prompt_len, self.d_in, self.d_out, self.seq_len = N, d, d, N + q
+        self.prompt_len = N
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
         self.positions = torch.arange(N + q) - (q - 1)
         self.positions[: q - 1] = -1
         self.mask = self.positions >= 0
@@ -264,8 +266,8 @@ class CoTMLP(TaskBase):
         self.cfg, self.device, self.dtype = cfg, device, dtype
         L, N = cfg.layers, cfg.n_points
         per = L + 1
-        self.prompt_len, self.d_in, self.d_out = N, cfg.dim, cfg.dim
-        self.seq_len = (N + 1) * per
+        self.prompt_len = N
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
         step = torch.arange(self.seq_len) % per  # 0 = x, l = s^l
         self.positions = torch.where(step < L, torch.arange(self.seq_len) // per, -1)
         self.mask = self.positions >= 0

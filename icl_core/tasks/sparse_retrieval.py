@@ -122,8 +122,8 @@ class SparseRetrieval(TaskBase):
         self.u = (u / u.norm()).to(device=device, dtype=dtype)  # depends on d only
         g = torch.Generator().manual_seed(derive_seed(task_seed, "qstr_codes", cfg.n_points))
         self.codes = position_codes(cfg.n_points, cfg.d_e, g).to(device=device, dtype=dtype)
-        self.d_in, self.d_out = cfg.d_in, 1
-        self.seq_len = self.prompt_len = cfg.n_points
+        self.d_in, self.d_out, self.seq_len = cfg.shape()
+        self.prompt_len = cfg.n_points
         self.positions = torch.arange(cfg.n_points)
         self.mask = torch.ones(cfg.n_points, dtype=torch.bool)
 
