@@ -52,8 +52,7 @@ def plan_trials_for(trial, sweep_names, preset: str, gpus: int, cpus: float | No
     trial's seconds from the cost model (icl_core.cost: cached calibrations, else FLOPs); a
     search counts as num_samples one-point trials per searched point. `only`: labels "sweep"
     or "sweep/study" to keep (None: all); `trial`: the class built (schedule.SimTrial)."""
-    from icl_core.orchestrate import study_trials
-    from icl_core.pool import cost_model
+    from icl_core.pool import cost_model, study_trials
     from icl_core.resources import member_resources
 
     if cpus is None:
@@ -74,7 +73,7 @@ def plan_trials_for(trial, sweep_names, preset: str, gpus: int, cpus: float | No
                         * plan.num_samples
                 continue
             model = cost_model(gpus, max(1, int(plan.study.cpus_per_trial)))
-            for t in study_trials(plan, args, gpus, cpus):
+            for t in study_trials(plan, args, gpus, cpus, model=model):
                 alone = max(model.member_seconds(m) for m in t.members)
                 out.append(trial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members),
                                  _checkpoint_s(t.members, t.seconds), alone))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from icl_core.config import ConfigError
 from icl_core.flops import step_shape
-from icl_core.pool import cluster_cpus, cluster_gpus  # noqa: F401  (the CLI plans with them)
+from icl_core.pool import cluster_gpus
 from icl_core.report import write_manifest
 from icl_core.search import Search
 from icl_core.study import PRESETS
@@ -113,15 +113,6 @@ def make_plans(sweep, args) -> list[Plan]:
             where = "" if args.study else "; --study picks studies"
             raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
     return plans
-
-
-def study_trials(plan: Plan, args, gpus: float, cpus: float, members=None) -> list:
-    """The planned trials of a grid study (icl_core.resources.PlannedTrial), by the cost
-    model of the cluster's device kind (cached calibrations; no calibration here)."""
-    from icl_core.pool import cost_model, plan_study
-
-    threads = max(1, int(plan.study.cpus_per_trial))
-    return plan_study(None, plan, args, gpus, cpus, cost_model(gpus, threads), members)
 
 
 def plan_gpu_seconds(plan: Plan) -> float:

@@ -8,8 +8,8 @@ first) against the lower bound. And the size limit above which a launch needs --
 from __future__ import annotations
 
 from icl_core.config import ConfigError
-from icl_core.orchestrate import Plan, plan_gpu_seconds, study_trials
-from icl_core.pool import cluster_cpus
+from icl_core.orchestrate import Plan, plan_gpu_seconds
+from icl_core.pool import cluster_cpus, study_trials
 from icl_core.schedule import SimTrial
 
 LAUNCH_LIMITS = (10_000, 1_000.0)  # configs, H100-hours: above either, a launch needs --yes
@@ -67,7 +67,7 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
             if store is not None:
                 plan_details(sweep, plan, args, store)
             continue
-        planned = study_trials(plan, args, gpus, cpus)
+        planned = study_trials(plan, args, gpus, cpus, model=model)
         trials = [SimTrial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members))
                   for t in planned]
         cost.add(plan, estimate, trials)

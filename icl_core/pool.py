@@ -119,7 +119,7 @@ def study_rows(store, sweep: str, study: str):
     frames = []
     for path in files:
         try:
-            frames.append(pl.read_parquet(path, columns=columns).head(1))
+            frames.append(pl.read_parquet(path, columns=columns, n_rows=1))
         except Exception:  # a file without these columns (older rows) or unreadable: skipped
             continue
     return pl.concat(frames, how="vertical_relaxed") if frames else None
@@ -182,10 +182,14 @@ def remote_calibration(model, members: list, threads: int):
 # --------------------------------------------------------------------- planning and running
 
 
-def plan_study(sweep, plan, args, gpus: float, cpus: float, model, members=None) -> list:
-    """A grid study's (unfinished) members as cost-balanced PlannedTrials, longest first."""
+def study_trials(plan, args, gpus: float, cpus: float, members=None, model=None) -> list:
+    """A grid study's members (or `members`, e.g. its unfinished ones) as cost-balanced
+    PlannedTrials (icl_core.resources.plan_trials); `model`: the cost model (default: the
+    cluster's device kind, cached calibrations, no calibration here)."""
     from icl_core.resources import plan_trials
 
+    if model is None:
+        model = cost_model(gpus, max(1, int(plan.study.cpus_per_trial)))
     target = args.trial_minutes * 60 if getattr(args, "trial_minutes", None) else None
     return plan_trials(plan.members if members is None else members, gpus,
                        plan.study.cpus_per_trial, args.pack, cpus, args.stack, cost=model,
@@ -216,7 +220,7 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
                        calibrate=True)
     studies, specs = [], []
     for sweep, plan in entries:
-        trials = plan_study(sweep, plan, args, gpus, cpus, model, todo_of[id(plan)])
+        trials = study_trials(plan, args, gpus, cpus, todo_of[id(plan)], model)
         study = PoolStudy(sweep, plan, trials, *claimed[id(plan)])
         studies.append(study)
         for t in trials:
