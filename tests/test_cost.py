@@ -174,3 +174,22 @@ def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypa
     again = cost.load("cuda|test", 1)
     assert again.device_memory_mb == 80_000 and again.table[key].memory_mb == 30_000
     assert again.gpu_share(small, 0.125) == 1.0
+
+
+def test_several_files_run_as_one_pool_through_the_catalog(ray_session, tmp_path, capsys):
+    """`python -m icl_core.catalog --run --only ...`: studies of two sweep files in one Tune
+    run (one Tune folder for the pool), each reported with its own statuses."""
+    from icl_core import catalog
+
+    storage = tmp_path / "r"
+    argv = ["--run", "--preset", "smoke", "--only", "depth_scaling/least_squares",
+            "width_scaling/multiply_width", "--storage", str(storage), "--no-figures"]
+    assert catalog.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "[2 sweep file(s) [smoke]]" in out and "trials of 2 studies in one pool" in out
+    assert "[depth_scaling/least_squares] finished: 4 ok" in out
+    assert "[width_scaling/multiply_width] finished: " in out
+    assert (storage / "_pool" / "tune").is_dir()  # one Tune run, not one per study
+    assert not (storage / "depth_scaling" / "tune").exists()
+    for sweep, study in (("depth_scaling", "least_squares"), ("width_scaling", "multiply_width")):
+        assert Store(str(storage)).finished(sweep, study)
