@@ -165,7 +165,7 @@ def read_state(store: Store, sweep: str, adaptive: Adaptive):
 
 
 def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, store: Store,
-                provenance: dict, max_concurrent: int | None) -> int:
+                provenance: dict, max_concurrent: int | None, loggers=()) -> int:
     """Run the members without a row file through Ray Tune, one member per trial; returns how
     many ran (a finished config is never rerun)."""
     from icl_core.launch import run_tune
@@ -185,7 +185,8 @@ def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, sto
                                threads=max(1, int(res.cpu)), gpu=res.gpu,
                                provenance=provenance, hashes=[member.hash]))
     label = f"{sweep}/{adaptive.name}"
-    run_tune(specs, label, f"{store.study_dir(sweep, adaptive.name)}/tune", max_concurrent)
+    run_tune(specs, label, f"{store.study_dir(sweep, adaptive.name)}/tune", max_concurrent,
+             loggers=loggers)
     return len(specs)
 
 
@@ -229,9 +230,9 @@ def _next_round(adaptive: Adaptive, state, spent: Spent, index: int) -> tuple[di
 
 def run_adaptive(sweep: str, adaptive: Adaptive, preset: str, store: Store,
                  max_concurrent: int | None = None, provenance: dict | None = None,
-                 max_rounds: int | None = None) -> dict:
+                 max_rounds: int | None = None, loggers=()) -> dict:
     """Run (or resume) an adaptive study under a preset; returns the rounds log. `max_rounds`:
-    run at most that many rounds in this call (round 0 counts)."""
+    run at most that many rounds in this call (round 0 counts); `loggers`: --logger."""
     adaptive = adaptive.for_preset(preset)
     base, _ = adaptive.study.base_and_grid(preset)
     label = f"{sweep}/{adaptive.name}"
@@ -252,7 +253,7 @@ def run_adaptive(sweep: str, adaptive: Adaptive, preset: str, store: Store,
             print(f"[{label}] round {current['round']}: {len(members)} trials at "
                   f"{adaptive.axis} = {sorted({m for m, _ in current['trials']})}", flush=True)
             current["ran"] = run_members(members, sweep, adaptive, store, provenance or {},
-                                         max_concurrent)
+                                         max_concurrent, loggers)
             current.update(done=True, hashes=[m.hash for m in members],
                            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             ran += 1
@@ -308,6 +309,7 @@ def dry_run(sweep: str, adaptive: Adaptive, preset: str, store: Store) -> None:
 def _parser(sweep: str, adaptives: list[Adaptive]):
     import argparse
 
+    from icl_core.cli import add_logger_arg
     from icl_core.study import PRESETS
 
     parser = argparse.ArgumentParser(
@@ -323,6 +325,7 @@ def _parser(sweep: str, adaptives: list[Adaptive]):
     add("--max-rounds", type=int, default=None, help="rounds to run in this call (resumable)")
     add("--target", type=float, default=None, help="override the goal's target width")
     add("--budget-trials", type=int, default=None, help="override the budget in trials")
+    add_logger_arg(parser)
     return parser
 
 
@@ -342,6 +345,7 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
 
     from icl_core.cli import default_storage
     from icl_core.config import ConfigError
+    from icl_core.preflight import check_loggers
 
     args = _parser(sweep, adaptives).parse_args(argv)
     chosen = [with_overrides(a, args.preset, args) for a in adaptives
@@ -356,6 +360,8 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
             ready = adaptive.for_preset(args.preset)
             base, _ = ready.study.base_and_grid(args.preset)
             [member_at(base, ready, x, s) for x, s in ready.round0()]
+        if not args.dry_run:
+            check_loggers(args.logger, store.uri)
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -373,7 +379,8 @@ def _run_all(sweep: str, chosen: list[Adaptive], store: Store, args) -> int:
     started = init_ray(args.address)
     try:
         logs = [run_adaptive(sweep, a, args.preset, store, args.max_concurrent,
-                             driver_provenance(), args.max_rounds) for a in chosen]
+                             driver_provenance(), args.max_rounds, args.logger)
+                for a in chosen]
     finally:
         if started:
             import ray

@@ -51,6 +51,14 @@ def pack_arg(text: str) -> int | str:
         return text
 
 
+def add_logger_arg(parser) -> None:
+    """--logger (repeatable), of the sweep files' and the adaptive studies' command lines."""
+    parser.add_argument(
+        "--logger", action="append", choices=("wandb", "mlflow"), default=[],
+        help="also log trials to W&B or MLflow (extras [wandb], [mlflow]; repeatable); "
+        "TensorBoard, CSV and JSON logs are always written")
+
+
 def build_parser(sweep) -> argparse.ArgumentParser:
     studies = "\n".join(f"  {s.name}: {s.doc}" for s in sweep.studies)
     parser = argparse.ArgumentParser(
@@ -95,6 +103,7 @@ def build_parser(sweep) -> argparse.ArgumentParser:
     add("--figures", default=None, help="figure output folder (default: ./figures; under ray "
         "job submit, <storage>/figures, since the job's working folder is a temporary copy)")
     add("--no-figures", action="store_true", help="skip figure regeneration")
+    add_logger_arg(parser)
     return parser
 
 
@@ -126,7 +135,7 @@ def main(sweep, argv: list[str] | None = None) -> int:
 def preflight(sweep, args):
     """(plans, store): every member validated, the storage, Ray address and figures folder
     checked (icl_core.preflight); nothing is written and Ray is not started."""
-    from icl_core.preflight import check_writable_dir, open_store, probe_address
+    from icl_core.preflight import check_loggers, check_writable_dir, open_store, probe_address
 
     plans = make_plans(sweep, args)
     store = open_store(args.storage or default_storage())
@@ -138,6 +147,7 @@ def preflight(sweep, args):
             raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
         if not args.no_figures:
             check_writable_dir("figures", args.figures)
+        check_loggers(args.logger, store.uri)
         if not args.optuna_journal:
             probe_address(args.address)
             skip_finished_searches(sweep, plans, store, args)

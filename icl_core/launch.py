@@ -150,11 +150,11 @@ def trial_resources(config: dict) -> tune.PlacementGroupFactory:
 
 
 def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None,
-             pool: Pool | None = None) -> Progress:
+             pool: Pool | None = None, loggers=()) -> Progress:
     """Run the trials with Ray Tune, in the order given (Tune starts pending trials in order:
     a pool lists the longest first); failures are recorded in rows, not raised here. `pool`:
     the studies the trials belong to (per-study counts, each study's report as soon as its
-    own trials are done). Returns the progress counts (done, failed, diverged, restarts)."""
+    own trials are done); `loggers`: --logger (icl_core.tracking). Returns the progress counts (done, failed, diverged, restarts)."""
     quiet()
     trainable = tune.with_resources(tune_trainable, trial_resources)
     name = time.strftime("run-%Y%m%d-%H%M%S")
@@ -172,7 +172,7 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
             storage_path=tune_dir,
             failure_config=tune.FailureConfig(max_failures=2),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=[progress, *tracking_callbacks()],
+            callbacks=[progress, *tracking_callbacks(loggers, specs[0].storage, label)],
             verbose=0,
         ),
     )

@@ -246,7 +246,7 @@ def run_search(sweep, plan: Plan, store, provenance, args) -> int:
         res = member_resources(point, cluster_gpus(), search.cpus_per_trial)
         template = search_template(sweep, plan, point, store, provenance, res)
         run_search_tune(search, point, template, tune_dir, plan.num_samples, args.seed,
-                        args.resume, args.max_concurrent, res, label)
+                        args.resume, args.max_concurrent, res, label, args.logger)
     return summarize_search(sweep, search, store)
 
 

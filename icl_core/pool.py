@@ -256,7 +256,8 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int
                   f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
                   f"{args.pack}, --stack {args.stack})", flush=True)
             try:
-                run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool)
+                run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool,
+                         args.logger)
             except Exception as exc:  # the summaries below still say what was stored
                 print(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished "
                       "is stored, run the same command again to finish the rest",

@@ -1,5 +1,5 @@
 """Checks of the command line's places before anything starts: the storage URI, the Ray address
-and the figures folder. Each failure is a ConfigError (one line, exit status 2), raised
+and the figures folder (and --logger's needs). Each failure is a ConfigError (one line, exit status 2), raised
 before Ray is started or joined and before anything is written.
 
 Storage: a local path, or a URI of a filesystem pyarrow.fs builds (`FileSystem.from_uri`),
@@ -135,3 +135,12 @@ def check_writable_dir(flag: str, path: str) -> None:
     except OSError as exc:
         raise ConfigError(f"--{flag}: cannot write to {path!r} ({existing}: "
                           f"{exc.strerror or exc})") from None
+
+
+def check_loggers(loggers, storage_uri: str) -> None:
+    """--logger: each can start (package installed, credentials or a tracking store;
+    icl_core.trackers)."""
+    if loggers:
+        from icl_core.trackers import check_loggers as check
+
+        check(loggers, storage_uri)

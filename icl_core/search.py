@@ -129,7 +129,7 @@ class Search:
 
 
 def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
-                    max_concurrent, resources, label) -> None:
+                    max_concurrent, resources, label, loggers=()) -> None:
     """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
     study persisted beside the rows (icl_core.searcher). `resume`: finish an interrupted run
     (Tuner.restore), then add trials until the study has `num_samples` (so `--resume
@@ -173,7 +173,8 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
         trainable,
         param_space=_trial_space(search, spec_template),
         tune_config=_search_tune_config(search, point, searcher, todo),
-        run_config=_search_run_config(search, run_name, tune_dir, label, todo),
+        run_config=_search_run_config(run_name, tune_dir, label, todo, loggers,
+                                      spec_template.storage),
     )
     with keep_signed(f"{tune_dir}/{run_name}"):  # --resume checks it before unpickling
         tuner.fit()
@@ -230,7 +231,7 @@ def _search_tune_config(search, point, searcher, num_samples):
     )
 
 
-def _search_run_config(search, run_name, tune_dir, label, num_samples):
+def _search_run_config(run_name, tune_dir, label, num_samples, loggers, storage):
     from ray import tune
 
     from icl_core.launch import Progress
@@ -240,7 +241,8 @@ def _search_run_config(search, run_name, tune_dir, label, num_samples):
         name=run_name, storage_path=tune_dir,
         failure_config=tune.FailureConfig(max_failures=1),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[Progress(label, num_samples), *tracking_callbacks()], verbose=0,
+        callbacks=[Progress(label, num_samples),
+                   *tracking_callbacks(loggers, storage, label.split("@")[0])], verbose=0,
     )
 
 

@@ -7,42 +7,20 @@ which TensorBoard would show as one long string; `TrialHparams` logs instead eac
 config flattened (`model.depth`, `train.lr`, ... and `config_hash`) as the trial's hparams. A
 packed trial logs the fields its members share as they are, and a field they differ in as
 the list of its values ("1, 2"). The rows in the store stay the results; these are for
-looking at a sweep while it runs.
+looking at a sweep while it runs. `--logger wandb|mlflow` adds Weights & Biases and MLflow,
+with the same hparams (icl_core.trackers).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 from ray.tune.logger import TBXLoggerCallback
 
-from icl_core.config import flatten
-from icl_core.trainable import spec_from_config
+from icl_core.hparams import trial_hparams
 
 logger = logging.getLogger(__name__)
-SCALARS = (str, bool, int, float)
-
-
-def trial_hparams(config: dict) -> dict:
-    """The flattened member configs of a trial config, as TensorBoard hparams (scalars)."""
-    spec = spec_from_config(config)
-    flats = [flatten(member) for member in spec.members]
-    out: dict = {"members": len(flats)}
-    for key in dict.fromkeys(k for flat in flats for k in flat):
-        values = [_scalar(flat.get(key)) for flat in flats]
-        unique = list(dict.fromkeys(values))
-        out[key] = unique[0] if len(unique) == 1 else ", ".join(map(str, unique))
-    hashes = list(dict.fromkeys(spec.hashes))
-    out["config_hash"] = hashes[0] if len(hashes) == 1 else ", ".join(hashes)
-    return out
-
-
-def _scalar(value):
-    if isinstance(value, SCALARS):
-        return value
-    return json.dumps(value, sort_keys=True, default=str)  # None, lists, eval grids
 
 
 class TrialHparams(TBXLoggerCallback):
@@ -61,9 +39,14 @@ class TrialHparams(TBXLoggerCallback):
             self._trial_writer[trial].file_writer.add_summary(tag)
 
 
-def tracking_callbacks() -> list:
-    """The loggers a Tuner gets beside Tune's JSON and CSV ones: none when the user turned
-    Tune's loggers off (TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1)."""
-    if os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS") == "1":
-        return []
-    return [TrialHparams()]
+def tracking_callbacks(loggers=(), storage_uri: str = "", group: str = "") -> list:
+    """The loggers a Tuner gets beside Tune's JSON and CSV ones: TensorBoard (none when the
+    user turned Tune's loggers off, TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1), then those of
+    `--logger` (W&B, MLflow: icl_core.trackers), `group` naming the Tune run."""
+    tensorboard = [] if os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS") == "1" \
+        else [TrialHparams()]
+    if not loggers:
+        return tensorboard
+    from icl_core.trackers import logger_callbacks
+
+    return tensorboard + logger_callbacks(loggers, storage_uri, group)

@@ -27,7 +27,8 @@ ORCHESTRATION = ("icl_core.catalog", "icl_core.cli", "icl_core.sweep", "icl_core
                  "icl_core.search", "icl_core.orchestrate", "icl_core.resources",
                  "icl_core.launch", "icl_core.trial", "icl_core.trainable",
                  "icl_core.regenerate", "icl_core.preflight", "icl_core.console",
-                 "icl_core.tracking", "icl_core.searcher", "icl_core.adaptive",
+                 "icl_core.tracking", "icl_core.trackers", "icl_core.hparams",
+                 "icl_core.searcher", "icl_core.adaptive",
                  "icl_core.pool", "icl_core.report", "icl_core.plan_report")
 # the science core: everything else in icl_core (models, tasks, baselines, closed forms, the
 # trainer, evaluator, row store and what they stand on)

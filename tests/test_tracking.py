@@ -10,9 +10,10 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pytest
 from depth_scaling import SWEEP
 
-from icl_core.tracking import trial_hparams
+from icl_core.hparams import trial_hparams
 from icl_core.trainable import trial_config
 from icl_core.trial import TrialSpec
 
@@ -86,3 +87,93 @@ def test_packed_trial_hparams_list_what_members_differ_in():
     search_cfg = trial_config(TrialSpec("d", "s", "/tmp/x", [members[0].to_dict()],
                                         hashes=[members[0].hash]), {"train.lr": 0.0123})
     assert trial_hparams(search_cfg)["train.lr"] == 0.0123
+
+
+# ------------------------------------------------------------------- --logger wandb|mlflow
+
+
+def wandb_run_config(path: Path) -> dict:
+    """The run config of an offline W&B run file (`run-<id>.wandb`): a 7-byte header, then
+    LevelDB-log records (CRC 4, length 2, type 1: full/first/middle/last) in 32 KiB blocks,
+    each a `wandb_internal_pb2.Record`; the config is in the run record and config records."""
+    import json
+
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    data, at, block, chunks, config = path.read_bytes(), 7, 32768, b"", {}
+    while at + 7 <= len(data):
+        if block - at % block < 7:  # a block's tail too short for a header is padding
+            at += block - at % block
+            continue
+        (length,) = struct.unpack("<H", data[at + 4:at + 6])
+        kind, payload = data[at + 6], data[at + 7:at + 7 + length]
+        at += 7 + length
+        chunks = payload if kind in (1, 2) else chunks + payload
+        if kind not in (1, 4):
+            continue
+        record = Record()
+        record.ParseFromString(chunks)
+        which = record.WhichOneof("record_type")
+        updates = record.run.config.update if which == "run" else \
+            record.config.update if which == "config" else []
+        for item in updates:
+            config[item.key] = json.loads(item.value_json)
+    return config
+
+
+def test_smoke_sweep_logs_members_hparams_to_wandb_offline_and_mlflow(
+        ray_session, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("wandb")
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    storage = tmp_path / "results"
+    argv = ["--preset", "smoke", "--study", "least_squares", "--num-samples", "1",
+            "--pack", "1", "--storage", str(storage), "--no-figures",
+            "--logger", "wandb", "--logger", "mlflow"]
+    assert SWEEP.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "W&B: one run per trial" in out and "MLflow: experiment 'depth_scaling'" in out
+
+    runs = sorted((storage / "depth_scaling" / "tune").rglob("offline-run-*/run-*.wandb"))
+    assert len(runs) == 2, runs  # one run per trial, in the trial's own folder
+    configs = [wandb_run_config(run) for run in runs]
+    assert sorted(c["model.depth"] for c in configs) == [1, 2]
+    for config in configs:
+        assert config["study"] == "least_squares" and len(config["config_hash"]) == 16
+        assert "spec" not in config  # not the opaque trial format
+
+    client = MlflowClient(f"sqlite:///{storage}/mlflow.db")
+    experiment = client.get_experiment_by_name("depth_scaling")
+    found = client.search_runs([experiment.experiment_id])
+    assert sorted(r.data.params["model.depth"] for r in found) == ["1", "2"]
+    for run in found:
+        assert "spec" not in run.data.params and len(run.data.params["config_hash"]) == 16
+        assert "mse" in run.data.metrics  # each report's metrics, by name
+
+
+def test_logger_that_cannot_start_is_one_line_before_ray(tmp_path, monkeypatch, capsys):
+    import ray
+
+    from icl_core.preflight import check_loggers
+    from icl_core.validation import ConfigError
+
+    pytest.importorskip("wandb")
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SETUP_API_KEY_HOOK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no `wandb login`
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    was_running = ray.is_initialized()
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage",
+            str(tmp_path / "r"), "--no-figures", "--logger", "wandb"]
+    assert SWEEP.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --logger wandb: no W&B credentials") and "\n" not in err
+    assert "WANDB_MODE=offline" in err
+    assert ray.is_initialized() == was_running
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ConfigError, match="remote; set MLFLOW_TRACKING_URI"):
+        check_loggers(["mlflow"], "s3://bucket/icl")
+    assert check_loggers(["mlflow"], str(tmp_path)) is None  # a local store: beside the rows
