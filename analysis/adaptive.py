@@ -40,7 +40,13 @@ import polars as pl
 
 from analysis.fit import Fit, fit_scaling
 from analysis.fit_forms import FORMS
-from analysis.forecast_points import Measure, exact, member_values
+from analysis.forecast_points import (
+    Measure,
+    add_measure_args,
+    exact,
+    measure_from_args,
+    member_values,
+)
 
 KINDS = ("exponent", "forecast")
 FORECAST_LEVEL = 0.9  # as analysis.forecast seals
@@ -242,6 +248,8 @@ def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
             after = _variance_after(worlds, xv, np.exp(mu + sigma * z), goal, form, n_boot,
                                     boot_seed)
             scores.append((after, (now - after) / max(cost(xv), 1e-12) if cost else -after))
+        if cost and max(s[1] for s in scores) <= 0:  # no candidate helps: the least harm
+            scores = [(after, -after) for after, _ in scores]
         best = int(np.argmax([s[1] for s in scores]))  # ties: the smaller x
         xv = float(cand[best])
         label = next_seed(worlds.x, worlds.seeds, xv)
@@ -249,6 +257,21 @@ def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
         choice.trials.append((xv, label))
         choice.variance_after.append(scores[best][0])
     return choice
+
+
+def measured_cost(x, seconds) -> Callable[[float], float] | None:
+    """A trial's relative cost at x from the measured members' wall times: seconds = c x^k,
+    fitted by least squares in log-log (k clipped to [0, 3]); None (every x costs the same)
+    with fewer than 2 distinct x or no positive time."""
+    x, seconds = np.asarray(x, float), np.asarray(seconds, float)
+    keep = np.isfinite(x) & np.isfinite(seconds) & (x > 0) & (seconds > 0)
+    x, seconds = x[keep], seconds[keep]
+    if np.unique(x).size < 2:
+        return None
+    k, log_c = np.polyfit(np.log(x), np.log(seconds), 1)
+    k = float(np.clip(k, 0.0, 3.0))
+    log_c = float(np.mean(np.log(seconds) - k * np.log(x)))
+    return lambda xv: math.exp(log_c + k * math.log(xv))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
     parser.add_argument("--form", default="power", choices=sorted(FORMS))
     parser.add_argument("--at", type=float, default=None, help="forecast goal: the x")
+    add_measure_args(parser, metric_default="mse")
     args = parser.parse_args(argv)
     try:
         with warnings.catch_warnings():
@@ -274,7 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     except MissingResults as exc:
         print(f"error: {exc}")
         return 2
-    x, y, _ = member_points(rows, args.x)
+    try:
+        x, y, _ = member_points(rows, args.x, measure_from_args(args))
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
     hours = rows.group_by("config_hash").agg(pl.col("wall_time_s").first())["wall_time_s"]
     goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
     print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "

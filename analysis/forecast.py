@@ -43,7 +43,7 @@ import argparse
 import sys
 
 from analysis.fit import DEFAULT_FORMS
-from analysis.forecast_points import N_STAR, Measure
+from analysis.forecast_points import N_STAR, Measure, add_measure_args, measure_from_args
 from analysis.forecast_score import Scores, judge, score, score_forecast
 from analysis.forecast_seal import (
     LEVEL,
@@ -72,14 +72,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--study", required=True)
     s = sub.choices["seal"]
     s.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
-    s.add_argument("--metric", required=True, help=f"a row metric (mse, ...) or {N_STAR}")
+    add_measure_args(s)
     s.add_argument("--at", required=True, nargs="+", type=float, help="x values not yet run")
     s.add_argument("--id", default=None, help="the forecast's name (default: metric-x-time)")
-    s.add_argument("--statistic", default="median")
-    s.add_argument("--predictor", default="model")
-    s.add_argument("--test-dist", default="train")
-    s.add_argument("--threshold", type=float, default=None, help=f"{N_STAR}: the target error")
-    s.add_argument("--curve-metric", default="mse", help=f"{N_STAR}: the recorded curve")
     s.add_argument("--forms", nargs="+", default=list(DEFAULT_FORMS))
     s.add_argument("--n-boot", type=int, default=1000)
     sub.choices["score"].add_argument("--no-figure", action="store_true")
@@ -87,8 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _seal(args) -> None:
-    measure = Measure(args.metric, args.statistic, args.predictor, args.test_dist,
-                      args.threshold, args.curve_metric)
+    measure = measure_from_args(args)
     path, doc = seal(args.storage, args.sweep, args.study, args.x, measure, args.at, args.id,
                      forms=args.forms, n_boot=args.n_boot)
     fit = doc["fit"]

@@ -18,7 +18,10 @@ these fields per preset (e.g. smaller bounds for smoke).
 The runner (`run_adaptive`). Round 0 runs the initial points x seeds. Then each round reads
 the study's rows (analysis.store.read_rows), fits, and stops when the goal is reached or the
 budget is spent; otherwise analysis.adaptive.choose picks the next `batch` trials (x, seed) on
-a log-spaced candidate lattice within the bounds (integers when the axis is), and they run
+a log-spaced candidate lattice within the bounds (integers when the axis is) by the most
+bootstrap variance of the goal removed per unit of cost, a trial's cost at x fitted to the
+measured members' wall times (seconds = c x^k: analysis.adaptive.measured_cost; uniform until
+two x are measured, or with `cost_weighted=False`), and they run
 through Ray Tune (icl_core.launch.run_tune), one member per trial. Members are keyed by
 config hash as in a grid: a finished config is never rerun. Every round is planned into the
 rounds log `<storage>/<sweep>/<study>/adaptive.json` before it runs and marked done after, so
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.adaptive import Goal, assess, choose, lattice, member_points
+from analysis.adaptive import Goal, assess, choose, lattice, measured_cost, member_points
 from analysis.forecast_points import Measure
 from icl_core.config import MemberConfig, resolve_member, set_path
 from icl_core.store import Store
@@ -66,6 +69,9 @@ class Adaptive:
     measure: Measure = field(default_factory=lambda: Measure("mse"))
     fantasies: int = 4
     n_boot: int = 400  # bootstrap refits of the stop check (the look-ahead uses 100)
+    # choose by variance reduction per unit cost, a trial's cost at x from the measured
+    # members' wall times (analysis.adaptive.measured_cost); False: every trial costs the same
+    cost_weighted: bool = True
     presets: dict[str, dict] = field(default_factory=dict)  # preset -> field overrides
     doc: str = ""
 
@@ -126,10 +132,13 @@ def write_log(store: Store, sweep: str, name: str, log: dict) -> None:
 
 @dataclass
 class Spent:
-    """What the study has used: members with a row file (any status), device-hours."""
+    """What the study has used: members with a row file (any status), device-hours; and each
+    member's axis value and wall seconds (what a trial costs where: the cost-weighted choice)."""
 
     trials: int = 0
     hours: float = 0.0
+    x: np.ndarray = field(default_factory=lambda: np.empty(0))
+    seconds: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     def left(self, adaptive: Adaptive) -> int:
         """Trials the budget still allows (a large number when only hours bound it)."""
@@ -153,12 +162,16 @@ def read_state(store: Store, sweep: str, adaptive: Adaptive):
             rows, _ = read_rows(store.uri, sweep, adaptive.name)
     except MissingResults:
         return (empty, empty, empty), Spent()
-    per = rows.group_by("config_hash").agg(pl.col("wall_time_s").first()
-                                           if "wall_time_s" in rows.columns else pl.lit(0.0))
-    hours = float(per[per.columns[-1]].fill_null(0.0).sum()) / 3600.0
+    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
+    at = pl.col(adaptive.axis) if adaptive.axis in rows.columns else pl.lit(None)
+    per = rows.group_by("config_hash").agg(
+        wall.first().cast(pl.Float64).fill_null(0.0).alias("seconds"),
+        at.first().cast(pl.Float64).alias("x"))
+    spent = Spent(per.height, float(per["seconds"].sum()) / 3600.0,
+                  per["x"].fill_null(np.nan).to_numpy(), per["seconds"].to_numpy())
     if adaptive.axis not in rows.columns:
-        return (empty, empty, empty), Spent(per.height, hours)
-    return member_points(rows, adaptive.axis, adaptive.measure), Spent(per.height, hours)
+        return (empty, empty, empty), spent
+    return member_points(rows, adaptive.axis, adaptive.measure), spent
 
 
 # ------------------------------------------------------------------------------- running
@@ -219,8 +232,9 @@ def _next_round(adaptive: Adaptive, state, spent: Spent, index: int) -> tuple[di
     if left <= 0:
         return summary, "budget spent"
     try:
+        cost = measured_cost(spent.x, spent.seconds) if adaptive.cost_weighted else None
         choice = choose(x, y, seeds, adaptive.lattice(), adaptive.goal, min(adaptive.batch, left),
-                        adaptive.form, adaptive.fantasies, seed=index)
+                        adaptive.form, adaptive.fantasies, seed=index, cost=cost)
     except ValueError as exc:
         return summary, f"cannot choose: {exc}"
     plan = {"round": index, "done": False, "trials": [list(t) for t in choice.trials],

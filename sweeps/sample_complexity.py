@@ -20,6 +20,9 @@ lowest threshold) or at the cap (paper: 1e6 samples); n* is derived in analysis
   Claim: n*_FFN > n*_RNN > n*_TR, with the transformer's n* flat in N.
 * str_simple -- Fig 1b: simple-1STR (one index per prompt), N = 25..33 and beyond;
   thresholds 0.05, 0.02 (paper). Claim: FFN grows with N; RNN and TR stay flat.
+* str_simple_n -- str_simple's task with one model (mha_mlp) on a dense N lattice, for the
+  exponent γ of n* ∝ N^γ at threshold 0.05; the dense grid of the adaptive n*(N) study
+  (sweeps/adaptive_sample_complexity.py).
 * str_heads -- Prop. 3: qSTR with q = 2 and the squared-norm link (Var(y) = 1), one attention
   layer with H in {1, 2} heads; threshold 0.3. Claim: H < q never reaches it (floor
   ≈ 1 - H/q), H = q does.
@@ -169,6 +172,29 @@ STR_SIMPLE = Study(
     },
 )
 
+STR_SIMPLE_N = Study(
+    name="str_simple_n",
+    doc="n*(N) of the multi-head transformer on simple-1STR on a dense N lattice: the exponent "
+        "of n* ∝ N^γ (the grid sweeps/adaptive_sample_complexity.py competes with)",
+    figure="str_sample_complexity",
+    figure_args={"thresholds": (0.05,)},
+    # str_simple's settings with one model, the peer code's mha_mlp; the stop rule at the
+    # threshold fitted (0.05), so a member's time is what its n* costs
+    base={**STR_SIMPLE.base, "model": {"name": "mha_mlp", "mlp_width": 100},
+          "eval": {**STR_SIMPLE.base["eval"], "stop_below": 0.05}},
+    grid={"task.n_points": [8, 16, 32, 64, 128], "seed": list(range(5))},
+    presets={
+        "smoke": Preset(overrides={**SMOKE_STR, "model.mlp_width": 8, "train.steps": 20},
+                        grid={"task.n_points": [4, 6], "seed": [0]}),
+        # str_simple's cpu settings (d = 5, cap 4000 x 64 samples), N on a log lattice 8-64
+        "cpu": Preset(overrides={**CPU_STR, "model.mlp_width": 64, "train.steps": 4000},
+                      grid={"task.n_points": [8, 11, 16, 23, 32, 45, 64], "seed": [0, 1, 2]}),
+        "gpu": Preset(overrides={**GPU_STR, "train.steps": 7500},
+                      grid={"task.n_points": [8, 16, 32, 64, 128], **SEEDS}),
+        "paper": Preset(),
+    },
+)
+
 STR_HEADS = Study(
     name="str_heads",
     doc="Mousavi-Hosseini et al. Prop. 3: qSTR with q = 2, one attention layer, H in {1, 2}",
@@ -222,8 +248,8 @@ STR_ATTENTION = Study(
     },
 )
 
-SWEEP = Sweep("sample_complexity", [LEAST_SQUARES_DIM, DIM_DEPTH, STR_1, STR_SIMPLE, STR_HEADS,
-                                    STR_ATTENTION])
+SWEEP = Sweep("sample_complexity", [LEAST_SQUARES_DIM, DIM_DEPTH, STR_1, STR_SIMPLE,
+                                    STR_SIMPLE_N, STR_HEADS, STR_ATTENTION])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())
