@@ -28,6 +28,8 @@ import importlib.util
 import os
 
 import pyarrow.fs as pafs
+from ray.air.integrations.mlflow import MLflowLoggerCallback  # each imports its package
+from ray.air.integrations.wandb import WandbLoggerCallback  # only if installed
 
 from icl_core.hparams import trial_hparams
 from icl_core.validation import ConfigError
@@ -101,19 +103,7 @@ def logger_callbacks(loggers, storage_uri: str, group: str) -> list:
     return out
 
 
-def _wandb_base():
-    from ray.air.integrations.wandb import WandbLoggerCallback
-
-    return WandbLoggerCallback
-
-
-def _mlflow_base():
-    from ray.air.integrations.mlflow import MLflowLoggerCallback
-
-    return MLflowLoggerCallback
-
-
-class WandbHparams(_wandb_base()):
+class WandbHparams(WandbLoggerCallback):
     """Ray's W&B logger, whose run config is the members' flattened configs."""
 
     def _start_logging_actor(self, trial, exclude_results, **init_kwargs):
@@ -131,7 +121,7 @@ class WandbHparams(_wandb_base()):
                                                     if k != "config"})
 
 
-class MlflowHparams(_mlflow_base()):
+class MlflowHparams(MLflowLoggerCallback):
     """Ray's MLflow logger, whose run parameters are the members' flattened configs."""
 
     def log_trial_start(self, trial) -> None:
