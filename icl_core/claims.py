@@ -184,7 +184,8 @@ def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
     holds) among `hashes` not finished: claimed, then checked again for rows another driver
     finished between the first check and the claim."""
     claims = Claims(store, sweep, study, owner)
-    todo = [h for h in hashes if h not in store.finished(sweep, study, hashes)]
+    finished = store.finished(sweep, study, hashes)  # once: it reads every row file
+    todo = [h for h in hashes if h not in finished]
     if not claims.local:
         print(f"claims: not on {store.uri} (an object store needs conditional writes): two "
               f"drivers of {sweep}/{study} may train a config twice", file=sys.stderr)

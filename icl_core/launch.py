@@ -64,7 +64,7 @@ class Progress(Callback):
         self.done = self.failed = self.diverged = self.restarts = 0
         self.running: set = set()
         self.diverged_in: dict = {}  # trial id -> members of it that diverged
-        self.progress: dict = {}  # trial id -> (share of its work done, its weight)
+        self.progress: dict = {}  # trial id -> share of its work done (0-1)
         self.weight: dict = {}  # trial id -> its planned seconds (1 each without a pool)
 
     def _weight(self, trial) -> float:
@@ -93,9 +93,8 @@ class Progress(Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
-        self.running.discard(trial.trial_id)
+        self._ended(trial)  # first, so the line printed counts this trial's work as done
         self._print(force=self.done == self.total)
-        self._ended(trial)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         """A trial's worker died; Tune restarts it from its last checkpoint (FailureConfig)."""
@@ -105,9 +104,8 @@ class Progress(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.failed += 1
-        self.running.discard(trial.trial_id)
-        self._print(force=True)
         self._ended(trial)
+        self._print(force=True)
 
     def _print(self, force: bool = False):
         now = time.time()
@@ -154,7 +152,8 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
     """Run the trials with Ray Tune, in the order given (Tune starts pending trials in order:
     a pool lists the longest first); failures are recorded in rows, not raised here. `pool`:
     the studies the trials belong to (per-study counts, each study's report as soon as its
-    own trials are done); `loggers`: --logger (icl_core.tracking). Returns the progress counts (done, failed, diverged, restarts)."""
+    own trials are done); `loggers`: --logger (icl_core.tracking). Returns the progress
+    counts (done, failed, diverged, restarts)."""
     quiet()
     trainable = tune.with_resources(tune_trainable, trial_resources)
     name = time.strftime("run-%Y%m%d-%H%M%S")

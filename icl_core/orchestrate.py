@@ -251,8 +251,7 @@ def run_search(sweep, plan: Plan, store, provenance, args) -> int:
 
 
 def summarize_search(sweep, search, store) -> int:
-    hashes = sorted(store.finished(sweep.name, search.name))
-    statuses = store.member_status(sweep.name, search.name, hashes)
+    statuses = store.statuses(sweep.name, search.name)  # each row file read once
     counts = {}
     for status, _ in statuses.values():
         counts[status] = counts.get(status, 0) + 1
@@ -305,16 +304,7 @@ def standalone_runner(sweep, plan: Plan, store, provenance):
         if result.status != "ok":
             raise RuntimeError(f"{member.hash}: {result.status}: {result.reason}")
         if result.final_loss is None:  # the same config finished in an earlier trial
-            return final_loss(store, sweep.name, name, member.hash)
+            return store.final_train_loss(sweep.name, name, member.hash)[1]
         return result.final_loss
 
     return runner
-
-
-def final_loss(store, sweep: str, study: str, config_hash: str) -> float:
-    import pyarrow.parquet as pq
-
-    with store.fs.open_input_file(store.rows_path(sweep, study, config_hash)) as f:
-        table = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
-    losses = sorted((r["step"], r["value"]) for r in table if r["metric"] == "train_loss")
-    return losses[-1][1]

@@ -208,7 +208,8 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
         write_manifest(store, sweep, plan.study)
         claims, mine, others = plan_claims(store, sweep.name, plan.study.name,
                                            [m.hash for m in plan.members])
-        todo_of[id(plan)] = [m for m in plan.members if m.hash in set(mine)]
+        mine_set = set(mine)
+        todo_of[id(plan)] = [m for m in plan.members if m.hash in mine_set]
         claimed[id(plan)] = (claims, others)
         print(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"
               f" already finished, running {len(mine)}", flush=True)

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path
+from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
 from icl_core.signing import UntrustedState, keep_signed, verify
 from icl_core.study import PRESETS, Preset, apply_preset, expand, parse_override
 
@@ -287,13 +287,12 @@ def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -
     """Standalone Optuna (no Ray): trials run one after another in this process and the
     study persists in a JournalStorage file (open it with `optuna-dashboard <file>`)."""
     import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
 
-    storage = JournalStorage(JournalFileBackend(journal))
+    from icl_core.searcher import journal_storage, study_name
+
     study = optuna.create_study(
-        study_name=f"{search.name}-{point.hash}",
-        storage=storage,
+        study_name=study_name(search.name, point),
+        storage=journal_storage(journal),
         direction="minimize" if search.mode == "min" else "maximize",
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.SuccessiveHalvingPruner(),
@@ -301,10 +300,7 @@ def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -
     )
 
     def objective(trial):
-        raw = point.to_dict()
-        for key, value in search.suggest(trial).items():
-            set_path(raw, key, value)
-        return trial_runner(resolve_member(raw), trial)
+        return trial_runner(with_settings(point.to_dict(), search.suggest(trial)), trial)
 
     study.optimize(objective, n_trials=num_samples)
     return study

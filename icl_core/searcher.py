@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ray.tune.search.optuna import OptunaSearch
 
-from icl_core.config import MemberConfig, resolve_member, set_path
+from icl_core.config import MemberConfig, with_settings
 
 JOURNAL = "optuna.journal"
 
@@ -36,10 +36,7 @@ def study_name(search_name: str, point: MemberConfig) -> str:
 
 def sampled_hash(point: MemberConfig, params: dict) -> str:
     """The config hash of the member a trial trains: the point with the sampled settings."""
-    raw = point.to_dict()
-    for key, value in params.items():
-        set_path(raw, key, value)
-    return resolve_member(raw).hash
+    return with_settings(point.to_dict(), params).hash
 
 
 def finished_trials(path: str | None, name: str) -> int:

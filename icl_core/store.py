@@ -80,9 +80,24 @@ class Store:
         folder = "failed" if status == "failed" else "rows"
         return f"{self.study_dir(sweep, study)}/{folder}/{config_hash}.parquet"
 
+    def final_train_loss(self, sweep: str, study: str, config_hash: str) -> tuple[int, float]:
+        """(step, value) of a finished member's last train_loss row ((0, nan) without one):
+        what a search reports for a config an earlier trial finished."""
+        import pyarrow.parquet as pq
+
+        with self.fs.open_input_file(self.rows_path(sweep, study, config_hash)) as f:
+            rows = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
+        losses = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "train_loss")
+        return losses[-1] if losses else (0, float("nan"))
+
     def finished(self, sweep: str, study: str, hashes=None) -> set[str]:
         """Config hashes (of `hashes` only, when given) whose row file under rows/ verifies;
         files that do not are quarantined (`read_verified`)."""
+        return set(self.statuses(sweep, study, hashes))
+
+    def statuses(self, sweep: str, study: str, hashes=None) -> dict:
+        """{hash: (status, reason)} of the row files under rows/ that verify (of `hashes` only,
+        when given), each read once; files that do not are quarantined."""
         selector = pafs.FileSelector(f"{self.study_dir(sweep, study)}/rows", allow_not_found=True)
         names = {
             Path(info.path).name.removesuffix(".parquet")
@@ -92,7 +107,7 @@ class Store:
         if hashes is not None:
             names &= set(hashes)
         checked = self._verify_all(sweep, study, sorted(names))
-        return {h for h, status in checked.items() if status is not None}
+        return {h: status for h, status in checked.items() if status is not None}
 
     def _verify_all(self, sweep: str, study: str, hashes: list[str], folder: str = "ok") -> dict:
         """{hash: (status, reason) or None (quarantined or gone)}, read in parallel (a remote

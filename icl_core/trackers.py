@@ -42,9 +42,8 @@ def check_loggers(loggers, storage_uri: str) -> None:
     """Each requested logger can start: its package is installed and it has somewhere to
     write (ConfigError naming what to install or set)."""
     for name in loggers:
-        package = {"wandb": "wandb", "mlflow": "mlflow"}[name]
-        if importlib.util.find_spec(package) is None:
-            raise ConfigError(f"--logger {name}: the {package!r} package is not installed "
+        if importlib.util.find_spec(name) is None:  # each named for its package
+            raise ConfigError(f"--logger {name}: the {name!r} package is not installed "
                               f"(pip install -e \".[{name}]\")")
         if name == "wandb":
             _check_wandb_credentials()
@@ -95,10 +94,9 @@ def logger_callbacks(loggers, storage_uri: str, group: str) -> list:
                 if mode.get("mode") == "offline" else f"to project {project!r}"
             print(f"[{group}] W&B: one run per trial, group {group!r}, {where}", flush=True)
         else:
-            print(f"[{group}] MLflow: experiment {group.split('/')[0]!r} at "
-                  f"{mlflow_uri(storage_uri)}", flush=True)
-            out.append(MlflowHparams(tracking_uri=mlflow_uri(storage_uri),
-                                     experiment_name=group.split("/")[0],
+            uri, experiment = mlflow_uri(storage_uri), group.split("/")[0]
+            print(f"[{group}] MLflow: experiment {experiment!r} at {uri}", flush=True)
+            out.append(MlflowHparams(tracking_uri=uri, experiment_name=experiment,
                                      tags={"icl.group": group}))
     return out
 

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from icl_core.config import resolve_member, set_path
+from icl_core.config import with_settings
 from icl_core.trial import TrialSpec, run_trial
 
 CHECKPOINT_FILE = "member_state.pt"
@@ -46,10 +46,7 @@ def spec_from_config(config: dict) -> TrialSpec:
     if len(spec.members) != 1:
         raise ValueError(f"sampled settings {sorted(sampled)} need a spec with one member, "
                          f"got {len(spec.members)}")
-    raw = spec.members[0]
-    for path, value in sampled.items():
-        set_path(raw, path, value)
-    member = resolve_member(raw)
+    member = with_settings(spec.members[0], sampled)
     spec.members, spec.hashes = [member.to_dict()], [member.hash]
     return spec
 
@@ -84,7 +81,7 @@ def tune_trainable(config: dict) -> None:
     spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
                        "assigned_gpu": float(assigned.get("GPU", 0.0)),
                        "assigned_cpu": float(assigned.get("CPU", 0.0))}
-    last, reported = [-math.inf], set()
+    last, saw_loss = [-math.inf], [False]
     checkpoint = tune.get_checkpoint()
     state = None
     if checkpoint is not None:
@@ -92,7 +89,7 @@ def tune_trainable(config: dict) -> None:
             state = load_state(d)
 
     def report(metrics: dict, ckpt_state: dict | None) -> None:
-        reported.add("loss" in metrics)
+        saw_loss[0] = saw_loss[0] or "loss" in metrics
         now = time.monotonic()
         if ckpt_state is None:
             # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
@@ -109,22 +106,10 @@ def tune_trainable(config: dict) -> None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
     run_trial(spec, report, state)
-    if spec.report_all and True not in reported:
+    if spec.report_all and not saw_loss[0]:
         # a search sampled a config that an earlier trial finished: its rows exist, so nothing
         # trained; the searcher still needs the trial's metric (Tune refuses a result without)
-        tune.report(stored_result(spec))
+        from icl_core.store import Store
 
-
-def stored_result(spec) -> dict:
-    """The final training loss of a search trial's member, read from its stored rows."""
-    import pyarrow.parquet as pq
-
-    from icl_core.store import Store
-
-    store = Store(spec.storage)
-    path = store.rows_path(spec.sweep, spec.study, spec.hashes[0])
-    with store.fs.open_input_file(path) as f:
-        rows = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
-    losses = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "train_loss")
-    step, loss = losses[-1] if losses else (0, math.nan)
-    return {"loss": loss, "step": step, "member_done": True, "progress": 1.0}
+        step, loss = Store(spec.storage).final_train_loss(spec.sweep, spec.study, spec.hashes[0])
+        tune.report({"loss": loss, "step": step, "member_done": True, "progress": 1.0})
