@@ -3,13 +3,15 @@
     goal = Goal("exponent", target=0.2)                     # b's 95% bootstrap CI width <= 0.2
     goal = Goal("forecast", target=0.3, at=64)              # log10 width of the 90% band at x=64
     x, y, seeds = member_points(rows, "model.depth")        # one measured value per member
-    now = assess(x, y, seeds, goal, form="power")           # Status: width, reached, fit
+    now = assess(x, y, goal, form="power")                  # Status: width, reached, fit
     choice = choose(x, y, seeds, lattice(1, 64, 12, integer=True), goal, n_trials=3)
     choice.trials                                           # [(x, seed), ...] to run next
 
 The goal quantity. `exponent`: the width (97.5th - 2.5th percentile) of the fitted exponent
-(`param`, default the form's first exponent, e.g. b of a x^-b) over analysis.fit's seed
-bootstrap. `forecast`: log10(hi / lo) of the law's pointwise band at x = `at` over the same
+(`param`, default the form's first exponent, e.g. b of a x^-b) over analysis.fit's bootstrap
+with every member its own group (members resampled across all x; analysis.sample_complexity's
+`fit_gamma`, which the n* figures use, instead fits per-x medians and resamples seeds within
+each x, and can give a different width for the same rows). `forecast`: log10(hi / lo) of the law's pointwise band at x = `at` over the same
 bootstrap curves (`Fit.predict_band`, level 0.9 as analysis.forecast seals; the band of the
 law alone: seed noise at `at` is not shrunk by trials elsewhere). The study reaches its goal
 when that width is <= `target`.
@@ -20,7 +22,7 @@ driver will run it; the same x may be chosen again: that is how many seeds it ge
 candidate, `fantasies` simulated outcomes are added: the current fit's prediction there times
 exp(sigma z), sigma the fit's RMS log residual (its seed noise), z ~ N(0, 1); each fantasy
 data set is refitted with analysis.fit.fit_scaling (the project's one fitter, `n_boot`
-seed-bootstrap refits) and the goal quantity's bootstrap variance (var of the exponent, or of
+bootstrap refits) and the goal quantity's bootstrap variance (var of the exponent, or of
 log10 y(at)) is measured. The candidate with the lowest mean variance after refit (or, with a
 `cost` per x, the largest variance reduction per unit cost) is chosen; each fantasy world keeps
 its own simulated value there, and the search repeats until the batch holds `n_trials`
@@ -173,12 +175,6 @@ class Choice:
     variance_now: float
     variance_after: list[float] = field(default_factory=list)
 
-    def seeds_per_x(self) -> dict[float, int]:
-        out: dict[float, int] = {}
-        for xv, _ in self.trials:
-            out[xv] = out.get(xv, 0) + 1
-        return dict(sorted(out.items()))
-
 
 def next_seed(x: np.ndarray, seeds: np.ndarray, xv: float) -> int:
     """The smallest seed label not yet used at x = xv."""
@@ -298,21 +294,42 @@ def main(argv: list[str] | None = None) -> int:
     except MissingResults as exc:
         print(f"error: {exc}")
         return 2
+    measure = measure_from_args(args)
     try:
-        x, y, _ = member_points(rows, args.x, measure_from_args(args))
+        x, y, _ = member_points(rows, args.x, measure)
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
-    hours = rows.group_by("config_hash").agg(pl.col("wall_time_s").first())["wall_time_s"]
+    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
+    hours = rows.group_by("config_hash").agg(wall.first().alias("s"))["s"]
     goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
     print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "
           f"({x.size} measured), {float(hours.fill_null(0).sum()) / 3600:.4f} device-hours")
+    fit = _fit(np.asarray(x, float), np.asarray(y, float), args.form, 400, 0)  # as assess
     for goal in goals:
-        width = assess(x, y, goal, args.form).width
+        width = goal_width(fit, goal) if fit is not None else math.inf
         what = "exponent 95% CI width" if goal.kind == "exponent" else \
             f"log10 width of the 90% band at {goal.at:g}"
-        print(f"  {args.form}: {what} {width:.4g}")
+        print(f"  {args.form}: {what} {width:.4g} (members resampled)")
+    if measure.metric == "n_star":
+        _print_fit_gamma(rows, args.x, measure)
     return 0
+
+
+def _print_fit_gamma(rows: pl.DataFrame, axis: str, measure: Measure) -> None:
+    """γ of n* ∝ N^γ by analysis.sample_complexity.fit_gamma, the n* figures' estimator."""
+    from analysis.sample_complexity import error_curves, fit_gamma, n_star_table
+
+    curves = error_curves(rows, measure.curve_metric, measure.statistic, measure.predictor,
+                          measure.test_dist)
+    try:
+        g = fit_gamma(n_star_table(curves, measure.threshold, [axis]), axis)
+    except ValueError as exc:
+        print(f"  fit_gamma: {exc}")
+        return
+    print(f"  fit_gamma (the n* figures' estimator: per-{axis} medians, seeds resampled within "
+          f"each): gamma {g.gamma:.4g} [{g.ci[0]:.4g}, {g.ci[1]:.4g}], 95% CI width "
+          f"{g.ci[1] - g.ci[0]:.4g}")
 
 
 if __name__ == "__main__":
