@@ -359,23 +359,29 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
 
     from icl_core.cli import default_storage
     from icl_core.config import ConfigError
-    from icl_core.preflight import check_loggers
+    from icl_core.preflight import check_loggers, open_store, probe_address
+    from icl_core.validation import unknown
 
     args = _parser(sweep, adaptives).parse_args(argv)
     chosen = [with_overrides(a, args.preset, args) for a in adaptives
               if args.study in (None, a.name)]
     if not chosen:
-        print(f"error: --study: unknown {args.study!r}; valid choices: "
-              f"{', '.join(a.name for a in adaptives)}", file=sys.stderr)
+        print(f"error: {unknown('--study', '', args.study, [a.name for a in adaptives])}",
+              file=sys.stderr)
         return 2
-    store = Store(args.storage or default_storage())
     try:
+        store = open_store(args.storage or default_storage())
         for adaptive in chosen:  # every round-0 config validated before anything runs
             ready = adaptive.for_preset(args.preset)
             base, _ = ready.study.base_and_grid(args.preset)
             [member_at(base, ready, x, s) for x, s in ready.round0()]
-        if not args.dry_run:
+        if not args.dry_run:  # the sweep files' checks (icl_core.cli.preflight), same order
             check_loggers(args.logger, store.uri)
+            probe_address(args.address)
+            try:
+                store.check_writable()
+            except OSError as exc:
+                raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -115,11 +115,10 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool."""
-    from icl_core.cli import build_parser
+    from icl_core.cli import build_parser, preflight
     from icl_core.config import ConfigError
-    from icl_core.orchestrate import make_plans, run_plans
+    from icl_core.orchestrate import run_plans
     from icl_core.plan_report import PlanCost, check_size, planned_cluster, print_plan
-    from icl_core.store import Store
 
     parser = argparse.ArgumentParser(
         description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
@@ -131,30 +130,25 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     try:
         chosen = selected(args.only)
-        files = []
+        files, store = [], None
         for name, study in chosen:
             sweep = load_sweep(name)
             flags = ["--preset", args.preset] + (["--study", study] if study else []) + rest
             if not args.run:
                 flags.append("--dry-run")
             sweep_args = build_parser(sweep).parse_args(flags)
-            files.append((sweep, make_plans(sweep, sweep_args), sweep_args))
+            plans, store = preflight(sweep, sweep_args)  # the sweep files' own checks
+            files.append((sweep, plans, sweep_args))
     except (KeyError, ConfigError) as exc:
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     if args.run:
-        from icl_core.cli import default_storage
-
         run_args = files[0][2]
         try:
             check_size([p for _, plans, _ in files for p in plans], run_args)
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        from icl_core.cli import default_figures
-
-        store = Store(run_args.storage or default_storage())
-        run_args.figures = run_args.figures or default_figures(store.uri)
         return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
                          label=f"{len(files)} sweep file(s) [{args.preset}]")
     total = PlanCost(*planned_cluster(files[0][2]))

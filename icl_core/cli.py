@@ -134,22 +134,25 @@ def main(sweep, argv: list[str] | None = None) -> int:
 
 def preflight(sweep, args):
     """(plans, store): every member validated, the storage, Ray address and figures folder
-    checked (icl_core.preflight); nothing is written and Ray is not started."""
+    checked (icl_core.preflight); Ray is not started, and nothing is written unless every
+    check passed (the storage's write probe comes last). The sweep files, `icl` and the
+    catalog's --run all come through here."""
     from icl_core.preflight import check_loggers, check_writable_dir, open_store, probe_address
 
     plans = make_plans(sweep, args)
     store = open_store(args.storage or default_storage())
     args.figures = args.figures or default_figures(store.uri)
     if not args.dry_run:
-        try:
-            store.check_writable()
-        except OSError as exc:
-            raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
         if not args.no_figures:
             check_writable_dir("figures", args.figures)
         check_loggers(args.logger, store.uri)
         if not args.optuna_journal:
             probe_address(args.address)
+        try:  # last of the checks that write nothing: this one creates the storage folder
+            store.check_writable()
+        except OSError as exc:
+            raise ConfigError(f"--storage: cannot write to {store.uri!r} ({exc})") from None
+        if not args.optuna_journal:
             skip_finished_searches(sweep, plans, store, args)
     return plans, store
 

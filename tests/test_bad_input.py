@@ -89,9 +89,37 @@ def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, capsys, argv, mes
     assert message in err, err
     assert "Traceback" not in out + err
     assert ray.is_initialized() == was_running  # Ray was neither started nor joined
-    assert not (tmp_path / "r" / "depth_scaling").exists()
+    assert not (tmp_path / "r").exists()  # the storage's write probe comes after every check
     assert not figures.exists() and not (tmp_path / "pwned").exists()
     assert elapsed < 60, f"refusing took {elapsed:.0f} s"
+
+
+@pytest.mark.parametrize("runner", ["catalog", "adaptive"])
+def test_the_catalog_and_adaptive_files_run_the_same_checks(tmp_path, capsys, runner):
+    """`python -m icl_core.catalog --run` and an adaptive sweep file refuse what the sweep
+    files refuse, the same way: one line, exit 2, before Ray, nothing written."""
+    import ray
+
+    from icl_core import catalog
+    from icl_core.adaptive import main as adaptive_main
+    from sweeps.adaptive_depth import ADAPTIVE
+
+    def run(argv):
+        if runner == "catalog":
+            return catalog.main(["--run", "--preset", "smoke", "--only",
+                                 "depth_scaling/least_squares", *argv])
+        return adaptive_main("adaptive_depth", ADAPTIVE, ["--preset", "smoke", *argv])
+
+    was_running = ray.is_initialized()
+    for argv, message in [
+            (["--storage", "foo://bucket/icl"], "--storage: unsupported URI scheme 'foo://'"),
+            (["--storage", str(tmp_path / "r"), "--address", "127.0.0.1:1"],
+             "--address: no Ray cluster answers at 127.0.0.1:1 within 5 s")]:
+        assert run(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err and message in err, err
+    assert ray.is_initialized() == was_running
+    assert not (tmp_path / "r").exists()
 
 
 def test_search_options_are_checked_before_ray(tmp_path, capsys):
