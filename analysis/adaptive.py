@@ -214,12 +214,14 @@ def _variance_now(worlds: _Worlds, goal: Goal, form: str, n_boot: int, seed: int
 
 def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
            form: str = "power", fantasies: int = 4, n_boot: int = 100, seed: int = 0,
-           cost: Callable[[float], float] | None = None) -> Choice:
+           cost: Callable[[float], float] | None = None,
+           taken: Sequence[tuple[float, int]] = ()) -> Choice:
     """The next `n_trials` trials (x, seed) by the greedy look-ahead of the module doc.
 
     x, y, seeds: the measured points (one per member). `candidates`: the x values allowed (e.g.
     `lattice`). `cost`: a trial's relative cost at x (default 1): with it the variance
-    reduction per unit cost is maximised. Raises ValueError when the points cannot be fitted
+    reduction per unit cost is maximised. `taken`: (x, seed) of members that ran but are not
+    among the points (censored, diverged, failed): their seeds are not chosen again. Raises ValueError when the points cannot be fitted
     with a bootstrap yet (too few distinct x or points for the form)."""
     x, y, seeds = (np.asarray(x, float), np.asarray(y, float),
                    np.asarray(seeds).astype(np.int64))
@@ -248,7 +250,8 @@ def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
             scores = [(after, -after) for after, _ in scores]
         best = int(np.argmax([s[1] for s in scores]))  # ties: the smaller x
         xv = float(cand[best])
-        label = next_seed(worlds.x, worlds.seeds, xv)
+        label = next_seed(np.append(worlds.x, [t[0] for t in taken]),
+                          np.append(worlds.seeds, [t[1] for t in taken]), xv)
         worlds.add(xv, label, np.exp(mean[best] + sigma * z))
         choice.trials.append((xv, label))
         choice.variance_after.append(scores[best][0])

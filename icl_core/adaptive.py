@@ -139,6 +139,12 @@ class Spent:
     hours: float = 0.0
     x: np.ndarray = field(default_factory=lambda: np.empty(0))
     seconds: np.ndarray = field(default_factory=lambda: np.empty(0))
+    seeds: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def taken(self) -> list[tuple[float, int]]:
+        """(x, seed) of every member with a row file: a seed never to be chosen again."""
+        return [(float(x), int(s)) for x, s in zip(self.x, self.seeds, strict=True)
+                if np.isfinite(x)]
 
     def left(self, adaptive: Adaptive) -> int:
         """Trials the budget still allows (a large number when only hours bound it)."""
@@ -166,9 +172,10 @@ def read_state(store: Store, sweep: str, adaptive: Adaptive):
     at = pl.col(adaptive.axis) if adaptive.axis in rows.columns else pl.lit(None)
     per = rows.group_by("config_hash").agg(
         wall.first().cast(pl.Float64).fill_null(0.0).alias("seconds"),
-        at.first().cast(pl.Float64).alias("x"))
+        at.first().cast(pl.Float64).alias("x"), pl.col("seed").first().alias("seed"))
     spent = Spent(per.height, float(per["seconds"].sum()) / 3600.0,
-                  per["x"].fill_null(np.nan).to_numpy(), per["seconds"].to_numpy())
+                  per["x"].fill_null(np.nan).to_numpy(), per["seconds"].to_numpy(),
+                  per["seed"].fill_null(-1).to_numpy())
     if adaptive.axis not in rows.columns:
         return (empty, empty, empty), spent
     return member_points(rows, adaptive.axis, adaptive.measure), spent
@@ -186,7 +193,7 @@ def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, sto
     from icl_core.resources import member_resources
     from icl_core.trial import TrialSpec
 
-    done = store.finished(sweep, adaptive.name)
+    done = store.finished(sweep, adaptive.name, [m.hash for m in members])
     todo = list({m.hash: m for m in members if m.hash not in done}.values())
     if not todo:
         return 0
@@ -234,7 +241,8 @@ def _next_round(adaptive: Adaptive, state, spent: Spent, index: int) -> tuple[di
     try:
         cost = measured_cost(spent.x, spent.seconds) if adaptive.cost_weighted else None
         choice = choose(x, y, seeds, adaptive.lattice(), adaptive.goal, min(adaptive.batch, left),
-                        adaptive.form, adaptive.fantasies, seed=index, cost=cost)
+                        adaptive.form, adaptive.fantasies, seed=index, cost=cost,
+                        taken=spent.taken())
     except ValueError as exc:
         return summary, f"cannot choose: {exc}"
     plan = {"round": index, "done": False, "trials": [list(t) for t in choice.trials],
@@ -304,7 +312,7 @@ def dry_run(sweep: str, adaptive: Adaptive, preset: str, store: Store) -> None:
     adaptive = adaptive.for_preset(preset)
     base, _ = adaptive.study.base_and_grid(preset)
     members = [member_at(base, adaptive, x, s) for x, s in adaptive.round0()]
-    done = store.finished(sweep, adaptive.name)
+    done = store.finished(sweep, adaptive.name, [m.hash for m in members])
     budget = ", ".join(part for part in (
         f"{adaptive.budget_trials} trials" if adaptive.budget_trials is not None else "",
         f"{adaptive.budget_hours:g} device-hours" if adaptive.budget_hours is not None else "")

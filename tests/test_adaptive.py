@@ -104,6 +104,11 @@ def test_choice_is_deterministic_for_a_seed_and_goes_where_the_law_is_uncertain(
     taken = set(zip(x.tolist(), seeds.tolist(), strict=True))
     assert all(t not in taken for t in first.trials)
     assert len(set(first.trials)) == len(first.trials)
+    # a member that ran but is not a point (censored, diverged) keeps its seed: never chosen
+    taken = [(1.0, 2), (64.0, 2), (1.0, 3), (64.0, 3)]
+    spared = choose(x, y, seeds, CANDIDATES, exponent, 4, seed=3, taken=taken)
+    assert [t[0] for t in spared.trials] == [t[0] for t in first.trials]
+    assert not set(spared.trials) & set(taken), spared.trials
     # a forecast far beyond the data is pinned by the largest x first
     forecast = choose(x, y, seeds, CANDIDATES, Goal("forecast", 0.1, at=256), 2, seed=3)
     assert forecast.trials[0][0] == 64.0, forecast.trials
