@@ -192,12 +192,18 @@ class CostModel:
         entry.source = source
 
     def to_json(self) -> dict:
-        return {k: {"alone": v.alone, "stacked": {str(n): s for n, s in v.stacked.items()},
-                    "source": v.source, "memory_mb": v.memory_mb, "busy": v.busy}
-                for k, v in self.table.items()}
+        """The table, and the device's memory (DEVICE_MEMORY) when known: what from_json reads
+        (the cache; a calibration on a GPU worker sent back to the driver)."""
+        out: dict = {k: {"alone": v.alone, "stacked": {str(n): s for n, s in v.stacked.items()},
+                         "source": v.source, "memory_mb": v.memory_mb, "busy": v.busy}
+                     for k, v in self.table.items()}
+        if self.device_memory_mb:
+            out[DEVICE_MEMORY] = self.device_memory_mb
+        return out
 
     @classmethod
     def from_json(cls, device: str, threads: int, data: dict) -> CostModel:
+        data = dict(data)
         memory = data.pop(DEVICE_MEMORY, None)
         table = {k: StepTime(v["alone"], {int(n): s for n, s in v["stacked"].items()},
                              v.get("source", "calibration"), v.get("memory_mb"), v.get("busy"))
@@ -231,9 +237,8 @@ def save(model: CostModel) -> None:
             data = json.loads(path.read_text()) if path.exists() else {}
         except ValueError:
             data = {}
-        mine = {k: v for k, v in model.to_json().items() if v["source"] == "calibration"}
-        if model.device_memory_mb:
-            mine[DEVICE_MEMORY] = model.device_memory_mb
+        mine = {k: v for k, v in model.to_json().items()
+                if k == DEVICE_MEMORY or v["source"] == "calibration"}
         data.setdefault(model.device, {}).update(mine)
         tmp = path.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))

@@ -174,6 +174,9 @@ def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypa
     again = cost.load("cuda|test", 1)
     assert again.device_memory_mb == 80_000 and again.table[key].memory_mb == 30_000
     assert again.gpu_share(small, 0.125) == 1.0
+    # and a calibration sent back from a GPU worker to a driver without a GPU (JSON) too
+    sent = cost.CostModel.from_json("cuda|test", 1, gpu.to_json())
+    assert sent.device_memory_mb == 80_000 and sent.gpu_share(small, 0.125) == 1.0
 
 
 def test_several_files_run_as_one_pool_through_the_catalog(ray_session, tmp_path, capsys):
