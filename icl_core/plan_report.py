@@ -159,10 +159,12 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
     from icl_core.study import apply_preset
 
     study = plan.study
-    _, grid = apply_preset(study.base, study.grid, study.presets, args.preset,
-                           parse_sets(args.set))
-    if plan.is_search:
+    if plan.is_search:  # a search's --num-samples counts its trials, not seeds
+        _, grid = apply_preset(study.base, study.grid, study.presets, args.preset,
+                               parse_sets(args.set))
         grid = {k: v for k, v in grid.items() if k != "seed"}
+    else:  # as make_plans built the members: --num-samples replaces the seed axis
+        _, grid = study.base_and_grid(args.preset, parse_sets(args.set), args.num_samples)
     axes = {k for key in grid for k in (key if isinstance(key, tuple) else (key,))}
     axes |= set(getattr(study, "space", ()))  # a search's sampled fields
     if grid:
@@ -182,7 +184,6 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
         done = [finished_trials(journal, study_name(study.name, p)) for p in plan.members]
         print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.uri}")
         return
-    finished = store.finished(sweep.name, study.name)
-    done = sum(1 for m in plan.members if m.hash in finished)
+    done = len(store.finished(sweep.name, study.name, [m.hash for m in plan.members]))
     print(f"  finished: {done} of {len(plan.members)} configs in {store.uri} "
           f"(a run trains the other {len(plan.members) - done})")

@@ -49,3 +49,8 @@ def test_dry_run_shows_grid_base_diff_and_what_is_finished(tmp_path, capsys):
     assert "model.width=8" in base and "train.steps=20" in base and "model.depth" not in base
     assert "task.dim" not in base  # at its default
     assert f"  finished: 1 of 4 configs in {tmp_path} (a run trains the other 3)" in out
+    # --num-samples replaces the seed axis: the grid line shows the seeds the plan has
+    assert icl(["plan", "depth_scaling", *argv, "--num-samples", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "  grid: model.depth = [1, 2]; seed = [0, 1, 2]" in out
+    assert f"  finished: 1 of 6 configs in {tmp_path}" in out
