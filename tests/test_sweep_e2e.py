@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from depth_scaling import SWEEP
 
 from icl_core.models import MODELS
 from icl_core.store import Store
 from icl_core.tasks import TASKS
+from sweeps.depth_scaling import SWEEP
 
 
 def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):

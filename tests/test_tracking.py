@@ -11,11 +11,11 @@ import struct
 from pathlib import Path
 
 import pytest
-from depth_scaling import SWEEP
 
 from icl_core.hparams import trial_hparams
 from icl_core.trainable import trial_config
 from icl_core.trial import TrialSpec
+from sweeps.depth_scaling import SWEEP
 
 
 def read_events(path: Path) -> list:
