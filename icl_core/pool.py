@@ -252,7 +252,8 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int
         for study in studies:
             held.enter_context(study.claims.keep())
         if specs:
-            hours = pool.total_seconds / 3600
+            # share x seconds, as --dry-run counts device-hours (plan_report.device_hours)
+            hours = sum((s.gpu or s.threads) * sec for s, _, sec in specs) / 3600
             print(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
                   f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
                   f"{args.pack}, --stack {args.stack})", flush=True)
