@@ -160,7 +160,7 @@ def preflight(sweep, args):
 def skip_finished_searches(sweep, plans, store, args) -> None:
     """Drop the grid points whose search already has its trials (said, one line each); an
     unfinished search run that exists needs --resume. Before Ray starts."""
-    from icl_core.search import finished_points
+    from icl_core.search import check_not_started, finished_points
 
     for plan in plans:
         if not plan.is_search:
@@ -170,11 +170,6 @@ def skip_finished_searches(sweep, plans, store, args) -> None:
         plan.members = [p for p in plan.members if p not in done]
         if args.resume:
             continue
-        from ray import tune
-
         for point in plan.members:
-            path = f"{store.uri}/{sweep.name}/{search.name}/tune/search-{point.hash}"
-            if tune.Tuner.can_restore(path):
-                raise ConfigError(f"{sweep.name}/{search.name}@{point.hash[:8]}: a search "
-                                  f"already exists at {path}; pass --resume to finish it "
-                                  "(--resume --num-samples N: extend it to N trials)")
+            check_not_started(f"{sweep.name}/{search.name}@{point.hash[:8]}",
+                              f"{store.uri}/{sweep.name}/{search.name}/tune/search-{point.hash}")

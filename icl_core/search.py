@@ -128,6 +128,15 @@ class Search:
         return out
 
 
+def check_not_started(label: str, path: str) -> None:
+    """A search run that exists at `path` is finished with --resume, never started again."""
+    from ray import tune
+
+    if tune.Tuner.can_restore(path):
+        raise ConfigError(f"{label}: a search already exists at {path}; pass --resume to "
+                          "finish it (--resume --num-samples N: extend it to N trials)")
+
+
 def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
                     max_concurrent, resources, label, loggers=()) -> None:
     """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
@@ -163,9 +172,8 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
         todo = num_samples - done
         print(f"[{label}] extending the search from {done} to {num_samples} trials",
               flush=True)
-    elif tune.Tuner.can_restore(path):
-        raise ConfigError(f"{label}: a search already exists at {path}; pass --resume to "
-                          "finish it (--resume --num-samples N: extend it to N trials)")
+    else:
+        check_not_started(label, path)
     # an extension's sampler is seeded apart from the first run's, whose first draws it would
     # repeat (a repeated config is a finished member: it trains nothing and reports nothing)
     searcher = _searcher(search, point, seed + done, journal, max_concurrent)
