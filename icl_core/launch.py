@@ -119,7 +119,7 @@ class Progress(Callback):
             work = sum(p * self.weight.get(t, 0.0) for t, p in self.progress.items())
         else:
             total_work, work = float(self.total), sum(self.progress.values())
-        left = total_work - work
+        left = max(0.0, total_work - work)
         eta = f"{elapsed / work * left:.0f}s" if work > 0.01 * total_work else "?"
         studies = self.pool.counts() if self.pool is not None else ""
         print(
