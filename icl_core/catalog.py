@@ -116,7 +116,7 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 def main(argv: list[str] | None = None) -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool."""
     from icl_core.cli import build_parser, preflight
-    from icl_core.config import ConfigError
+    from icl_core.config import ConfigError, unknown
     from icl_core.orchestrate import run_plans
     from icl_core.plan_report import PlanCost, check_size, planned_cluster, print_plan
 
@@ -129,16 +129,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the selected studies as one pool of trials on Ray Tune")
     args, rest = parser.parse_known_args(argv)
     try:
+        if args.preset not in PRESETS:
+            raise unknown("--preset", "", args.preset, PRESETS)
         chosen = selected(args.only)
         files, store = [], None
         for name, study in chosen:
             sweep = load_sweep(name)
+            if study is None and not any(args.preset in s.presets for s in sweep.studies):
+                continue  # an optional preset (reduced): only the files that have it
             flags = ["--preset", args.preset] + (["--study", study] if study else []) + rest
             if not args.run:
                 flags.append("--dry-run")
             sweep_args = build_parser(sweep).parse_args(flags)
             plans, store = preflight(sweep, sweep_args)  # the sweep files' own checks
             files.append((sweep, plans, sweep_args))
+        if not files:
+            raise ConfigError(f"--preset: no selected study has a {args.preset!r} preset")
     except (KeyError, ConfigError) as exc:
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2

@@ -81,11 +81,26 @@ class Plan:
         return len(self.members) * self.num_samples if self.is_search else len(self.members)
 
 
+def chosen_studies(sweep, study: str | None, preset: str) -> list:
+    """The studies a run plans: `study`, or every study of the file; an optional preset
+    (`reduced`) picks the studies that have it, and a study without it is an error naming
+    those that do."""
+    studies = [sweep.study(study)] if study else list(sweep.studies)
+    having = [s for s in studies if preset in s.presets]
+    if having:
+        return having
+    others = [s.name for s in sweep.studies if preset in s.presets]
+    where = (f"studies with one: {', '.join(others)}" if others
+             else f"no study of {sweep.name} has one")
+    label = f"study {study!r}" if study else f"sweep {sweep.name!r}"
+    raise ConfigError(f"--preset: {label} has no {preset!r} preset ({where})")
+
+
 def make_plans(sweep, args) -> list[Plan]:
     """Every chosen study's plan, each member validated; a ConfigError names the study."""
     check_options(sweep, args)
     sets = parse_sets(args.set)
-    studies = [sweep.study(args.study)] if args.study else list(sweep.studies)
+    studies = chosen_studies(sweep, args.study, args.preset)
     searches = any(isinstance(s, Search) for s in studies)
     if args.optuna_journal and not searches:
         raise ConfigError("--optuna-journal: only searches use it; this file has none")

@@ -20,7 +20,7 @@ def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
     a preset that does not expand raises; otherwise it is recorded as None."""
     search = isinstance(study, Search)
     expected = {}
-    for preset in presets if not search else ():
+    for preset in [p for p in presets if p in study.presets] if not search else ():
         try:
             expected[preset] = sorted(m.hash for m in study.members(preset))
         except ConfigError:

@@ -27,7 +27,7 @@ from typing import Any
 
 from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
 from icl_core.signing import UntrustedState, keep_signed, verify
-from icl_core.study import PRESETS, Preset, apply_preset, expand, parse_override
+from icl_core.study import Preset, apply_preset, check_preset_names, expand, parse_override
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 
@@ -48,9 +48,7 @@ class Search:
     cpus_per_trial: int = 1
 
     def __post_init__(self):
-        missing = [p for p in PRESETS if p not in self.presets]
-        if missing:
-            raise ValueError(f"search {self.name!r} lacks presets {missing}")
+        check_preset_names(f"search {self.name!r}", self.presets)
 
     def for_preset(self, preset: str) -> Search:
         """This search with the preset's space entries (Preset.space) in place."""

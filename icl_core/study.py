@@ -13,9 +13,12 @@ holds the studies of one sweep file).
     if __name__ == "__main__":
         SWEEP.main()
 
-Every study has the four presets of PRESETS: smoke (seconds: tests, CI), cpu (minutes on a
-2-core laptop), gpu (one H100-class GPU, <= 20 min a study by the planner's estimate,
-icl_core.resources.estimate_gpu_seconds) and paper (the paper's own settings).
+Every study has the four presets of REQUIRED_PRESETS: smoke (seconds: tests, CI), cpu (minutes
+on a 2-core laptop), gpu (one H100-class GPU, <= 20 min a study by the planner's estimate,
+icl_core.resources.estimate_gpu_seconds) and paper (the paper's own settings). A study whose cpu
+preset cannot reach the learned regime may add `reduced`: the smallest change of scale (d, prompt
+length, teacher, model, steps) at which every compared model learns on a 2-core machine in <= 2
+hours; every verdict drawn from it names that scale.
 A preset's `overrides` (dotted keys) change the base config and its `grid` replaces axes of
 the study grid. Planning expands the grid, applies CLI `--set` overrides, and validates
 every member config before anything is launched.
@@ -40,7 +43,8 @@ from icl_core.config import (
     unknown,
 )
 
-PRESETS = ("smoke", "cpu", "gpu", "paper")
+PRESETS = ("smoke", "cpu", "reduced", "gpu", "paper")  # every name --preset takes
+REQUIRED_PRESETS = ("smoke", "cpu", "gpu", "paper")  # every study has these; reduced is optional
 MAX_SEEDS = 1000  # --num-samples of a grid: seeds 0..K-1 at every grid point
 MAX_MEMBERS = 100_000  # members of one study's grid (the paper presets: ~2,200 in all files)
 
@@ -66,9 +70,7 @@ class Study:
     cpus_per_trial: int = 1
 
     def __post_init__(self):
-        missing = [p for p in PRESETS if p not in self.presets]
-        if missing:
-            raise ValueError(f"study {self.name!r} lacks presets {missing}")
+        check_preset_names(f"study {self.name!r}", self.presets)
 
     def members(
         self, preset: str, sets: dict[str, str] | None = None, num_samples: int | None = None
@@ -92,6 +94,16 @@ class Study:
             raise ConfigError(f"grid: {size:,} members (at most {MAX_MEMBERS:,} per study); "
                               "shrink an axis or --num-samples")
         return base, grid
+
+
+def check_preset_names(label: str, presets: dict) -> None:
+    """A study's presets: every required one, no name outside PRESETS."""
+    missing = [p for p in REQUIRED_PRESETS if p not in presets]
+    if missing:
+        raise ValueError(f"{label} lacks presets {missing}")
+    extra = sorted(set(presets) - set(PRESETS))
+    if extra:
+        raise ValueError(f"{label}: unknown presets {extra} (valid: {', '.join(PRESETS)})")
 
 
 def apply_preset(base, grid, presets, preset, sets=None) -> tuple[dict, dict]:

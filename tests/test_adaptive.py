@@ -199,10 +199,10 @@ def test_every_adaptive_file_plans_each_preset(tmp_path, capsys, name):
     import importlib
 
     from icl_core.adaptive import main
-    from icl_core.study import PRESETS
+    from icl_core.study import REQUIRED_PRESETS
 
     module = importlib.import_module(f"sweeps.{name}")
-    for preset in PRESETS:
+    for preset in REQUIRED_PRESETS:
         assert main(name, module.ADAPTIVE, ["--preset", preset, "--dry-run",
                                             "--storage", str(tmp_path)]) == 0, preset
         out = capsys.readouterr().out

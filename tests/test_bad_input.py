@@ -157,7 +157,7 @@ def test_every_task_config_knows_its_built_shape():
     seen = set()
     for name in sweep_names():
         for study in load_sweep(name).studies:
-            for preset in PRESETS:
+            for preset in [p for p in PRESETS if p in study.presets]:
                 members = (study.for_preset(preset).points(preset)
                            if isinstance(study, Search) else study.members(preset))
                 for member in members:
@@ -241,3 +241,30 @@ def test_token_auth_cluster_without_the_token_mode_is_one_line(ray_session, tmp_
                    "RAY_AUTH_TOKEN: `ray get-auth-token`)")
     assert time.monotonic() - start < 10
     assert not (tmp_path / "r" / "depth_scaling").exists()
+
+
+def test_the_reduced_preset_is_optional(tmp_path, capsys):
+    """`--preset reduced` plans only the studies that declare it; a study or file without one
+    is an error naming those that have it; the catalog skips files without one."""
+    from icl_core import catalog
+    from icl_core.study import Preset, Study
+
+    argv = ["--preset", "reduced", "--storage", str(tmp_path), "--dry-run"]
+    assert load_sweep("preconditioned_gd").main(argv) == 0
+    out = capsys.readouterr().out
+    assert "lsa_layers [reduced]" in out and "lsa_context [reduced]" in out
+    assert "fig1_sparse" not in out
+    assert load_sweep("preconditioned_gd").main(argv + ["--study", "fig1_sparse"]) == 2
+    assert ("--preset: study 'fig1_sparse' has no 'reduced' preset (studies with one: "
+            "lsa_layers, lsa_context)") in capsys.readouterr().err
+    assert load_sweep("width_scaling").main(argv) == 2
+    assert "no study of width_scaling has one" in capsys.readouterr().err
+    assert catalog.main(["--preset", "reduced", "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "preconditioned_gd/lsa_layers [reduced]" in out and "width_scaling" not in out
+    assert catalog.main(["--preset", "reducd"]) == 2
+    assert "did you mean 'reduced'?" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"unknown presets \['tiny'\]"):
+        Study("s", base={}, grid={}, presets={p: Preset() for p in
+                                              ("smoke", "cpu", "gpu", "paper", "tiny")})
+    assert not any(tmp_path.iterdir())
