@@ -62,6 +62,17 @@ CPU = {"task.dim": 8, "task.n_points": 20, "task.hidden": 32,
 # moved R² little: this preset measures the seed spread there, the paper preset the claims.
 GPU = {**CPU, "model.width": 128, "model.depth": 8, "model.heads": 8, "train.steps": 20_000,
        "train.report_every": 500, "train.checkpoint_every": 5000}
+# reduced (issue #35; docs/REPRODUCTION.md): at the cpu task every model sat within 0.03 of
+# the prompt mean and 0.1 below ridge, because at inputs N(-2·1, I) a bias-free He-normal
+# teacher is nearly linear where the data lie (ridge R² 0.97 at d = 20, 0.98 at d = 4): no
+# room above the bar. Here: inputs N(0, I) (mean 0; the shift mixture is then void, so the
+# ω₂ claim is not tested here), d = 4, teacher width 16 (ridge 0.76, prompt mean 0.43 at k =
+# 20), the cpu model (4 blocks, width 32, 4 heads), 10k Adam steps at the lr and warmup the
+# reduced lr_search chose (sweeps/deep_optimizers_plateau.py), evaluated to k = 30.
+REDUCED = {**CPU, "task.dim": 4, "task.hidden": 16, "task.mean": 0.0,
+           "train.steps": 10_000, "train.lr": 1e-3, "train.warmup_steps": 200,
+           "train.report_every": 500, "train.checkpoint_every": 2500,
+           "eval.grid": shift_grid(30, (0.0,))}
 SEEDS = {"seed": [0, 1, 2]}
 SMOKE = {"task.dim": 3, "task.n_points": 4, "task.hidden": 4, "task.r2_batch": 16,
          "task.baseline_k": [1, 3, 6], "task.baseline_epochs": 5,
@@ -78,6 +89,7 @@ SHIFT = Study(
     grid={"task.depth": [3, 4, 6], **MIXER_BASELINES},
     presets={"smoke": Preset(overrides=SMOKE, grid={"task.depth": [3]}),
              "cpu": Preset(overrides=CPU, grid=SEEDS),
+             "reduced": Preset(overrides=REDUCED, grid={"task.depth": [3], **SEEDS}),
              "gpu": Preset(overrides=GPU, grid=SEEDS),
              "paper": Preset()},
 )

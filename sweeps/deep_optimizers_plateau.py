@@ -78,6 +78,11 @@ LR_SEARCH = Search(
         "smoke": Preset(overrides=SMOKE, num_samples=2,  # 20 steps: warmup within them
                         space={"train.warmup_steps": ("int", 0, 5)}),
         "cpu": Preset(overrides=CPU, num_samples=8),
+        # deep_optimizers' reduced task (d = 4, teacher width 16, inputs N(0, I)), 5000 steps,
+        # one search per attention: what chose the reduced preset's lr and warmup
+        "reduced": Preset(overrides={**wu.REDUCED, "eval.grid": wu.shift_grid(20, (0.0,)),
+                                     "train.steps": 5000},
+                          grid={"model.mixer": ["relu_attention", "attention"]}, num_samples=8),
         # 10k steps (5x cpu), 14 trials: ~19 GPU-min by the planner's estimate (trials of a
         # search do not stack; it counts every trial to the end, ASHA stops most early)
         "gpu": Preset(overrides={**GPU, "train.steps": 10_000}, num_samples=14),
