@@ -35,10 +35,13 @@ CPU = {"train.steps": 300, "train.batch_size": 10_000, "eval.n_prompts": 10_000}
 # paper's) for one model, 400-500 for the layer and context sweeps (300 at cpu scale).
 GPU = {"eval.n_prompts": 20_000}
 SEEDS3 = {("seed", "task_seed"): [(s, s) for s in range(3)]}
-# reduced (docs/REPRODUCTION.md, Ahn): the cpu batch and test set with the paper's 2000 L-BFGS
-# iterations, at the two cells where 300 did not settle the claim: L = 4 (1.37x f_4*) and
-# n = 10; 3 seeds. Not a smaller scale but more optimisation at the cpu one.
-REDUCED = {**CPU, "train.steps": 2000}
+# reduced (docs/REPRODUCTION.md, Ahn): the two cells 300 L-BFGS iterations did not settle, L = 4
+# (1.37x f_4*) and n = 10, 3 seeds. With the paper's 2000 iterations the ratios did not move
+# (1.365, 1.177): L-BFGS stops changing the weights by iteration ~200, with the training loss
+# *below* f_L* (0.85x at L = 4) and the test loss above it: the fixed batch is overfitted. So
+# the axis here is the fixed batch (10k, the paper's 20k, 40k prompts), 500 iterations.
+REDUCED = {**CPU, "train.steps": 500, "eval.n_prompts": 20_000}
+BATCHES = {"train.batch_size": [10_000, 20_000, 40_000]}
 SMOKE = {"train.steps": 4, "train.batch_size": 200, "train.report_every": 2,
          "train.checkpoint_every": 2, "train.artifact_every": 2, "eval.every": 2,
          "eval.n_prompts": 200}
@@ -79,7 +82,8 @@ LAYERS = Study(
              "cpu": Preset(overrides=CPU, grid={"model.layers": [1, 2, 3, 4], **SEEDS3}),
              # L = 1-5 (the paper's range: 1-8), 500 steps (at 300, L = 4 stopped 46% above
              # f_4*)
-             "reduced": Preset(overrides=REDUCED, grid={"model.layers": [4], **SEEDS3}),
+             "reduced": Preset(overrides=REDUCED,
+                               grid={"model.layers": [4], **BATCHES, **SEEDS3}),
              "gpu": Preset(overrides={**GPU, "train.steps": 500},
                            grid={"model.layers": [1, 2, 3, 4, 5], **SEEDS3}),
              "paper": Preset()},
@@ -97,8 +101,8 @@ CONTEXT = Study(
              # at n = 10 and 40 (test-set noise); with 20,000 they re-measure at 0.99-1.08
              "cpu": Preset(overrides={**CPU, "eval.n_prompts": 20_000},
                            grid={"task.n_points": [10, 20, 40, 80], **SEEDS3}),
-             "reduced": Preset(overrides={**REDUCED, "eval.n_prompts": 20_000},
-                               grid={"task.n_points": [10], **SEEDS3}),
+             "reduced": Preset(overrides=REDUCED,
+                               grid={"task.n_points": [10], **BATCHES, **SEEDS3}),
              # the paper's n = 10-160, 400 steps
              "gpu": Preset(overrides={**GPU, "train.steps": 400}, grid=SEEDS3),
              "paper": Preset()},
