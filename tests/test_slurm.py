@@ -7,7 +7,7 @@ a second submission with the same storage resumes: it trains nothing and rewrite
     python -m pytest -m slow tests/test_slurm.py     # ~3 min on 2 cores (+ ~1 min for apt)
 
 Skips, saying why, where Slurm cannot be installed or started (not root, no apt, no PID
-namespaces).
+namespaces). The script's checks of its inputs run without Slurm, in the default suite.
 """
 
 from __future__ import annotations
@@ -96,6 +96,26 @@ def ray_processes_of(job: str) -> list[str]:
         if marker in cmdline:
             found.append(cmdline)
     return found
+
+
+@pytest.mark.parametrize("setting, line", [
+    ({"ICL_SWEEP": "bases"}, "error: ICL_SWEEP: no runnable sweep file .*sweeps/bases.py "
+     "\\(valid: adaptive_depth,.*,depth_scaling,.*width_scaling\\)"),
+    ({"ICL_PYTHON": "/nowhere/python"}, "error: ICL_PYTHON: no Python at '/nowhere/python'"),
+    ({"ICL_RAY_TOKEN": "TOKEN"}, "error: ICL_RAY_TOKEN: .*/token has mode 644, not 600"),
+])
+def test_the_sbatch_script_refuses_bad_settings_before_starting_anything(tmp_path, setting, line):
+    token = tmp_path / "token"
+    token.write_text("not-secret\n")
+    token.chmod(0o644)
+    setting = {k: v.replace("TOKEN", str(token)) for k, v in setting.items()}
+    env = {**os.environ, "ICL_PYTHON": sys.executable, "ICL_REPO": str(ROOT),
+           "ICL_STORAGE": str(tmp_path / "store"), "HOME": str(tmp_path), **setting}
+    done = subprocess.run(["bash", str(SBATCH)], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr  # one line
+    assert re.match(line, done.stderr), done.stderr
+    assert not (tmp_path / "store").exists() and not (tmp_path / ".ray").exists()
 
 
 @pytest.mark.slow
