@@ -4,7 +4,7 @@ its own PID namespace, so that symmetric-run's closing `ray stop` reaches only t
 A smoke sweep goes in with `sbatch`, is waited for with `squeue`, and its rows are read back;
 a second submission with the same storage resumes: it trains nothing and rewrites no row.
 
-    python -m pytest -m slow tests/test_slurm.py     # ~3 min on 2 cores (+ ~1 min for apt)
+    python -m pytest -m slow tests/test_slurm.py     # ~3-3.5 min on 2 cores (+ ~30 s for apt the first time)
 
 Skips, saying why, where Slurm cannot be installed or started (not root, no apt, no PID
 namespaces). The script's checks of its inputs run without Slurm, in the default suite.
