@@ -103,7 +103,7 @@ def excess_bar(trivial, floor=None, r2: bool = False):
     None, the default) exactly today's bars 0.1 x trivial / trivial + 0.05."""
     if r2:
         c = 1.0 if floor is None else floor
-        return trivial + LEARNED_R2_GAP * (c - trivial) / (1.0 - trivial)
+        return trivial + LEARNED_R2_GAP * ((c - trivial) / (1.0 - trivial))  # c = 1: exact
     f = 0.0 if floor is None else floor
     return f + LEARNED_ERROR_RATIO * (trivial - f)
 
