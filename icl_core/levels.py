@@ -1,7 +1,7 @@
 """`icl levels`: a setting's trivial levels, floor and learned-regime bar, without training.
 
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--metric M]
-               [--statistic S]
+               [--statistic S] [--position K]
     python -m icl_core.levels <sweep> ...      (the same)
 
 For each distinct task / evaluation setting among the study's members under the preset (the
@@ -9,9 +9,10 @@ model, training and seed axes collapse onto it), the trivial predictors (icl_cor
 and the task's floor (icl_core.floor) are measured on the very test prompts a trained member
 is evaluated on, by the evaluator's own code (icl_core.evaluate: eval_prompts, trivial_rows,
 floor_rows). Printed per evaluation point: each predictor's level at the last position (what
-the learned-regime check judges) and averaged over all positions, the bar there
-(analysis.regime.bar_levels: today's bar, the floor, the bar on the excess over it) with
-"bar reachable" / "bar out of reach", and the positions where today's bar is reachable.
+the learned-regime check judges; --position K: at k = K) and averaged over all positions,
+the bar there (analysis.regime.bar_levels: today's bar, the floor, the bar on the excess
+over it) with "bar reachable" / "bar out of reach", and the positions where today's bar is
+reachable.
 Seconds: nothing trains. Keep only settings whose bar can be reached before training them.
 """
 
@@ -86,14 +87,17 @@ def _verdict(row: dict, r2: bool) -> str:
     return f"{head}: bar out of reach: this setting cannot test the claim"
 
 
-def report(frame: pl.DataFrame, metric: str, statistic: str) -> list[str]:
-    """Lines per (setting, test_dist) of `level_rows` (module docstring)."""
+def report(frame: pl.DataFrame, metric: str, statistic: str, position: int | None = None
+           ) -> list[str]:
+    """Lines per (setting, test_dist) of `level_rows` (module docstring); `position`: the k
+    to judge at (None: each setting's last)."""
     r2 = is_r2(metric)
     frame = frame.filter((pl.col("metric") == metric) & (pl.col("statistic") == statistic))
     if frame.height == 0:
         return [f"no {metric} ({statistic}) rows: try --metric / --statistic"]
     frame = frame.with_columns(pl.col("position").fill_null(-1))
-    last = frame.filter(pl.col("position") == pl.col("position").max().over(KEYS))
+    at = pl.col("position").max().over(KEYS) if position is None else pl.lit(position)
+    last = frame.filter(pl.col("position") == at)
     mean = frame.group_by(*KEYS, "predictor", "task.name").agg(pl.col("value").mean())
     per_pos = bar_levels(frame, [*KEYS, "position"], r2)
     tables = {"last": bar_levels(last, KEYS, r2), "mean": bar_levels(mean, KEYS, r2)}
@@ -105,10 +109,14 @@ def report(frame: pl.DataFrame, metric: str, statistic: str) -> list[str]:
                                                     maintain_order=True).items():
         name = part["task.name"][0]
         positions = sorted(set(part["position"].to_list()))
-        k_last = positions[-1]
+        k_last = positions[-1] if position is None else position
+        if k_last not in positions:
+            lines.append(f"\n{setting} [test_dist {dist}]: no position {k_last} (positions "
+                         f"{positions[0]}..{positions[-1]})")
+            continue
         lines.append(f"\n{setting} [test_dist {dist}] ({name}; positions "
-                     f"{positions[0]}..{k_last}):")
-        lines.append(f"  {'predictor':<14}{'last (k=' + str(k_last) + ')':>14}"
+                     f"{positions[0]}..{positions[-1]}):")
+        lines.append(f"  {'predictor':<14}{'at k=' + str(k_last):>14}"
                      f"{'mean over k':>14}")
         levels = {p: {} for p in [*TRIVIAL, FLOOR] if p in set(part["predictor"])}
         for which, src in (("last", last), ("mean", mean)):
@@ -151,6 +159,8 @@ def main(argv: list[str] | None = None, prog: str = "icl levels") -> int:
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         parser.add_argument("--metric", default=None, help="mse or r2 (default: r2 where the "
                             "task reports it, else mse)")
+        parser.add_argument("--position", type=int, default=None, metavar="K",
+                            help="judge at k = K examples (default: the last position)")
         parser.add_argument("--statistic", default=None, help="over prompts: median, mean, "
                             "... (default: pooled for r2, median for mse)")
         args = parser.parse_args(argv[1:])
@@ -170,7 +180,7 @@ def main(argv: list[str] | None = None, prog: str = "icl levels") -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{sweep.name}/{study.name} [{args.preset}]: {len(members)} member configs")
-    print("\n".join(report(frame, metric, statistic)))
+    print("\n".join(report(frame, metric, statistic, args.position)))
     return 0
 
 
