@@ -39,17 +39,34 @@ from icl_core.validation import ConfigError, unknown
 KEYS = ["setting", "test_dist"]
 
 
+EVAL_FIELDS = ("n_prompts", "seed", "grid")  # what the test prompts depend on (eval_prompts)
+
+
 def settings(members) -> list[tuple[str, object]]:
-    """(label, first member) per distinct (task, eval) config among `members`; the label
-    names the task / eval fields that differ among them ("task.noise_std=1.0")."""
+    """(label, first member) per distinct setting among `members`: the task config, task seed
+    and the eval fields the test prompts depend on (`EVAL_FIELDS`); the label names the
+    fields that differ among them ("task.noise_std=1.0")."""
     firsts: dict = {}
     for m in members:
-        firsts.setdefault(repr((m.task, m.eval, m.task_seed)), m)
-    flat = [{f"{sec}.{k}": v for sec in ("task", "eval")
-             for k, v in dataclasses.asdict(getattr(m, sec)).items()} for m in firsts.values()]
+        key = (m.task, m.task_seed, *(getattr(m.eval, f) for f in EVAL_FIELDS))
+        firsts.setdefault(repr(key), m)
+    flat = [{**{f"task.{k}": v for k, v in dataclasses.asdict(m.task).items()},
+             "task_seed": m.task_seed, **{f"eval.{f}": getattr(m.eval, f) for f in EVAL_FIELDS}}
+            for m in firsts.values()]
     differ = [k for k in flat[0] if len({repr(f[k]) for f in flat}) > 1] if flat else []
     return [(", ".join(f"{k}={f[k]}" for k in differ) or "all", m)
             for f, m in zip(flat, firsts.values(), strict=True)]
+
+
+def spans(ks: list[int]) -> str:
+    """'0-14, 16, 22-24' from sorted integers."""
+    out: list[str] = []
+    for k in ks:
+        if out and out[-1][1] == k - 1:
+            out[-1][1] = k
+        else:
+            out.append([k, k])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out) or "none"
 
 
 def level_rows(members) -> pl.DataFrame:
@@ -134,7 +151,9 @@ def report(frame: pl.DataFrame, metric: str, statistic: str, position: int | Non
             lines.append(f"  {label}: {_verdict(row, r2)}")
         ok = per_pos.filter((pl.col("setting") == setting) & (pl.col("test_dist") == dist)
                             & (pl.col("reach") == REACH[0]))["position"].sort().to_list()
-        lines.append("  bar reachable at k = " + (", ".join(str(k) for k in ok) or "none"))
+        assumed = "" if (part["predictor"] == FLOOR).any() else \
+            f" (against an assumed {'ceiling 1' if r2 else 'floor 0'}: no floor reported)"
+        lines.append(f"  bar reachable at k = {spans(ok)}{assumed}")
     return lines
 
 

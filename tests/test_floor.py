@@ -11,6 +11,7 @@ import torch
 from icl_core.evaluate import evaluate, floor_rows, trivial_rows
 from icl_core.floor import posterior_mean
 from icl_core.levels import main as levels_main
+from icl_core.levels import spans
 from icl_core.train import MemberRun
 from tests.test_trivial_predictors import assert_mc, per_prompt, points, value
 
@@ -141,12 +142,16 @@ def test_levels_command_end_to_end(capsys):
     assert "reference: ridge solves this task" in out
     last = next(line for line in out.splitlines() if line.strip().startswith("at k = 6"))
     assert "best trivial zero" in last and last.endswith(": bar reachable")
-    assert "bar reachable at k = 3, 4, 5, 6" in out  # none before k = d
+    assert "bar reachable at k = 3-6\n" in out  # none before k = d
     assert levels_main(["algoformer", "--study", "vs_newton", "--preset", "smoke",
                         "--set", "eval.n_prompts=400", "--set", "task.noise_std=1.0"]) == 0
     out = capsys.readouterr().out
     last = next(line for line in out.splitlines() if line.strip().startswith("at k = 4"))
     assert "bar out of reach (floor beyond it)" in last and "is reachable" in last
+
+
+def test_spans():
+    assert spans([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8" and spans([]) == "none"
 
 
 def test_levels_command_refuses_bad_input(capsys):
