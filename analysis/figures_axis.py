@@ -51,7 +51,7 @@ from analysis.plotting import (
     study_title,
     style,
 )
-from analysis.regime import TRIVIAL, regime_notes
+from analysis.regime import FLOOR, TRIVIAL, regime_notes
 
 MIN_FIT_X = 3  # distinct x values a hue needs before it is fitted
 # Panels in the paper's order; other facets are sorted.
@@ -127,7 +127,7 @@ def axis_data(rows: pl.DataFrame, name: str, *, x: str, hue=(), facet: str | Non
                                                 pl.col("median").max().alias("seed_max")),
         on=["facet", "hue", "x"], how="left")
     hue_of = model.select("config_hash", "hue", "x").unique("config_hash")
-    trivial_rows = final.filter(pl.col("predictor").is_in(list(TRIVIAL))).join(
+    trivial_rows = final.filter(pl.col("predictor").is_in([*TRIVIAL, FLOOR])).join(
         hue_of, on="config_hash", how="inner")
     regime = cell_regime(pl.concat([model, trivial_rows], how="diagonal_relaxed"),
                          ["facet", "hue", "x"], metric=metric)

@@ -10,7 +10,7 @@ import warnings
 
 import polars as pl
 
-from analysis.regime import TRIVIAL, learned_regime
+from analysis.regime import FLOOR, TRIVIAL, learned_regime
 
 # the classical references on the same test prompts (drawn in their analysis.plotting.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
@@ -167,7 +167,8 @@ def cell_regime(final: pl.DataFrame, keys: list[str], statistic: str = "median",
                 metric: str | None = None) -> pl.DataFrame:
     """The learned-regime table (analysis.regime.learned_regime) of the model's cells `keys`
     in rows already picked (final evaluation), with the trivial predictors of the same
-    members; `learned` is null everywhere when the rows hold no trivial predictor."""
+    members (and their floor); `learned` is null everywhere when the rows hold no trivial
+    predictor."""
     metric = metric or (final["metric"][0] if final.height else "mse")
-    picked = final.filter(pl.col("predictor").is_in(["model", *TRIVIAL]))
+    picked = final.filter(pl.col("predictor").is_in(["model", *TRIVIAL, FLOOR]))
     return learned_regime(picked, by=keys, metric=metric, statistic=statistic, final=False)

@@ -140,12 +140,14 @@ def regime_markdown(regime: pl.DataFrame | None) -> str:
     if not isinstance(regime, pl.DataFrame) or regime.height == 0 or \
             regime["learned"].null_count() == regime.height:
         return ""
-    shown = regime.drop([c for c in ("bar", "model_min", "model_max") if c in regime.columns])
+    shown = regime.drop([c for c in ("raw_bar", "model_min", "model_max")
+                         if c in regime.columns])
     return ("\n## Learned regime\n\nA cell is judged only if the model clears the best trivial "
             f"predictor: error <= {LEARNED_ERROR_RATIO:g}x its error, R² >= its R² + "
             f"{LEARNED_R2_GAP:g}; a threshold claim (samples to reach error t): t <= "
-            f"{THRESHOLD_RATIO:g}x its error (analysis.regime); otherwise: not testable at this "
-            "scale."
+            f"{THRESHOLD_RATIO:g}x its error (analysis.regime); on a task with a floor, the "
+            "same bar on the excess over it (analysis.verdicts); otherwise: not testable at "
+            "this scale (reach: whether any predictor can clear the bar)."
             "\n\n" + markdown_table(shown))
 
 

@@ -12,6 +12,26 @@ in analysis.spreads, the seed rule and the claims here):
   trivial error. Otherwise the verdict is "not testable at this scale", never "reproduced"
   or "partly reproduced". Ridge is part of the bar only on tasks it does not solve: on the
   linear tasks (`RIDGE_SOLVES`) it is the task's own solution, a reference like OLS.
+* **The floor.** Every task reports its floor (rows with predictor "floor", icl_core.floor:
+  the error of the best predictor that knows the task's law, e.g. the Bayes posterior mean
+  of noisy linear regression; not a trivial predictor): F for errors, a ceiling C for R²;
+  a task without a floor row has F = 0 / C = 1 (exact for noiseless tasks whose law the
+  prompt determines, optimistic otherwise). The bar applies to the excess over the floor,
+  for every row, the constants unchanged (`analysis.regime.excess_bar`):
+  error: model − F <= 0.1 x (trivial − F); R²: model − trivial >= 0.05 x (C − trivial) /
+  (1 − trivial). Why this R² form: R² = 1 − error / Var(y), so 1 − R² is the error in units
+  of Var(y) and C − R² the error above the floor. Today's R² rule asks the model to remove
+  a fixed share 0.05 / (1 − trivial) of the trivial predictor's unexplained variance
+  (1 − trivial, its error above a floor of 0); likewise the floor rule asks the same share
+  of its error above the floor (C − trivial). With F = 0 / C = 1 both are exactly today's
+  rules (0.1 x trivial; trivial + 0.05); a floor only lowers what a model must beat by what
+  no model can beat. A cell's **reach**: "reachable" where the floor clears today's bar (F
+  <= 0.1 x trivial; C >= trivial + 0.05); "excess only" where only the bar on the excess
+  can be cleared (judged by it, and said so); "out of reach" where no predictor can clear
+  the bar (error: trivial <= F, nothing above the floor to learn; R²: trivial >= C or
+  trivial > 1 − 0.05, where the gap demanded exceeds the room left): "bar out of reach:
+  this setting cannot test the claim (best trivial X, floor F, bar B)", not "not learned";
+  the remedy is a setting or position with room, named in the verdict ("at k >= 2d").
 * **Seeds.** A comparison needs >= MIN_SEEDS = 3 seeds on each side ("not testable: N
   seeds" otherwise). A cell's spread is its seed values' min-max range (`SPREAD`).
 * **Orderings** ("A is better than B"): hold only if A's seed-median is better AND the two
@@ -89,18 +109,22 @@ def ordering(a, b, higher_is_better: bool = False, names: tuple[str, str] = ("A"
 class Verdict:
     outcome: str  # one of OUTCOMES
     evidence: str
-    reason: str = "judged"  # judged | not learned | regime unknown | seeds | unresolved | fit
+    # judged | not learned | out of reach | regime unknown | seeds | unresolved | fit
+    reason: str = "judged"
 
     def __str__(self) -> str:
         return f"{self.outcome}: {self.evidence}"
 
 
 def _regime_gate(regimes: Sequence) -> Verdict | None:
-    """'not testable' when a model the claim rests on is not (known to be) learned."""
+    """'not testable' when a model the claim rests on is not (known to be) learned, with the
+    reason: its bar out of reach in this setting, or not learned."""
     for r in regimes:
         r = r if isinstance(r, Regime) else Regime.from_row(r)
         if r.learned is None:
             return Verdict(NOT_TESTABLE, r.text(), "regime unknown")
+        if r.out_of_reach:
+            return Verdict(NOT_TESTABLE, r.text(), "out of reach")
         if not r.learned:
             return Verdict(NOT_TESTABLE, r.text(), "not learned")
     return None

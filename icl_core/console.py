@@ -7,6 +7,9 @@
                                    each field of the study's member config: its value under
                                    the preset (or the grid's values), type, default and doc
     icl regenerate [options]       = python -m analysis.regenerate [options]
+    icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
+                                   a setting's trivial levels, floor and bar, untrained
+                                   (seconds; = python -m icl_core.levels)
 
 It only finds things and hands them on: the sweep files' command line is icl_core.cli.
 """
@@ -36,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
-                "regenerate": regenerate}
+                "regenerate": regenerate, "levels": levels}
     if command not in commands:
         from icl_core.validation import unknown
 
@@ -80,6 +83,12 @@ def regenerate(rest: list[str]) -> int:
     from analysis.regenerate import main as regenerate_main
 
     return regenerate_main(rest, prog="icl regenerate")
+
+
+def levels(rest: list[str]) -> int:
+    from icl_core.levels import main as levels_main
+
+    return levels_main(rest)
 
 
 def list_things(rest: list[str]) -> int:

@@ -2,7 +2,9 @@
 
 Reference predictors on the same prompts, at the final evaluation: the classical baselines
 named in `eval.baselines` (OLS, GD, ...) and, for every task, the trivial predictors of
-`icl_core.trivial` (zero, prompt_mean, ridge, no_retrieval: what a non-learner reaches).
+`icl_core.trivial` (zero, prompt_mean, ridge, no_retrieval: what a non-learner reaches) and,
+for a task with `floor_predictor`, its floor (`icl_core.floor`: the best predictor that knows
+the task's law, predictor "floor"; not a trivial predictor).
 
 The evaluation grid (`EvalConfig.grid`) is declared apart from the training grid: each point
 overrides task fields (longer prompts, other test distributions) without retraining. Every
@@ -23,9 +25,10 @@ from icl_core import trivial
 from icl_core.baselines import BASELINES, Tuned
 from icl_core.config import MemberConfig
 from icl_core.device import derive_seed, generator
+from icl_core.floor import FLOOR
 from icl_core.models.base import LoopOutputs
 from icl_core.tasks import build_task
-from icl_core.tasks.base import HasBaselineErrors, HasPredictionMetrics, Iterates
+from icl_core.tasks.base import HasBaselineErrors, HasFloor, HasPredictionMetrics, Iterates
 
 STATISTICS = ("mean", "median", "q25", "q75")
 
@@ -127,7 +130,8 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     a model with `loop_outputs` (the looped models) also gets rows per loop count in its
     `eval_loop_iters()` (the `loop_iter` column), from one pass of its loops. With `baselines`
     (the final evaluation) the classical baselines of `eval.baselines` and, always, the trivial
-    predictors (`trivial_rows`) are measured on the same prompts.
+    predictors (`trivial_rows`) and the task's floor (`floor_rows`) are measured on the same
+    prompts.
     """
     cfg = member.eval
     was_training = model.training
@@ -145,6 +149,7 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
         if baselines:
             rows += baseline_rows(task, batch, cfg, test_dist, step)
             rows += trivial_rows(task, batch, cfg, test_dist, step)
+            rows += floor_rows(task, batch, cfg, test_dist, step)
     model.train(was_training)
     return rows
 
@@ -175,6 +180,13 @@ def trivial_rows(task, batch, cfg, test_dist, step) -> list[dict]:
     for name, predict in trivial.predictors(task).items():
         rows += prediction_rows(name, predict, task, batch, cfg, test_dist, step)
     return rows
+
+
+def floor_rows(task, batch, cfg, test_dist, step) -> list[dict]:
+    """Rows of the task's floor (`icl_core.floor`, predictor "floor") on the very prompts the
+    model saw, measured like the trivial predictors; [] for a task without one."""
+    fn = task.floor_predictor() if isinstance(task, HasFloor) else None
+    return [] if fn is None else prediction_rows(FLOOR, fn, task, batch, cfg, test_dist, step)
 
 
 def loop_predictions(model, inputs, device, dtype, chunk: int) -> dict[int, torch.Tensor]:

@@ -29,7 +29,8 @@ Names (the analysis draws them by these exact strings):
 * ``no_retrieval``: qstr only (`SparseRetrieval.trivial_predictors`).
 
 A task adds or overrides predictors with a `trivial_predictors()` method returning
-{name: fn(inputs) -> outputs}.
+{name: fn(inputs) -> outputs}. The task's floor (`icl_core.floor`, predictor "floor": the
+best predictor that knows its law) is measured beside these, but is not one of them.
 """
 
 from __future__ import annotations

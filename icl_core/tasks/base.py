@@ -145,6 +145,16 @@ class HasTrivialPredictors(Protocol):
 
 
 @runtime_checkable
+class HasFloor(Protocol):
+    """The best predictor that knows the task's law (its Bayes posterior mean, icl_core.floor):
+    fn(inputs) -> outputs, or None where the task gives none at this config. Scored by
+    icl_core.evaluate (`floor_rows`) beside the trivial predictors, as predictor "floor"; a
+    task without it has floor 0 error (R² 1) in the learned-regime check (analysis.regime)."""
+
+    def floor_predictor(self) -> Callable[[torch.Tensor], torch.Tensor] | None: ...
+
+
+@runtime_checkable
 class SamplesTrainingBatches(Protocol):
     """A training curriculum: the online training batch at optimizer step `step` (a pure
     function of the step, so a resumed run redraws the same batches). Called by
@@ -172,7 +182,7 @@ class KnowsShape(Protocol):
 
 
 CAPABILITIES = (HasRegressionProblems, HasBaselineErrors, HasPredictionMetrics, Iterates,
-                HasContextProblems, HasTrivialPredictors, SamplesTrainingBatches)
+                HasContextProblems, HasTrivialPredictors, HasFloor, SamplesTrainingBatches)
 
 
 def all_prefix_positions(n: int) -> torch.Tensor:

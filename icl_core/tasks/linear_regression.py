@@ -24,6 +24,7 @@ from typing import Literal
 
 import torch
 
+from icl_core.floor import bayes_predictor
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
@@ -116,6 +117,20 @@ class LinearRegression(TaskBase):
     def regression_problems(self, batch: Batch) -> list[RegressionProblem]:
         """The least-squares problem behind each supervised token (for OLS / GD baselines)."""
         return prefix_problems(batch.extras["xs"], batch.extras["ys"], self.positions)
+
+    def floor_predictor(self):
+        """The floor (icl_core.floor): the Bayes posterior mean of y_query given the examples
+        before each token. y = x·w + σε with w ~ N(0, C): ŵ = (XᵀX + σ² C⁻¹)⁻¹ Xᵀy, i.e.
+        ridge with no intercept and prior precision C⁻¹ scaled by σ². w_law "identity":
+        C = I, λ = σ² (whatever Σ of x: the prior is on w); "inverse": C = Σ⁻¹, penalty
+        σ² wᵀΣw, computed on whitened features x·w_mapᵀ (w = w̄ w_map with w̄ ~ N(0, I)).
+        σ = 0: the minimum-norm (in C⁻¹) interpolant, exact once k >= dim; for w, x ~ N(0, I)
+        its expected error is dim − k below that, and σ² + σ² E tr((XᵀX + σ² I)⁻¹) with noise
+        (dim + σ² at k = 0, → σ² as k grows)."""
+        inverse = self.w_map is not None and self.cfg.w_law == "inverse"
+        w_map = self.w_map.to(torch.float64) if inverse else None
+        features = (lambda x: x @ w_map.to(x.dtype).T) if inverse else None
+        return bayes_predictor(self, self.cfg.noise_std ** 2, features)
 
     def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]:
         """The same problems read from the prompt's inputs (trivial predictors: prompt_mean =

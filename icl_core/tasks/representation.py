@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from icl_core.device import derive_seed
+from icl_core.floor import bayes_predictor
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
@@ -162,6 +163,15 @@ class RepRegression(TaskBase):
         predictors: ridge on x is what a model that did not learn Φ* can reach)."""
         return prefix_problems(*deinterleave(inputs), self.positions)
 
+    def floor_predictor(self):
+        """The floor (icl_core.floor): knowing Φ*, y = A·Φ*(x) + σε with A ~ N(0, I/d) is
+        Bayesian linear regression on Φ*(x): the posterior mean on the whitened features
+        Φ*(x)/√d (A = Ā/√d, Ā ~ N(0, I)), noise σ²; exact (0) once k >= d at σ = 0."""
+        cfg = self.cfg
+        phi = [W.to(torch.float64) for W in self.phi]
+        return bayes_predictor(self, cfg.noise_std ** 2, lambda x: mlp_forward(
+            [W.to(x.dtype) for W in phi], x, cfg.slope) / cfg.dim ** 0.5)
+
 
 @dataclass(frozen=True)
 class RepARConfig(TaskConfig):
@@ -234,6 +244,15 @@ class RepAR(TaskBase):
         windows = torch.cat([inputs[:, s:s + T - q + 1] for s in range(q)], dim=-1)
         return [RegressionProblem(windows[:, :k], inputs[:, q:q + k], windows[:, k], k + q - 1)
                 for k in range(T - q + 1)]
+
+    def floor_predictor(self):
+        """The floor (icl_core.floor): knowing φ, x_{t+1} = A φ(window) + σε with the rows of
+        A ~ N(0, I/d) independent is Bayesian linear regression per output on φ(window)/√d
+        (the AR likelihood factorises given the past, so the posterior of A is the
+        regression's); its posterior mean from the k earlier transitions."""
+        d = self.cfg.dim
+        return bayes_predictor(self, self.cfg.noise_std ** 2,
+                               lambda w: self.features(w.to(self.dtype)).to(w.dtype) / d ** 0.5)
 
 
 @dataclass(frozen=True)
