@@ -365,7 +365,7 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
     """The command line of a sweep file of adaptive studies; the exit status."""
     import sys
 
-    from icl_core.cli import default_storage
+    from icl_core.api import default_storage
     from icl_core.config import ConfigError
     from icl_core.preflight import check_loggers, open_store, probe_address
     from icl_core.validation import unknown
@@ -383,7 +383,7 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
             ready = adaptive.for_preset(args.preset)
             base, _ = ready.study.base_and_grid(args.preset)
             [member_at(base, ready, x, s) for x, s in ready.round0()]
-        if not args.dry_run:  # the sweep files' checks (icl_core.cli.preflight), same order
+        if not args.dry_run:  # the sweep files' checks (icl_core.api.preflight), same order
             check_loggers(args.logger, store.uri)
             probe_address(args.address)
             try:

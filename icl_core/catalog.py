@@ -115,7 +115,8 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool."""
-    from icl_core.cli import build_parser, preflight
+    from icl_core.api import preflight
+    from icl_core.cli import build_parser
     from icl_core.config import ConfigError, unknown
     from icl_core.orchestrate import run_plans
     from icl_core.plan_report import PlanCost, check_size, planned_cluster, print_plan
@@ -155,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
-                         label=f"{len(files)} sweep file(s) [{args.preset}]")
+        try:
+            return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
+                             label=f"{len(files)} sweep file(s) [{args.preset}]")
+        except ConfigError as exc:  # a storage the cluster's nodes cannot share
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     total = PlanCost(*planned_cluster(files[0][2]))
     for sweep, plans, sweep_args in files:
         total.merge(print_plan(sweep, plans, sweep_args))

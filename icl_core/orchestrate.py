@@ -142,7 +142,8 @@ def plan_gpu_seconds(plan: Plan) -> float:
 
 def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     """Start (or join) Ray; run the grid studies of every (sweep, plans) pair in `files` as one
-    pool (icl_core.pool), then the searches; stop the Ray this started; the exit status."""
+    pool (icl_core.pool), then the searches; stop the Ray this started; the exit status. A
+    storage the cluster's nodes cannot share raises a ConfigError."""
     from icl_core.launch import init_ray
     from icl_core.pool import run_pool
     from icl_core.provenance import driver_provenance
@@ -154,13 +155,12 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     provenance = driver_provenance()
     try:
         check_storage_reach(store.uri, node_hosts())
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ConfigError:  # raised to the caller (one line, exit 2), with the Ray this started stopped
         if started:
             import ray
 
             ray.shutdown()
-        return 2
+        raise
     grids = [(sweep, p) for sweep, plans in files for p in plans if not p.is_search]
     label = label or files[0][0].name
     tune_dir = f"{store.uri}/{files[0][0].name if len(files) == 1 else '_pool'}/tune"

@@ -113,18 +113,21 @@ class PlanCost:
         self.gpus, self.cpus = gpus, cpus
         self.trials: list[SimTrial] = []
         self.h100_s, self.configs, self.studies = 0.0, 0, 0
+        self.by_study: list[tuple] = []  # (plan, H100 seconds, trials): icl_core.outcome
 
     def add(self, plan: Plan, h100_s: float, trials: list) -> None:
         self.trials += trials
         self.h100_s += h100_s
         self.configs += plan.trials
         self.studies += 1
+        self.by_study.append((plan, h100_s, trials))
 
     def merge(self, other: PlanCost) -> None:
         self.trials += other.trials
         self.h100_s += other.h100_s
         self.configs += other.configs
         self.studies += other.studies
+        self.by_study += other.by_study
 
     @property
     def unit(self) -> str:
@@ -137,12 +140,18 @@ class PlanCost:
     def device_hours(self) -> float:
         return device_hours(self.trials)
 
-    def summary(self) -> str:
+    def schedule(self, trials: list | None = None):
+        """`trials` (default: all of the plan) as one pool, longest first, on the planned
+        cluster (icl_core.schedule.SimResult)."""
         from icl_core.schedule import simulate
 
         devices = max(1, int(self.gpus or self.cpus))
+        return simulate(self.trials if trials is None else trials, devices, "pool",
+                        startup_s=STARTUP_S)
+
+    def summary(self) -> str:
         where = f"{self.gpus:g} GPU(s)" if self.gpus else f"{self.cpus:g} CPU(s), no GPU"
-        sched = simulate(self.trials, devices, "pool", startup_s=STARTUP_S)
+        sched = self.schedule()
         return (f"{len(self.trials)} trials in {self.studies} studies: {self.device_hours:.3g} "
                 f"{self.unit} of work; on {where}, one pool longest first: "
                 f"~{sched.makespan_s / 3600:.3g} h wall, utilisation "

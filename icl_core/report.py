@@ -62,6 +62,7 @@ def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
 def report_statuses(label, statuses, sweep, study, store, args) -> int:
     kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
     counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
+    record(args, label, counts=counts)
     print(f"[{label}] finished: " + ", ".join(
         f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")), flush=True)
     for h, (status, reason) in statuses.items():
@@ -72,13 +73,23 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
         from analysis.regenerate import regenerate
 
         try:
-            regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
+            summaries = regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
+            record(args, label, figures=[str(p) for s in summaries
+                                         for p in (*s.get("paths", ()), *s.get("report", ()))])
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
             print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
                   f"python -m analysis.regenerate {sweep.name} --study {study.name} "
                   f"--storage {store.uri}", file=sys.stderr, flush=True)
     return exit_status(label, counts, failed_figure)
+
+
+def record(args, label: str, **what) -> None:
+    """Keep a study's outcome (its status counts, the figures written) in `args.outcomes`
+    where the options have one (icl_core.api.Options: the Python API's RunResult)."""
+    outcomes = getattr(args, "outcomes", None)
+    if outcomes is not None:
+        outcomes.setdefault(label, {}).update(what)
 
 
 def exit_status(label: str, counts: dict, failed_figure: bool) -> int:

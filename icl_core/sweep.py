@@ -1,5 +1,6 @@
 """A sweep file's entry: a Sweep holds the studies (icl_core.study.Study, icl_core.search.Search)
-of one file in sweeps/, and `SWEEP.main()` runs the shared command line (icl_core.cli).
+of one file in sweeps/; `SWEEP.main()` runs the shared command line (icl_core.cli), and
+`SWEEP.run(...)` / `SWEEP.plan(...)` are the same from Python (icl_core.api, for notebooks).
 
     from icl_core.sweep import Preset, Study, Sweep
 
@@ -41,3 +42,20 @@ class Sweep:
         from icl_core.cli import main
 
         return main(self, argv)
+
+    def run(self, **options):
+        """Run this file's studies from Python; an icl_core.outcome.RunResult (`.rows()`,
+        `.summary`, `.figures`, `.storage`). Keywords (icl_core.api.run): study, preset,
+        storage, sets, num_samples, pack, stack, max_concurrent, trial_minutes, address,
+        resume, seed, figures, loggers, optuna_journal, yes. Bad input raises ConfigError."""
+        from icl_core.api import run
+
+        return run(self, **options)
+
+    def plan(self, **options):
+        """The plan --dry-run prints, as data (icl_core.outcome.PlanData); runs nothing.
+        Keywords (icl_core.api.plan): study, preset, storage, sets, num_samples, pack, stack,
+        trial_minutes, seed, plan_gpus, plan_cpus, optuna_journal, echo."""
+        from icl_core.api import plan
+
+        return plan(self, **options)

@@ -30,7 +30,7 @@ ORCHESTRATION = ("icl_core.catalog", "icl_core.cli", "icl_core.sweep", "icl_core
                  "icl_core.tracking", "icl_core.trackers", "icl_core.hparams",
                  "icl_core.searcher", "icl_core.adaptive",
                  "icl_core.pool", "icl_core.report", "icl_core.plan_report",
-                 "icl_core.levels")
+                 "icl_core.levels", "icl_core.api", "icl_core.outcome")
 # the science core: everything else in icl_core (models, tasks, baselines, closed forms, the
 # trainer, evaluator, row store and what they stand on)
 RAY = ("ray",)
