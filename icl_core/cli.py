@@ -14,6 +14,7 @@ from icl_core.config import ConfigError
 from icl_core.orchestrate import make_plans, run_plans, run_standalone
 from icl_core.plan_report import check_size, print_plan
 from icl_core.stacked import STACK_MODES
+from icl_core.store import uri_join
 from icl_core.study import PRESETS
 
 DEFAULT_STORAGE = "results"
@@ -172,4 +173,4 @@ def skip_finished_searches(sweep, plans, store, args) -> None:
             continue
         for point in plan.members:
             check_not_started(f"{sweep.name}/{search.name}@{point.hash[:8]}",
-                              f"{store.uri}/{sweep.name}/{search.name}/tune/search-{point.hash}")
+                              uri_join(store.uri, sweep.name, search.name, "tune", f"search-{point.hash}"))

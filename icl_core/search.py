@@ -27,6 +27,7 @@ from typing import Any
 
 from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
 from icl_core.signing import UntrustedState, keep_signed, verify
+from icl_core.store import uri_join
 from icl_core.study import PRESETS, Preset, apply_preset, expand, parse_override
 
 KINDS = ("loguniform", "uniform", "int", "choice")
@@ -152,7 +153,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     trainable = _search_trainable(resources)
     journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
     name = study_name(search.name, point)
-    path = f"{tune_dir}/search-{point.hash}"
+    path = uri_join(tune_dir, f"search-{point.hash}")
     run_name, todo, done = f"search-{point.hash}", num_samples, 0
     if resume:
         if not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
@@ -184,7 +185,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
         run_config=_search_run_config(run_name, tune_dir, label, todo, loggers,
                                       spec_template.storage),
     )
-    with keep_signed(f"{tune_dir}/{run_name}"):  # --resume checks it before unpickling
+    with keep_signed(uri_join(tune_dir, run_name)):  # --resume checks it before unpickling
         tuner.fit()
     print_best(search, point, journal, label)
 
