@@ -74,9 +74,18 @@ class ObjectClaims(Claims):
         from botocore.exceptions import ClientError
 
         self.ClientError = ClientError
-        self.client = client or s3_client(store.uri)
+        self.uri, self._client = store.uri, client
         self.bucket, _, self.prefix = self.folder.partition("/")
         self.etags: dict[str, str] = {}
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = s3_client(self.uri)
+        return self._client
+
+    def __getstate__(self) -> dict:  # pickled with the pool Tune keeps: without the client
+        return {**self.__dict__, "_client": None}
 
     def key(self, h: str) -> str:
         return f"{self.prefix}/{h}.claim"
