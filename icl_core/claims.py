@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from icl_core.object_claims import ConditionalWrites, unsupported
 from icl_core.store import Store
 
 TTL_S = 600.0
@@ -179,6 +180,13 @@ class Claims:
             self.release()
 
 
+class ObjectClaims(ConditionalWrites, Claims):
+    """Claims on S3 by conditional writes (icl_core.object_claims), live by the same rule."""
+
+    def alive(self, claim: dict) -> bool:
+        return live(claim)
+
+
 def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
                 owner: Owner | None = None) -> tuple[Claims, list[str], dict[str, str]]:
     """(claims, the hashes this driver trains, {hash: host:pid} of those another live driver
@@ -188,13 +196,14 @@ def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
     finished = store.finished(sweep, study, hashes)  # once: it reads every row file
     todo = [h for h in hashes if h not in finished]
     if not claims.local:  # S3: conditional writes (icl_core.object_claims), where honoured
-        from icl_core.object_claims import open_object_claims
-
-        claims, why = open_object_claims(store, sweep, study, owner)
-        if claims is None:
+        why = unsupported(store)
+        object_claims = None if why else ObjectClaims(store, sweep, study, owner)
+        why = why or unsupported(store, object_claims)
+        if why:
             print(f"claims: not on {store.uri} ({why}): two drivers of {sweep}/{study} may "
                   "train a config twice", file=sys.stderr)
-            return Claims(store, sweep, study, owner), todo, {}
+            return claims, todo, {}
+        claims = object_claims
     others = {}
     for h in todo:
         holder = claims.take(h)
@@ -212,11 +221,9 @@ def holder(store: Store, sweep: str, study: str, h: str, driver: str) -> str | N
     `driver`'s own, it expired, or the store holds no claims (an object store without them)."""
     claims = Claims(store, sweep, study)
     if not claims.local:
-        from icl_core.object_claims import open_object_claims
-
-        claims = open_object_claims(store, sweep, study, probe=False)[0]
-        if claims is None:
+        if unsupported(store):
             return None
+        claims = ObjectClaims(store, sweep, study)
     current = claims.read(h)
     if current is None or current["driver"] == driver or not live(current):
         return None

@@ -10,9 +10,13 @@ written through boto3 (pyarrow's S3 filesystem cannot send conditions):
     release    DELETE If-Match: <our ETag> never deletes another driver's claim
 
 Whether the server honours the conditions is probed once per driver and bucket (a probe object
-created twice with If-None-Match: the second must fail); a server that ignores them, a store
-other than S3 (gs://: its `ifGenerationMatch=0` is not implemented here) or a missing boto3
-(`pip install "icl-sweeps[s3]"`) keeps no claims, and `open_object_claims` says why.
+created, then written again with If-None-Match: * and with If-Match on another ETag: both must
+fail with 412); a server that ignores them, a store other than S3 (gs://: its
+`ifGenerationMatch=0` is not implemented here) or a missing boto3 (`pip install
+"icl-sweeps[s3]"`) keeps no claims, and `unsupported` says why.
+
+`ConditionalWrites` holds these operations; icl_core.claims.ObjectClaims mixes them into its
+Claims (keeping, releasing and the liveness of a claim stay there, one rule for every store).
 
 The client is built from the storage URI as pyarrow reads it: `?endpoint_override=host:port&
 scheme=http&region=...` and `s3://KEY:SECRET@bucket/...`; otherwise boto3's own chain
@@ -22,6 +26,7 @@ scheme=http&region=...` and `s3://KEY:SECRET@bucket/...`; otherwise boto3's own 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import time
@@ -30,14 +35,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from icl_core.claims import TTL_S, Claims, Owner, live
 from icl_core.store import Store
 
 _SUPPORTED: dict[tuple, str | None] = {}  # (endpoint, bucket) -> None or why not
 
 
+@functools.lru_cache(maxsize=16)
 def s3_client(uri: str):
-    """A boto3 S3 client for a storage URI, with pyarrow's URI options applied."""
+    """A boto3 S3 client for a storage URI, with pyarrow's URI options applied (one per URI
+    and process: clients are thread-safe, and slow to make)."""
     import boto3
 
     parts = urlsplit(uri)
@@ -65,12 +71,12 @@ def _lost(exc) -> bool:
     return _status(exc) in (404, 409, 412)
 
 
-class ObjectClaims(Claims):
-    """One driver's claims on one study's configs in an S3 bucket."""
+class ConditionalWrites:
+    """take / read / refresh / release_one of icl_core.claims.Claims by conditional writes to
+    an S3 bucket; the class it is mixed into gives `alive(claim)`."""
 
-    def __init__(self, store: Store, sweep: str, study: str, owner: Owner | None = None,
-                 ttl: float = TTL_S, client=None):
-        super().__init__(store, sweep, study, owner, ttl)
+    def __init__(self, store: Store, *args, client=None, **kwargs):
+        super().__init__(store, *args, **kwargs)
         from botocore.exceptions import ClientError
 
         self.ClientError = ClientError
@@ -134,7 +140,7 @@ class ObjectClaims(Claims):
         current, etag = got
         label = f"{current['host']}:{current['pid']}"
         mine = current["driver"] == self.owner.driver
-        if not mine and live(current):
+        if not mine and self.alive(current):
             return label
         try:
             self.etags[h] = self._put(h, IfMatch=etag)  # only the claim as it was read
@@ -177,26 +183,20 @@ class ObjectClaims(Claims):
                 self.client.delete_object(Bucket=self.bucket, Key=self.key(h))
 
 
-def open_object_claims(store: Store, sweep: str, study: str, owner: Owner | None = None,
-                       probe: bool = True) -> tuple[ObjectClaims | None, str]:
-    """(claims, "") on an S3 store whose server honours conditional writes; else (None, why
-    not). `probe=False` (a trial reading a claim) skips the probe."""
+def unsupported(store: Store, claims: ConditionalWrites | None = None) -> str | None:
+    """None where claims can be kept on `store` by conditional writes (S3, boto3 installed,
+    and, given `claims` to probe with, a server that honours the conditions); else why not."""
     if not isinstance(store.fs, pafs.S3FileSystem):
-        return None, (f"{store.uri.split(':', 1)[0]}:// stores keep no claims here (S3 does, "
-                      "by conditional writes)")
+        return (f"{store.uri.split(':', 1)[0]}:// stores keep no claims here (S3 does, by "
+                "conditional writes)")
     try:
         import boto3  # noqa: F401
     except ImportError:
-        return None, 'boto3 is not installed: pip install "icl-sweeps[s3]"'
-    claims = ObjectClaims(store, sweep, study, owner)
-    if probe:
-        why = supports_conditional_writes(claims)
-        if why:
-            return None, why
-    return claims, ""
+        return 'boto3 is not installed: pip install "icl-sweeps[s3]"'
+    return None if claims is None else supports_conditional_writes(claims)
 
 
-def supports_conditional_writes(claims: ObjectClaims) -> str | None:
+def supports_conditional_writes(claims: ConditionalWrites) -> str | None:
     """None when the server refuses a second create of one object (If-None-Match: *); else
     why not. Probed once per endpoint and bucket."""
     where = (claims.client.meta.endpoint_url, claims.bucket)
@@ -205,13 +205,18 @@ def supports_conditional_writes(claims: ObjectClaims) -> str | None:
         put = claims.client.put_object
         try:
             put(Bucket=claims.bucket, Key=key, Body=b"1", IfNoneMatch="*")
-            try:
-                put(Bucket=claims.bucket, Key=key, Body=b"2", IfNoneMatch="*")
-                _SUPPORTED[where] = (f"the server at {where[0]} ignores If-None-Match "
-                                     "(no conditional writes)")
-            except claims.ClientError as exc:
-                _SUPPORTED[where] = None if _status(exc) == 412 else \
-                    f"conditional writes refused ({exc})"
+            _SUPPORTED[where] = None
+            for header, condition in (("If-None-Match", {"IfNoneMatch": "*"}),
+                                      ("If-Match", {"IfMatch": '"0"'})):  # both must fail
+                try:
+                    put(Bucket=claims.bucket, Key=key, Body=b"2", **condition)
+                    _SUPPORTED[where] = (f"the server at {where[0]} ignores {header} (no "
+                                         "conditional writes)")
+                except claims.ClientError as exc:
+                    if _status(exc) != 412:
+                        _SUPPORTED[where] = f"conditional writes refused ({exc})"
+                if _SUPPORTED[where]:
+                    break
         except claims.ClientError as exc:
             _SUPPORTED[where] = f"conditional writes refused ({exc})"
         finally:
