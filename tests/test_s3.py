@@ -144,6 +144,7 @@ def test_claims_where_conditional_writes_are_not_supported_are_skipped_with_the_
             ) in capsys.readouterr().err
 
 
+@pytest.mark.slow  # two Tune searches (3 trials): ~50 s on 2 busy cores
 def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, capsys):
     """A smoke Optuna search (sweeps/hpo_lr.py): its journal is an object beside the rows,
     read back by a fresh process, and --resume extends the search from it."""
@@ -154,7 +155,7 @@ def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, 
 
     sweep = load_sweep("hpo_lr")
     (point,) = sweep.study("width_lr").for_preset("smoke").points("smoke")
-    argv = ["--preset", "smoke", "--storage", storage, "--no-figures"]
+    argv = ["--preset", "smoke", "--storage", storage, "--no-figures", "--num-samples", "2"]
     assert sweep.main(argv) == 0
     assert "best loss" in capsys.readouterr().out
     bucket = storage.split("@", 1)[1].split("/", 1)[0]
@@ -167,13 +168,13 @@ def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, 
             journal_path(Store(storage).uri, "hpo_lr", "width_lr")))
         return study.trials
 
-    assert len(trials()) == 3 and all(t.state.is_finished() for t in trials())
+    assert len(trials()) == 2 and all(t.state.is_finished() for t in trials())
     assert sweep.main(argv) == 0  # finished: said, nothing run
-    assert "finished: 3 of 3 Optuna trials" in capsys.readouterr().out
+    assert "finished: 2 of 2 Optuna trials" in capsys.readouterr().out
     journal._OPEN.clear()
-    assert sweep.main(argv + ["--resume", "--num-samples", "4"]) == 0
-    assert "extending the search from 3 to 4 trials" in capsys.readouterr().out
-    assert len(trials()) == 4 and all(t.state.is_finished() for t in trials())
+    assert sweep.main(argv + ["--resume", "--num-samples", "3"]) == 0
+    assert "extending the search from 2 to 3 trials" in capsys.readouterr().out
+    assert len(trials()) == 3 and all(t.state.is_finished() for t in trials())
 
 
 RACER = """
