@@ -243,6 +243,7 @@ def skip_finished_searches(sweep, plans, store, args) -> None:
     """Drop the grid points whose search already has its trials (said, one line each); an
     unfinished search run that exists needs --resume. Before Ray starts."""
     from icl_core.search import check_not_started, finished_points
+    from icl_core.store import uri_join
 
     for plan_ in plans:
         if not plan_.is_search:
@@ -254,7 +255,8 @@ def skip_finished_searches(sweep, plans, store, args) -> None:
             continue
         for point in plan_.members:
             check_not_started(f"{sweep.name}/{search.name}@{point.hash[:8]}",
-                              f"{store.uri}/{sweep.name}/{search.name}/tune/search-{point.hash}")
+                              uri_join(store.uri, sweep.name, search.name, "tune",
+                                       f"search-{point.hash}"))
 
 
 __all__ = ["Options", "PlanData", "RunResult", "execute", "make_plan", "plan", "preflight",

@@ -17,10 +17,11 @@ marker of that claim's generation first (O_EXCL), so two drivers never both take
 assume the drivers' clocks agree to well within `TTL_S / 4` and that no driver stalls for a
 whole `TTL_S`.
 
-Object stores (s3://, gs://, ...): claims need conditional writes (create-if-absent, e.g.
-If-None-Match), which this does not use; there claims are skipped with a warning, and two
-drivers started on the same study may train a config twice (each row file is still written
-whole, so nothing is corrupted: the later one wins).
+Object stores: on S3 (and S3-compatible servers that honour conditional writes) the same
+claims are kept by conditional PUTs (If-None-Match: *, If-Match: <ETag>; icl_core.object_claims).
+Elsewhere (gs://, a server that ignores the conditions, no boto3) claims are skipped with a
+warning, and two drivers started on the same study may train a config twice (each row file is
+still written whole, so nothing is corrupted: the later one wins).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from icl_core.object_claims import ConditionalWrites, unsupported
 from icl_core.store import Store
 
 TTL_S = 600.0
@@ -178,6 +180,13 @@ class Claims:
             self.release()
 
 
+class ObjectClaims(ConditionalWrites, Claims):
+    """Claims on S3 by conditional writes (icl_core.object_claims), live by the same rule."""
+
+    def alive(self, claim: dict) -> bool:
+        return live(claim)
+
+
 def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
                 owner: Owner | None = None) -> tuple[Claims, list[str], dict[str, str]]:
     """(claims, the hashes this driver trains, {hash: host:pid} of those another live driver
@@ -186,10 +195,15 @@ def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
     claims = Claims(store, sweep, study, owner)
     finished = store.finished(sweep, study, hashes)  # once: it reads every row file
     todo = [h for h in hashes if h not in finished]
-    if not claims.local:
-        print(f"claims: not on {store.uri} (an object store needs conditional writes): two "
-              f"drivers of {sweep}/{study} may train a config twice", file=sys.stderr)
-        return claims, todo, {}
+    if not claims.local:  # S3: conditional writes (icl_core.object_claims), where honoured
+        why = unsupported(store)
+        object_claims = None if why else ObjectClaims(store, sweep, study, owner)
+        why = why or unsupported(store, object_claims)
+        if why:
+            print(f"claims: not on {store.uri} ({why}): two drivers of {sweep}/{study} may "
+                  "train a config twice", file=sys.stderr)
+            return claims, todo, {}
+        claims = object_claims
     others = {}
     for h in todo:
         holder = claims.take(h)
@@ -204,10 +218,12 @@ def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
 
 def holder(store: Store, sweep: str, study: str, h: str, driver: str) -> str | None:
     """host:pid of another driver's live claim on config `h`; None when there is none, it is
-    `driver`'s own, it expired, or the store holds no claims (object stores)."""
+    `driver`'s own, it expired, or the store holds no claims (an object store without them)."""
     claims = Claims(store, sweep, study)
     if not claims.local:
-        return None
+        if unsupported(store):
+            return None
+        claims = ObjectClaims(store, sweep, study)
     current = claims.read(h)
     if current is None or current["driver"] == driver or not live(current):
         return None

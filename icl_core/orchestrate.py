@@ -21,6 +21,7 @@ from icl_core.flops import step_shape
 from icl_core.pool import cluster_gpus
 from icl_core.report import write_manifest
 from icl_core.search import Search
+from icl_core.store import uri_join
 from icl_core.study import PRESETS
 from icl_core.validation import unknown
 
@@ -163,7 +164,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
         raise
     grids = [(sweep, p) for sweep, plans in files for p in plans if not p.is_search]
     label = label or files[0][0].name
-    tune_dir = f"{store.uri}/{files[0][0].name if len(files) == 1 else '_pool'}/tune"
+    tune_dir = uri_join(store.uri, files[0][0].name if len(files) == 1 else "_pool", "tune")
     exit_code = 0
     try:
         if grids:
@@ -254,7 +255,7 @@ def run_search(sweep, plan: Plan, store, provenance, args) -> int:
 
     search = plan.study
     write_manifest(store, sweep, search)
-    tune_dir = f"{store.uri}/{sweep.name}/{search.name}/tune"
+    tune_dir = uri_join(store.uri, sweep.name, search.name, "tune")
     for point in plan.members:
         label = f"{sweep.name}/{search.name}@{point.hash[:8]}"
         print(f"[{label}] Optuna search: {plan.num_samples} trials", flush=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 from icl_core.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
 from icl_core.signing import UntrustedState, keep_signed, verify
+from icl_core.store import uri_join
 from icl_core.study import Preset, apply_preset, check_preset_names, expand, parse_override
 
 KINDS = ("loguniform", "uniform", "int", "choice")
@@ -150,7 +151,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     trainable = _search_trainable(resources)
     journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
     name = study_name(search.name, point)
-    path = f"{tune_dir}/search-{point.hash}"
+    path = uri_join(tune_dir, f"search-{point.hash}")
     run_name, todo, done = f"search-{point.hash}", num_samples, 0
     if resume:
         if not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
@@ -164,7 +165,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
                 tune.Tuner.restore(path, trainable, resume_unfinished=True,
                                    resume_errored=True).fit()
         done = finished_trials(journal, name)
-        if journal is None or done >= num_samples:
+        if done >= num_samples:
             return print_best(search, point, journal, label)
         run_name = f"search-{point.hash}-from{done}-{time.strftime('%Y%m%d-%H%M%S')}"
         todo = num_samples - done
@@ -182,7 +183,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
         run_config=_search_run_config(run_name, tune_dir, label, todo, loggers,
                                       spec_template.storage),
     )
-    with keep_signed(f"{tune_dir}/{run_name}"):  # --resume checks it before unpickling
+    with keep_signed(uri_join(tune_dir, run_name)):  # --resume checks it before unpickling
         tuner.fit()
     print_best(search, point, journal, label)
 
@@ -211,11 +212,11 @@ def _searcher(search, point, seed, journal, max_concurrent):
     from icl_core.searcher import HashedOptunaSearch, journal_storage, study_name
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # our lines say what it does
-    storage = journal_storage(journal) if journal else None
-    if journal:
+    if "://" not in journal:
         import os
 
         os.makedirs(os.path.dirname(journal), exist_ok=True)
+    storage = journal_storage(journal)
     searcher = HashedOptunaSearch(point, metric=search.metric, mode=search.mode, seed=seed,
                                   storage=storage, study_name=study_name(search.name, point))
     return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent) if max_concurrent \
@@ -253,12 +254,14 @@ def _search_run_config(run_name, tune_dir, label, num_samples, loggers, storage)
 
 
 def print_best(search, point, journal, label) -> None:
-    """The best finished trial of a persisted search: its value, settings and config hash."""
-    if journal is None:
-        return
+    """The best finished trial of a persisted search: its value, settings and config hash
+    (a journal on a URI uploaded first: icl_core.journal)."""
     import optuna
 
+    from icl_core.journal import flush_journals
     from icl_core.searcher import journal_storage, study_name
+
+    flush_journals()
 
     study = optuna.load_study(study_name=study_name(search.name, point),
                               storage=journal_storage(journal))
@@ -267,10 +270,12 @@ def print_best(search, point, journal, label) -> None:
         print(f"[{label}] no finished trial yet (journal: {journal})", flush=True)
         return
     best = study.best_trial
+    opener = f"icl_core.journal.journal_storage({journal!r})" if "://" in journal else \
+        f"JournalStorage(JournalFileBackend({journal!r}))"
     print(f"[{label}] best {search.metric} {best.value:.4g} with {best.params} "
           f"(config_hash {best.user_attrs.get('config_hash', '?')}; {len(done)} complete "
           f"of {len(study.trials)} trials; optuna.load_study(study_name={study.study_name!r}, "
-          f"storage=JournalStorage(JournalFileBackend({journal!r}))))", flush=True)
+          f"storage={opener}))", flush=True)
 
 
 def finished_points(sweep_name, search, points, storage_uri, num_samples) -> list:

@@ -3,8 +3,7 @@ file beside the study's rows (`<storage>/<sweep>/<search>/optuna.journal`, one O
 per grid point, named `<search>-<config hash of the point>` as standalone searches name
 theirs), so `optuna.load_study(study_name=..., storage=JournalStorage(...))` opens it, and
 every Optuna trial carries its member's `config_hash` (the name of its row file) as a user
-attribute. A store on a URI (s3://, ...) keeps the study in memory (the journal needs a
-local file).
+attribute. On a store on a URI (s3://, ...) the journal file is mirrored (icl_core.journal).
 """
 
 from __future__ import annotations
@@ -12,22 +11,15 @@ from __future__ import annotations
 from ray.tune.search.optuna import OptunaSearch
 
 from icl_core.config import MemberConfig, with_settings
+from icl_core.journal import journal_exists, journal_storage  # noqa: F401  (used by search)
+from icl_core.store import uri_join
 
 JOURNAL = "optuna.journal"
 
 
-def journal_path(storage_uri: str, sweep: str, search: str) -> str | None:
-    """Where a search's Optuna studies persist; None for a store on a URI."""
-    if "://" in storage_uri:
-        return None
-    return f"{storage_uri}/{sweep}/{search}/{JOURNAL}"
-
-
-def journal_storage(path: str):
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
-    return JournalStorage(JournalFileBackend(path))
+def journal_path(storage_uri: str, sweep: str, search: str) -> str:
+    """Where a search's Optuna studies persist (a path, or a URI with its query options)."""
+    return uri_join(storage_uri, sweep, search, JOURNAL)
 
 
 def study_name(search_name: str, point: MemberConfig) -> str:
@@ -39,14 +31,12 @@ def sampled_hash(point: MemberConfig, params: dict) -> str:
     return with_settings(point.to_dict(), params).hash
 
 
-def finished_trials(path: str | None, name: str) -> int:
+def finished_trials(path: str, name: str) -> int:
     """Optuna trials of a persisted study that ended (complete, pruned or failed); 0 when
     there is none yet."""
-    import os
-
     import optuna
 
-    if path is None or not os.path.exists(path):
+    if not journal_exists(path):
         return 0
     try:
         study = optuna.load_study(study_name=name, storage=journal_storage(path))

@@ -68,6 +68,13 @@ def storage_uri(storage: str) -> str:
     return storage if "://" in storage else str(Path(storage).expanduser().resolve())
 
 
+def uri_join(uri: str, *parts: str) -> str:
+    """`uri`/part/... with the URI's query options (pyarrow's `?endpoint_override=...&scheme=`)
+    kept at the end: `s3://b/r?scheme=http` + `sw/tune` -> `s3://b/r/sw/tune?scheme=http`."""
+    head, sep, query = uri.partition("?")
+    return "/".join([head.rstrip("/"), *parts]) + sep + query
+
+
 class Store:
     def __init__(self, storage: str):
         self.uri = storage_uri(storage)

@@ -1,0 +1,258 @@
+"""Object storage for real: sweeps, resume, quarantine, searches and regenerate against an S3
+API (moto's server, started here; tests/s3server.py), through pyarrow's S3 filesystem."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import s3server
+from conftest import tiny_member
+
+from icl_core.claims import ObjectClaims, Owner, holder, plan_claims
+from icl_core.config import resolve_member
+from icl_core.object_claims import unsupported
+from icl_core.searcher import journal_path
+from icl_core.store import Store
+from sweeps.depth_scaling import SWEEP
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def s3():
+    try:
+        server = s3server.start()
+    except RuntimeError as exc:
+        pytest.skip(f"no S3 server: {exc}")
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def storage(s3):
+    return s3.uri(s3.bucket())
+
+
+STUDY = ("depth_scaling", "least_squares")
+ARGV = ["--preset", "smoke", "--study", "least_squares", "--no-figures"]
+HASHES = {m.hash for m in SWEEP.study("least_squares").members("smoke")}
+
+
+@pytest.fixture(scope="module")
+def swept(ray_session, s3):
+    """A bucket holding the depth sweep's smoke rows (4 configs), written by a sweep."""
+    storage = s3.uri(s3.bucket())
+    assert SWEEP.main(ARGV + ["--storage", storage]) == 0
+    return storage
+
+
+def test_a_smoke_sweep_writes_rows_to_s3_and_a_rerun_trains_nothing(s3, swept, capsys):
+    bucket = swept.split("@", 1)[1].split("/", 1)[0]
+    keys = {o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket)["Contents"]}
+    assert {f"results/depth_scaling/least_squares/rows/{h}.parquet" for h in HASHES} <= keys
+    assert "results/depth_scaling/least_squares/study.json" in keys
+    assert not [k for k in keys if "/claims/" in k]  # every claim released
+    assert Store(swept).finished(*STUDY) == HASHES
+    assert SWEEP.main(ARGV + ["--storage", swept]) == 0
+    out = capsys.readouterr()
+    assert "4 configs, 4 already finished, running 0" in out.out
+    assert "claims: not on" not in out.err  # S3 keeps claims: no warning
+
+
+def test_regenerate_draws_figures_from_s3(swept, tmp_path, capsys):
+    from analysis.regenerate import main
+
+    assert main(["depth_scaling", "--storage", swept, "--out", str(tmp_path), "--n-boot",
+                 "20"]) == 0
+    assert (tmp_path / "depth_scaling" / "least_squares" / "depth.png").stat().st_size > 0
+    assert (tmp_path / "depth_scaling" / "least_squares" / "fits.md").exists()
+
+
+def test_a_corrupt_row_object_is_quarantined_with_its_reason_and_retrained(s3, swept, capsys):
+    client, store = s3.client(), Store(swept)
+    bucket, prefix = store.root.split("/", 1)
+    bad = sorted(HASHES)[0]
+    key = f"{prefix}/depth_scaling/least_squares/rows/{bad}.parquet"
+    client.put_object(Bucket=bucket, Key=key, Body=b"PAR1 not parquet at all" * 20)
+    assert SWEEP.main(ARGV + ["--storage", swept]) == 0
+    out = capsys.readouterr()
+    assert "4 configs, 3 already finished, running 1" in out.out
+    assert f"untrusted row file {store.root}/depth_scaling/least_squares/rows/{bad}" in out.err
+    listed = client.list_objects_v2(Bucket=bucket,
+                                    Prefix=f"{prefix}/depth_scaling/least_squares/quarantine/")
+    moved = sorted(o["Key"] for o in listed["Contents"] if not o["Key"].endswith("/"))
+    assert len(moved) == 2 and moved[0].endswith(f"{bad}.parquet")  # the file, its reason
+    assert client.get_object(Bucket=bucket, Key=moved[0])["Body"].read() == \
+        b"PAR1 not parquet at all" * 20
+    reason = client.get_object(Bucket=bucket, Key=moved[1])["Body"].read().decode()
+    assert moved[1].endswith(".reason.txt") and "unreadable" in reason
+    assert store.finished(*STUDY) == HASHES  # retrained
+
+A, B = Owner("host-a", 11, "driver-a"), Owner("host-b", 22, "driver-b")
+
+
+def test_claims_on_s3_are_conditional_writes(s3, storage):
+    """Take, skip a live claim, take over an expired one (If-Match on the ETag read: of two
+    drivers taking it over, one wins), lose it on refresh, release only one's own."""
+    store = Store(storage)
+    a, b = ObjectClaims(store, "sw", "st", A), ObjectClaims(store, "sw", "st", B)
+    assert unsupported(store) is None and unsupported(store, a) is None  # moto honours them
+    assert a.take("h1") is None and a.take("h1") is None  # its own claim: refreshed
+    assert b.take("h1") == "host-a:11" and "h1" not in b.held
+    assert holder(store, "sw", "st", "h1", "driver-b") == "host-a:11"
+    assert holder(store, "sw", "st", "h1", "driver-a") is None
+
+    dead = ObjectClaims(store, "sw", "st", A, ttl=-1.0)  # a driver whose claims expired
+    assert dead.take("h2") is None
+    assert holder(store, "sw", "st", "h2", "driver-b") is None
+    expired, etag = b._get("h2")
+    c = ObjectClaims(store, "sw", "st", Owner("host-c", 33, "driver-c"))
+    assert b.take("h2") is None and "h2" in b.held  # taken over
+    with pytest.raises(c.ClientError) as lost:  # c read the same expired claim: it loses
+        c._put("h2", IfMatch=etag)
+    assert lost.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert b.read("h2")["driver"] == "driver-b"
+    dead.refresh()  # the old holder learns it lost the claim
+    assert "h2" not in dead.held
+    dead.release_one("h2")  # and never deletes b's claim
+    assert b.read("h2")["driver"] == "driver-b"
+    a.release()
+    b.release()
+    listed = s3.client().list_objects_v2(Bucket=a.bucket, Prefix=a.prefix)
+    assert listed.get("KeyCount", 0) == 0  # all released, the probe removed
+
+
+def test_claims_where_conditional_writes_are_not_supported_are_skipped_with_the_reason(
+        tmp_path, capsys):
+    import pyarrow.fs as pafs
+
+    store = Store(str(tmp_path))
+    store.fs, store.uri = pafs.SubTreeFileSystem(str(tmp_path), store.fs), "mem://x"
+    claims, mine, others = plan_claims(store, "sw", "st", ["h1"])
+    assert mine == ["h1"] and others == {} and not claims.held
+    assert ("claims: not on mem://x (mem:// stores keep no claims here (S3 does, by "
+            "conditional writes)): two drivers of sw/st may train a config twice"
+            ) in capsys.readouterr().err
+
+
+@pytest.mark.slow  # two Tune searches (3 trials): ~50 s on 2 busy cores
+def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, capsys):
+    """A smoke Optuna search (sweeps/hpo_lr.py): its journal is an object beside the rows,
+    read back by a fresh process, and --resume extends the search from it."""
+    import optuna
+
+    from icl_core import journal
+    from icl_core.catalog import load_sweep
+
+    sweep = load_sweep("hpo_lr")
+    (point,) = sweep.study("width_lr").for_preset("smoke").points("smoke")
+    argv = ["--preset", "smoke", "--storage", storage, "--no-figures", "--num-samples", "2"]
+    assert sweep.main(argv) == 0
+    assert "best loss" in capsys.readouterr().out
+    bucket = storage.split("@", 1)[1].split("/", 1)[0]
+    key = "results/hpo_lr/width_lr/optuna.journal"
+    assert s3.client().head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
+
+    def trials():
+        journal._OPEN.clear()  # as a new process would: read from S3 again
+        study = optuna.load_study(study_name=f"width_lr-{point.hash}", storage=journal.journal_storage(
+            journal_path(Store(storage).uri, "hpo_lr", "width_lr")))
+        return study.trials
+
+    assert len(trials()) == 2 and all(t.state.is_finished() for t in trials())
+    assert sweep.main(argv) == 0  # finished: said, nothing run
+    assert "finished: 2 of 2 Optuna trials" in capsys.readouterr().out
+    journal._OPEN.clear()
+    assert sweep.main(argv + ["--resume", "--num-samples", "3"]) == 0
+    assert "extending the search from 2 to 3 trials" in capsys.readouterr().out
+    assert len(trials()) == 3 and all(t.state.is_finished() for t in trials())
+
+
+RACER = """
+import json, sys, time
+from conftest import tiny_member
+from icl_core.claims import plan_claims
+from icl_core.config import resolve_member
+from icl_core.store import Store
+from icl_core.trial import TrialSpec, run_trial
+
+storage, start = sys.argv[1], float(sys.argv[2])
+members = [resolve_member(tiny_member(seed=s)) for s in range(6)]
+store = Store(storage)
+while time.time() < start:
+    time.sleep(0.005)
+claims, mine, others = plan_claims(store, "sw", "st", [m.hash for m in members])
+trained = []
+with claims.keep():
+    for m in members:
+        if m.hash in mine:
+            spec = TrialSpec("sw", "st", storage, [m.to_dict()], driver=claims.owner.driver)
+            trained += [h for h, s in run_trial(spec).items() if s == "ok"]
+print(json.dumps({"trained": trained, "others": others}))
+"""
+
+
+def row_versions(s3, bucket: str, study: str) -> dict[str, int]:
+    """{config hash: how many times its row object was written} (a versioned bucket)."""
+    pages = s3.client().get_paginator("list_object_versions").paginate(
+        Bucket=bucket, Prefix=f"results/{study}/rows/")
+    keys = [v["Key"] for page in pages for v in page.get("Versions", [])]
+    return dict(Counter(k.rsplit("/", 1)[1].removesuffix(".parquet") for k in keys
+                        if k.endswith(".parquet")))
+
+
+def versioned_bucket(s3) -> str:
+    bucket = s3.bucket()
+    s3.client().put_bucket_versioning(Bucket=bucket,
+                                      VersioningConfiguration={"Status": "Enabled"})
+    return bucket
+
+
+def test_two_drivers_racing_for_the_same_configs_on_s3_train_each_once(s3):
+    """Two processes claim the same six configs at the same instant (no Ray: the claims race
+    itself); each config is trained, and its row object written, exactly once."""
+    bucket = versioned_bucket(s3)
+    storage = s3.uri(bucket)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    start = time.time() + 8  # both have imported torch by then
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, storage, str(start)],
+                              stdout=subprocess.PIPE, env=env, cwd=ROOT) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=240)[0].decode().splitlines()[-1]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    trained = [h for out in outs for h in out["trained"]]
+    hashes = {resolve_member(tiny_member(seed=s)).hash for s in range(6)}
+    assert sorted(trained) == sorted(hashes)  # each exactly once, by one driver or the other
+    assert any(out["others"] for out in outs)  # they did race: one saw the other's claims
+    assert row_versions(s3, bucket, "sw/st") == dict.fromkeys(hashes, 1)
+    assert Store(storage).finished("sw", "st") == hashes
+    claims = s3.client().list_objects_v2(Bucket=bucket, Prefix="results/sw/st/claims/")
+    assert not [o for o in claims.get("Contents", []) if o["Key"].endswith(".claim")]
+
+
+@pytest.mark.slow
+def test_two_sweep_drivers_started_at_once_on_s3_train_each_config_once(s3):
+    """Two `python -m sweeps.depth_scaling` processes (each its own local Ray), started at
+    once on one S3 storage given as a plain s3:// URI, the server and the credentials in the
+    environment (AWS_ENDPOINT_URL, ...): together they train the study's 4 configs once."""
+    bucket = versioned_bucket(s3)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(s3.env(), RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "-m", "sweeps.depth_scaling", *ARGV, "--storage",
+            f"s3://{bucket}/results"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=ROOT) for _ in range(2)]
+    outs = [p.communicate(timeout=500) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    running = [int(re.search(r"running (\d+)", out).group(1)) for out, _ in outs]
+    assert sum(running) == 4, [out for out, _ in outs]
+    assert not any("claims: not on" in err for _, err in outs)
+    assert row_versions(s3, bucket, "depth_scaling/least_squares") == dict.fromkeys(HASHES, 1)
