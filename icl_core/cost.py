@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from icl_core.config import MemberConfig, to_plain
-from icl_core.flops import step_cost_flops, step_shape
+from icl_core.flops import step_cost_flops, step_shape, supervised_positions
 
 CALIBRATION_STEPS = 4
 WARMUP_STEPS = 2
@@ -117,7 +117,7 @@ def baseline_seconds(member: MemberConfig) -> float:
     runs = {"gd": 1, "gd_tuned": 1 + len(cfg.gd_lr_grid), "newton": 1 + len(cfg.newton_alpha_grid)}
     iterations = sum(runs[name] * longest if name in runs else BASELINE_SOLVE_ITERS
                      for name in cfg.baselines)
-    problems = getattr(task, "n_points", 1) if getattr(task, "layout", "") == "all_prefix" else 1
+    problems = supervised_positions(task)
     return iterations * 2 * problems * len(cfg.grid) * BASELINE_ITER_S
 
 

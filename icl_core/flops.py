@@ -50,6 +50,14 @@ def task_shape(task_cfg, task_seed: int) -> tuple[int, int, int]:
     return task.d_in, task.d_out, task.seq_len
 
 
+def supervised_positions(task_cfg) -> int:
+    """Supervised tokens of a prompt, from the config (what the baselines and the ridge
+    predictor solve one problem each for): n_points for an all-prefix layout, else one."""
+    if getattr(task_cfg, "layout", "") == "all_prefix":
+        return int(getattr(task_cfg, "n_points", 1))
+    return 1
+
+
 @functools.lru_cache(maxsize=4096)
 def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     import json

@@ -14,11 +14,13 @@ The estimate, in bytes of the member's dtype (b: 4 for float32), for a stack of 
                                icl_core.tasks.base.KnowsMemory)
     evaluation                 the test prompts (every evaluation point) + one chunk's
                                forward without gradients + the baselines' float64 copies
-                               of the prompts (EVAL_COPIES)
+                               of the prompts (EVAL_COPIES) + the trivial ridge predictor's
+                               d x d Gram per prompt in float64 (RIDGE_COPIES, batched to
+                               icl_core.trivial.SOLVE_BUDGET entries)
 
-A bound for refusing, not for packing: PyTorch's own overheads (the allocator's caching, the
-CUDA context, the interpreter: ~0.3-0.5 GB) are not in it; measured against ru_maxrss in
-benchmarks/ and the tests (docs/COST.md). `check_memory` refuses a member whose estimate is
+plus RUNTIME_BYTES for what PyTorch takes on first use beyond its import. An estimate for
+refusing, not for packing (the allocator's caching and a CUDA context are not in it): against
+ru_maxrss on a CPU within ~0.6-1.3x (benchmarks/memory_check.py, docs/COST.md). `check_memory` refuses a member whose estimate is
 above the memory of every node it may run on: the planned GPU's (an H100's 80 GB unless this
 machine has the GPU), or this machine's RAM for CPU members.
 """
@@ -33,10 +35,12 @@ from dataclasses import dataclass
 from icl_core.config import MemberConfig, to_plain
 from icl_core.validation import ConfigError
 
+RUNTIME_BYTES = 0.2e9  # PyTorch on first use beyond the import (kernels, torch._dynamo by Adam)
 ACT_PER_WIDTH = 20  # stored activations per token and layer pass, in units of width
 ATTN_PER_SCORE = 3  # per head and (query, key) pair: scores, softmax, its gradient
 BATCH_COPIES = 4  # inputs, targets, the task's extras (xs, ys, w) of a batch
 EVAL_COPIES = 4  # the baselines' float64 copies of the prompts (lstsq, GD iterates)
+RIDGE_COPIES = 4  # the Gram, its Cholesky factor, its inverse and their batch (icl_core.trivial)
 EVAL_ACT = 4  # live activations per token of a forward without gradients, units of width
 H100_BYTES = 80e9  # the planned GPU when nothing better is known (--plan-gpus)
 ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2}
@@ -54,10 +58,11 @@ class MemoryEstimate:
 
     @property
     def total(self) -> float:
-        return self.weights + self.activations + self.task + max(self.evaluation, 0.0)
+        return RUNTIME_BYTES + self.weights + self.activations + self.task + self.evaluation
 
     def __str__(self) -> str:
-        return (f"{human(self.total)} (weights+grads+optimizer {human(self.weights)}, "
+        return (f"{human(self.total)} (runtime {human(RUNTIME_BYTES)}, "
+                f"weights+grads+optimizer {human(self.weights)}, "
                 f"activations {human(self.activations)}, task buffers {human(self.task)}, "
                 f"evaluation {human(self.evaluation)})")
 
@@ -89,14 +94,16 @@ def _model_dims(model_json: str, task_json: str, task_seed: int) -> tuple:
     block = model_cfg.block_config() if hasattr(model_cfg, "block_config") else model_cfg
     quadratic = block.mixing_flops(seq) > 0
     fixed = task_cfg.fixed_bytes() if isinstance(task_cfg, KnowsMemory) else 0.0
-    return params, width, heads, quadratic, d_in, d_out, seq_len, seq, fixed
+    cls = TASKS.builder(task_cfg.name)
+    ridge = hasattr(cls, "context_problems") and bool(getattr(cls, "trivial_ridge", False))
+    return params, width, heads, quadratic, d_in, d_out, seq_len, seq, fixed, ridge
 
 
 def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
     """The peak memory of `member` trained (a stack of `stack` such members), then evaluated."""
-    from icl_core.flops import step_shape
+    from icl_core.flops import step_shape, supervised_positions
 
-    params, width, heads, quadratic, d_in, d_out, seq_len, seq, fixed = _model_dims(
+    params, width, heads, quadratic, d_in, d_out, seq_len, seq, fixed, ridge = _model_dims(
         json.dumps(to_plain(member.model), sort_keys=True),
         json.dumps(to_plain(member.task), sort_keys=True), member.task_seed)
     b, t, e = ITEMSIZE[member.dtype], member.train, member.eval
@@ -113,6 +120,12 @@ def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
     evaluation = (len(e.grid) * e.n_prompts * seq_len * (d_in + d_out) * b  # the prompts
                   + chunk * (seq * width * EVAL_ACT + (heads * seq * seq if quadratic else 0)) * b
                   + e.n_prompts * seq_len * d_in * 8 * EVAL_COPIES)
+    if ridge:  # the ridge predictor's d x d Gram per prompt, float64, batched to a budget
+        from icl_core.trivial import SOLVE_BUDGET
+
+        gram = e.n_prompts * d_in * d_in
+        problems = supervised_positions(member.task)
+        evaluation += RIDGE_COPIES * 8 * min(problems * gram, SOLVE_BUDGET + gram)
     return MemoryEstimate(weights, activations, fixed, evaluation)
 
 
