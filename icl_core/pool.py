@@ -153,6 +153,9 @@ def cost_model(gpus: float, threads: int, store=None, studies=(), calibrate: boo
         elif cost.calibrate(model, members, stacks=on_gpu):
             cost.save(model)
     except cost.CalibrationFailed as exc:
+        if not exc.member_hash:
+            raise ConfigError(f"calibration on a cluster GPU failed: {exc.error} (nothing was "
+                              "trained)") from None
         where = next((f"{sweep}/{study}" for sweep, study, ms in studies
                       if any(m.hash == exc.member_hash for m in ms)), "?")
         raise ConfigError(f"[{where}@{exc.member_hash[:8]}] calibration failed: {exc.error} "
@@ -174,12 +177,14 @@ def remote_calibration(model, members: list, threads: int):
     def _calibrate(members, threads):
         import torch
 
-        label = cost.device_label("cuda", threads, torch.cuda.get_device_name(0))
-        remote = cost.load(label, threads)
         try:
+            label = cost.device_label("cuda", threads, torch.cuda.get_device_name(0))
+            remote = cost.load(label, threads)
             cost.calibrate(remote, members, stacks=True)
         except cost.CalibrationFailed as exc:  # sent back as data: one line at the driver
-            return label, {"failed": [exc.member_hash, exc.error]}
+            return None, {"failed": [exc.member_hash, exc.error]}
+        except Exception as exc:  # noqa: BLE001  (the worker's GPU, not a member)
+            return None, {"failed": ["", cost.short_error(exc)]}
         cost.save(remote)
         return label, remote.to_json()
 
