@@ -130,8 +130,16 @@ def make_plans(sweep, args) -> list[Plan]:
             where = "" if args.study else "; --study picks studies"
             raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
         check_memory(f"{sweep.name}/{study.name}", plans[-1].members, planned_gpus(args),
-                     cluster=bool(getattr(args, "address", None)))
+                     cluster=joins_cluster(args))
     return plans
+
+
+def joins_cluster(args) -> bool:
+    """A launch that joins a cluster (--address, or under `ray job submit`) whose nodes are not
+    known before Ray: not a dry run, which plans for --plan-gpus or this machine."""
+    from icl_core.launch import in_ray_job
+
+    return not getattr(args, "dry_run", False) and bool(getattr(args, "address", None) or in_ray_job())
 
 
 def planned_gpus(args) -> float:

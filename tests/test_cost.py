@@ -209,8 +209,9 @@ def test_tiny_members_are_planned_within_25_percent(tmp_path, capsys):
     those 60 s. With rows of the study, each member is planned at its shape's measured step
     time x steps plus its measured time beside the steps (wall - train, median): 16 members
     run as one trial, every other one teaches the cost model, and the plan of the 500 (packed
-    as a launch packs them) is within 25% of what the other 8 measured (interleaved, so the
-    machine's load weighs on both alike)."""
+    as a launch packs them) is within 25% of what the other 8 measured (their median;
+    interleaved, so the machine's load weighs on both alike; a first member pays the trial's
+    imports, the trial's start-up, and is left out)."""
     from icl_core.trial import TrialSpec, run_trial
     from sweeps.depth_scaling import SWEEP
 
@@ -222,9 +223,11 @@ def test_tiny_members_are_planned_within_25_percent(tmp_path, capsys):
 
     members = SWEEP.study("least_squares").members("smoke", {}, 250)
     ran = sorted((m for m in members if m.seed < 8), key=lambda m: (m.seed, m.model.depth))
+    warm = next(m for m in members if m.seed == 8)  # pays the trial's imports, not counted
     run_trial(TrialSpec("depth_scaling", "least_squares", str(tmp_path),
-                        [m.to_dict() for m in ran], hashes=[m.hash for m in ran]))
+                        [m.to_dict() for m in [warm, *ran]], hashes=[m.hash for m in [warm, *ran]]))
     rows = study_rows(Store(str(tmp_path)), "depth_scaling", "least_squares")
+    rows = rows.filter(rows["config_json"] != json.dumps(warm.to_dict(), sort_keys=True))
     teach = {json.dumps(m.to_dict(), sort_keys=True) for m in ran if m.seed % 2 == 0}
     model = cpu_model()
     assert cost.learn_from_rows(model, rows.filter(rows["config_json"].is_in(list(teach)))) == 2
@@ -232,4 +235,4 @@ def test_tiny_members_are_planned_within_25_percent(tmp_path, capsys):
     assert len(measured) == 8
     trials = plan_trials(members, 0, 1, "auto", 2, cost=model)
     per_member = sum(t.seconds for t in trials) / len(members)
-    assert 0.75 <= per_member / measured.mean() <= 1.25, (per_member, list(measured))
+    assert 0.75 <= per_member / measured.median() <= 1.25, (per_member, list(measured))
