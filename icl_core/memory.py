@@ -179,8 +179,11 @@ def check_memory(label: str, members: list[MemberConfig], gpus: float,
         return None
     estimates = [(m, member_memory(m)) for m in members]
     biggest = max(estimates, key=lambda e: e[1].total)
+    limits: dict[str, tuple[float, str]] = {}  # per device setting
     for member, estimate in estimates:
-        limit, where = memory_limit(member, gpus, cluster)
+        if member.device not in limits:
+            limits[member.device] = memory_limit(member, gpus, cluster)
+        limit, where = limits[member.device]
         if estimate.total > limit:
             raise ConfigError(
                 f"{label}@{member.hash[:8]}: needs ~{estimate} of memory at peak, more than "
