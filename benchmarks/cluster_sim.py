@@ -7,8 +7,8 @@
 The interface is small so that a calibrated cost model, cost-balanced packing or a one-pool
 launcher can be swapped in: a trial is a `SimTrial` (study, estimated seconds, GPU and CPU
 share), `simulate(trials, devices, policy)` returns a `SimResult`; `plan_trials_for` builds the
-trials from the real planner (benchmarks/cluster_plan.py: resources.plan_trials and
-estimate_gpu_seconds).
+trials from the real planner (benchmarks/cluster_plan.py: resources.plan_trials with the cost
+model, icl_core.cost).
 
 The model (placement, order, start-up, failures, accounting) is stated in icl_core/schedule.py,
 where the simulator lives (`--dry-run` uses it too).

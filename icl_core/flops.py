@@ -37,21 +37,37 @@ class StepShape:
     mix: float = 0.0
 
 
+def task_shape(task_cfg, task_seed: int) -> tuple[int, int, int]:
+    """(d_in, d_out, seq_len) of a resolved task config: from the config where it knows
+    (KnowsShape: planning never allocates the task's tensors, so `--set task.dim=1e9` is
+    planned and refused by its memory, icl_core.memory), else by building the task."""
+    from icl_core.tasks import build_task
+    from icl_core.tasks.base import KnowsShape
+
+    if isinstance(task_cfg, KnowsShape):
+        return task_cfg.shape()
+    task = build_task(task_cfg, task_seed, torch.device("cpu"), torch.float32)
+    return task.d_in, task.d_out, task.seq_len
+
+
+def supervised_positions(task_cfg) -> int:
+    """Supervised tokens of a prompt, from the config (what the baselines and the ridge
+    predictor solve one problem each for): n_points for an all-prefix layout, else one."""
+    if getattr(task_cfg, "layout", "") == "all_prefix":
+        return int(getattr(task_cfg, "n_points", 1))
+    return 1
+
+
 @functools.lru_cache(maxsize=4096)
 def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
     import json
 
     from icl_core.models import MODELS, count_params
     from icl_core.models.base import LoopsBlock
-    from icl_core.tasks import TASKS, build_task
-    from icl_core.tasks.base import KnowsShape
+    from icl_core.tasks import TASKS
 
     task_cfg = TASKS.resolve(json.loads(task_json), "task")
-    if isinstance(task_cfg, KnowsShape):  # shapes only: planning never allocates the task's
-        d_in, d_out, seq_len = task_cfg.shape()  # tensors (`--set task.dim=1e9` is planned)
-    else:
-        task = build_task(task_cfg, task_seed, torch.device("cpu"), torch.float32)
-        d_in, d_out, seq_len = task.d_in, task.d_out, task.seq_len
+    d_in, d_out, seq_len = task_shape(task_cfg, task_seed)
     causal = TASKS.builder(task_cfg.name).causal
     model_cfg = MODELS.resolve(json.loads(model_json), "model")
     # a model that reads the flattened prompt once (the FFN) applies each weight once per

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from icl_core.config import ConfigError
 from icl_core.flops import step_shape
+from icl_core.memory import check_memory
 from icl_core.pool import cluster_gpus
 from icl_core.report import write_manifest
 from icl_core.search import Search
@@ -128,17 +129,38 @@ def make_plans(sweep, args) -> list[Plan]:
         except ConfigError as exc:
             where = "" if args.study else "; --study picks studies"
             raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
+        check_memory(f"{sweep.name}/{study.name}", plans[-1].members, planned_gpus(args),
+                     cluster=joins_cluster(args))
     return plans
 
 
-def plan_gpu_seconds(plan: Plan) -> float:
-    """The planner's wall-time estimate of a study on one H100-class GPU, stacked
-    (icl_core.resources.estimate_gpu_seconds); a search counts every Optuna trial to its end."""
-    from icl_core.resources import estimate_gpu_seconds
+def joins_cluster(args) -> bool:
+    """A launch that joins a cluster (--address, or under `ray job submit`) whose nodes are not
+    known before Ray: not a dry run, which plans for --plan-gpus or this machine."""
+    from icl_core.launch import in_ray_job
 
+    return not getattr(args, "dry_run", False) and bool(getattr(args, "address", None) or in_ray_job())
+
+
+def planned_gpus(args) -> float:
+    """The GPUs a plan is for: --plan-gpus, else this machine's."""
+    import torch
+
+    gpus = getattr(args, "plan_gpus", None)
+    return gpus if gpus is not None else float(torch.cuda.device_count())
+
+
+def plan_gpu_seconds(plan: Plan, model=None) -> float:
+    """A study's wall time on one GPU by the cost model (icl_core.resources.gpu_seconds;
+    `model`: a GPU's CostModel, default the cluster GPU's cached calibrations, else the H100
+    rate model); a search counts every Optuna trial to its end."""
+    from icl_core.pool import cost_model
+    from icl_core.resources import gpu_seconds
+
+    model = model or cost_model(1.0, max(1, int(plan.study.cpus_per_trial)))
     if plan.is_search:  # trials differ in their sampled settings: none stack
-        return plan.num_samples * sum(estimate_gpu_seconds([p]) for p in plan.members)
-    return estimate_gpu_seconds(plan.members)
+        return plan.num_samples * sum(gpu_seconds([p], model) for p in plan.members)
+    return gpu_seconds(plan.members, model)
 
 
 def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
@@ -170,6 +192,9 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
         if grids:
             try:
                 exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
+            except ConfigError as exc:  # e.g. a member that fails its calibration: one line
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                exit_code |= 2
             except Exception as exc:  # reported; the searches still run
                 exit_code |= study_crashed(label, exc)
         for sweep, plans in files:

@@ -1,6 +1,7 @@
 """What a plan costs, printed before anything runs (`--dry-run`, the catalog): per study its
-trials, packing, resources, device-hours by the cost model (icl_core.cost) and the estimate on
-one H100-class GPU, with the grid values, the base config off its defaults and what is already
+trials, packing, resources, device-hours by the cost model (icl_core.cost; on a plan without
+GPUs, also its wall time on one GPU by the same model), the peak memory of its largest member
+(icl_core.memory), with the grid values, the base config off its defaults and what is already
 finished; in total the wall time on the planned cluster (icl_core.schedule, one pool longest
 first) against the lower bound. And the size limit above which a launch needs --yes.
 """
@@ -12,7 +13,7 @@ from icl_core.orchestrate import Plan, plan_gpu_seconds
 from icl_core.pool import cluster_cpus, study_trials
 from icl_core.schedule import SimTrial
 
-LAUNCH_LIMITS = (10_000, 1_000.0)  # configs, H100-hours: above either, a launch needs --yes
+LAUNCH_LIMITS = (10_000, 1_000.0)  # configs, GPU-hours: above either, a launch needs --yes
 
 
 def check_size(plans: list[Plan], args) -> None:
@@ -22,7 +23,7 @@ def check_size(plans: list[Plan], args) -> None:
     hours = sum(plan_gpu_seconds(p) for p in plans) / 3600
     if not args.yes and (configs > LAUNCH_LIMITS[0] or hours > LAUNCH_LIMITS[1]):
         raise ConfigError(
-            f"this plan is {configs} configs, ~{hours:.0f} H100-hours (limits "
+            f"this plan is {configs} configs, ~{hours:.0f} GPU-hours by the cost model (limits "
             f"{LAUNCH_LIMITS[0]} configs, {LAUNCH_LIMITS[1]:.0f} h): check it with --dry-run, "
             "then pass --yes to launch it")
 
@@ -34,18 +35,19 @@ def gpu_time(seconds: float) -> str:
 
 def planned_cluster(args) -> tuple[float, float]:
     """(GPUs, CPUs) the plan is for: --plan-gpus / --plan-cpus, else this machine's."""
-    import torch
+    from icl_core.orchestrate import planned_gpus
 
-    gpus = args.plan_gpus if args.plan_gpus is not None else float(torch.cuda.device_count())
+    gpus = planned_gpus(args)
     cpus = args.plan_cpus if getattr(args, "plan_cpus", None) is not None else cluster_cpus()
     return gpus, cpus
 
 
 def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
     """Per study: trials, members per trial (and whether they stack), resources, the cost
-    model's device-hours and the estimate on one H100-class GPU; with the store, also each
-    study's grid values, its base config's fields off their defaults and what is already
-    finished (`plan_details`). Returns the plan's cost (its total: `PlanCost.summary`)."""
+    model's device-hours (on a plan without GPUs, also its time on one GPU: `on_one_gpu`) and
+    its largest member's peak memory (`memory_line`); with the store, also each study's grid
+    values, its base config's fields off their defaults and what is already finished
+    (`plan_details`). Returns the plan's cost (its total: `PlanCost.summary`)."""
     from icl_core.pool import cost_model
     from icl_core.stacked import stack_groups, trial_stack_mode
 
@@ -53,8 +55,9 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
     cost = PlanCost(gpus, cpus)
     for plan in plans:
         study = plan.study
-        model = cost_model(gpus, max(1, int(study.cpus_per_trial)))
-        estimate = plan_gpu_seconds(plan)
+        model = cost_model(gpus, max(1, int(study.cpus_per_trial)), store,
+                           [(sweep.name, study.name, plan.members)] if store else ())
+        estimate = plan_gpu_seconds(plan, model if gpus else None)
         label = f"{sweep.name}/{study.name}"
         if plan.is_search:
             trials = [SimTrial(label, model.member_seconds(p), *member_share(p, gpus, study))
@@ -62,8 +65,9 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
             cost.add(plan, estimate, trials)
             print(f"{sweep.name}/{study.name} [{args.preset}]: {plan.trials} trials "
                   f"({len(plan.members)} searches x {plan.num_samples} Optuna trials), "
-                  f"1 member per trial, {cost.hours(trials)}, {gpu_time(estimate)} on one "
-                  f"H100 -- {study.doc}")
+                  f"1 member per trial, {cost.hours(trials)}{on_one_gpu(estimate, gpus)} -- "
+                  f"{study.doc}")
+            print(memory_line(plan, gpus))
             if store is not None:
                 plan_details(sweep, plan, args, store)
             continue
@@ -82,10 +86,29 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
                       if stacked else "one after another"))
         print(f"{sweep.name}/{study.name} [{args.preset}]: {len(planned)} trials "
               f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial, "
-              f"{cost.hours(trials)}, {gpu_time(estimate)} on one H100 -- {study.doc}")
+              f"{cost.hours(trials)}{on_one_gpu(estimate, gpus)} -- {study.doc}")
+        print(memory_line(plan, gpus))
         if store is not None:
             plan_details(sweep, plan, args, store)
     return cost
+
+
+def on_one_gpu(seconds: float, gpus: float) -> str:
+    """A plan without GPUs also says its time on one GPU by the same cost model (on a GPU plan
+    its device-hours are that already)."""
+    return "" if gpus else f", {gpu_time(seconds)} on one GPU"
+
+
+def memory_line(plan: Plan, gpus: float) -> str:
+    """The peak memory of a study's largest member (icl_core.memory) and what it must fit."""
+    from icl_core.memory import human, member_memory, memory_limit
+
+    if not plan.members:
+        return "  memory: nothing left to run"
+    member = max(plan.members, key=lambda m: member_memory(m).total)
+    limit, where = memory_limit(member, gpus)
+    return (f"  memory: ~{member_memory(member)} at peak, largest member "
+            f"{member.hash[:8]}; fits {human(limit)} ({where})")
 
 
 STARTUP_S = 10.0  # a trial's start-up in the dry run's schedule (a Ray worker, imports)
@@ -156,8 +179,9 @@ class PlanCost:
                 f"{self.unit} of work; on {where}, one pool longest first: "
                 f"~{sched.makespan_s / 3600:.3g} h wall, utilisation "
                 f"{sched.utilisation:.0%}, lower bound {sched.lower_bound_s / 3600:.3g} h "
-                f"(x{sched.makespan_s / max(sched.lower_bound_s, 1e-9):.2f}); "
-                f"{gpu_time(self.h100_s)} on one H100-class GPU (planner estimate)")
+                f"(x{sched.makespan_s / max(sched.lower_bound_s, 1e-9):.2f})"
+                + ("" if self.gpus else f"; {gpu_time(self.h100_s)} on one GPU by the cost "
+                   "model"))
 
 
 def plan_details(sweep, plan: Plan, args, store) -> None:

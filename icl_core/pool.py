@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from icl_core.trainable import SPEC_KEY
+from icl_core.validation import ConfigError
 
 
 @dataclass
@@ -115,7 +116,7 @@ def study_rows(store, sweep: str, study: str):
         return None
     files = sorted((Path(store.study_dir(sweep, study)) / "rows").glob("*.parquet"))
     columns = ["config_json", "step_time_s", "stack_size", "device_type", "threads",
-               "peak_memory_mb", "flops_fraction"]
+               "wall_time_s", "train_time_s", "peak_memory_mb", "flops_fraction"]
     frames = []
     for path in files:
         try:
@@ -146,10 +147,19 @@ def cost_model(gpus: float, threads: int, store=None, studies=(), calibrate: boo
     import time
 
     start = time.monotonic()
-    if on_gpu and name is None:
-        model = remote_calibration(model, members, threads)
-    elif cost.calibrate(model, members, stacks=on_gpu):
-        cost.save(model)
+    try:
+        if on_gpu and name is None:
+            model = remote_calibration(model, members, threads)
+        elif cost.calibrate(model, members, stacks=on_gpu):
+            cost.save(model)
+    except cost.CalibrationFailed as exc:
+        if not exc.member_hash:
+            raise ConfigError(f"calibration on a cluster GPU failed: {exc.error} (nothing was "
+                              "trained)") from None
+        where = next((f"{sweep}/{study}" for sweep, study, ms in studies
+                      if any(m.hash == exc.member_hash for m in ms)), "?")
+        raise ConfigError(f"[{where}@{exc.member_hash[:8]}] calibration failed: {exc.error} "
+                          "(nothing was trained; fix that member's config)") from None
     known = sum(1 for v in model.table.values() if v.source == "calibration")
     print(f"cost model: {known} step shape(s) calibrated on {model.device} "
           f"({time.monotonic() - start:.1f} s; cached in {cost.cache_file()})", flush=True)
@@ -167,13 +177,20 @@ def remote_calibration(model, members: list, threads: int):
     def _calibrate(members, threads):
         import torch
 
-        label = cost.device_label("cuda", threads, torch.cuda.get_device_name(0))
-        remote = cost.load(label, threads)
-        cost.calibrate(remote, members, stacks=True)
+        try:
+            label = cost.device_label("cuda", threads, torch.cuda.get_device_name(0))
+            remote = cost.load(label, threads)
+            cost.calibrate(remote, members, stacks=True)
+        except cost.CalibrationFailed as exc:  # sent back as data: one line at the driver
+            return None, {"failed": [exc.member_hash, exc.error]}
+        except Exception as exc:  # noqa: BLE001  (the worker's GPU, not a member)
+            return None, {"failed": ["", cost.short_error(exc)]}
         cost.save(remote)
         return label, remote.to_json()
 
     label, table = ray.get(_calibrate.remote(members, threads))
+    if "failed" in table:
+        raise cost.CalibrationFailed(*table["failed"])
     learned = cost.CostModel.from_json(label, threads, table)
     learned.table.update({k: v for k, v in model.table.items() if v.source == "rows"})
     return learned
@@ -216,9 +233,14 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
         if others:
             print(f"[{label}] {skipped_line(others)}", flush=True)
     threads = max((int(p.study.cpus_per_trial) for _, p in entries), default=1)
-    model = cost_model(gpus, max(1, threads), store,
-                       [(s.name, p.study.name, todo_of[id(p)]) for s, p in entries],
-                       calibrate=True)
+    try:
+        model = cost_model(gpus, max(1, threads), store,
+                           [(s.name, p.study.name, todo_of[id(p)]) for s, p in entries],
+                           calibrate=True)
+    except ConfigError:  # nothing runs: this driver's claims go at once
+        for claims, _ in claimed.values():
+            claims.release()
+        raise
     studies, specs = [], []
     for sweep, plan in entries:
         trials = study_trials(plan, args, gpus, cpus, todo_of[id(plan)], model)

@@ -14,9 +14,9 @@ resources are packed `pack` to a trial (one process: start-up cost paid once), o
 balanced by the cost model (icl_core.cost) into trials of a target duration; a GPU trial
 stacks members that differ only in their seeds (icl_core.stacked) where that pays.
 
-`estimate_gpu_seconds`: the wall time of a study's members on one H100-class GPU, from the
-same FLOP count and a stated rate model (below); `--dry-run` prints it per study, and the
-`gpu` presets are sized by it (<= 20 min a study).
+`gpu_seconds`: the wall time of a study's members on one GPU by the same cost model (where
+nothing is measured, its H100 rate model); `--dry-run` prints it per study on a plan without
+GPUs, the --yes limit counts it, and the `gpu` presets are sized by it (<= 20 min a study).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from icl_core.config import MemberConfig
-from icl_core.cost import GPU_RATE, LAYER_PASS_S, STEP_FLOOR_S, CostModel, device_label
-from icl_core.flops import StepShape, step_flops, step_shape
+from icl_core.cost import CostModel, device_label
+from icl_core.flops import step_flops
 
 FRACTION_STEPS = ((1e9, 0.125), (1e10, 0.25), (1e11, 0.5))
 
@@ -169,71 +169,13 @@ def trial_seconds(members: list[MemberConfig], res: TrialResources, stack: str, 
 
 
 # --------------------------------------------------------------- GPU wall-time estimate
-# The planner's rate model of one H100-class GPU, eager PyTorch (no torch.compile):
-#   one training step of a stack of K members (members differing only in their seeds train as
-#   one vmapped model, icl_core.stacked) takes
-#       max(STEP_FLOOR_S + LAYER_PASS_S x layer passes,  K x step_flops / GPU_RATE[dtype])
-#   Small models are launch-bound: a floor of 2 ms a step (batch sampling, loss, fused Adam,
-#   scheduler, Python) plus 0.75 ms per layer pass, forward and backward (~60-90 kernel
-#   launches at ~10 us, vmap dispatch included); the one H100 measurement on record (a
-#   sparse-retrieval step of 2-6 ms at any N <= 32, docs/REPRODUCTION.md) sits in this range.
-#   Large ones pay their FLOPs at 30 % of the dense peak: float32 matmuls run without TF32
-#   (PyTorch's default, and the precision studies need full float32), 67 TFLOP/s (H100 SXM
-#   FP32), so 2.0e13 FLOP/s; float64 34 TFLOP/s (FP64 without tensor cores); bfloat16
-#   ~990 TFLOP/s dense. A looped block counts once per loop iteration (StepShape).
-#   L-BFGS (fixed batch, never stacked) runs lbfgs_max_iter closures a step, each iteration
-#   walking its history twice with a host read per stored pair (torch.optim.LBFGS passes a
-#   tensor as alpha): LBFGS_PAIR_S per pair and walk (a dot, a multiply, an axpy, the read).
-#   Evaluation, each member alone, every `eval.every` steps and at the end: one forward over
-#   n_prompts per evaluation point in chunks of eval.chunk (and one more per iterative-
-#   inference step), max(chunks x (EVAL_FLOOR_S + LAYER_PASS_S / 3 x passes), 2 x params x
-#   tokens / rate). Plus STACK_OVERHEAD_S per stack (build, warm-up, the final evaluation's
-#   CPU baselines, rows).
-# Stacks run one after another on the one GPU: trials sharing it concurrently (the planner
-# gives small ones 1/8 GPU) are not credited, nor are stop rules (eval.stop_below,
-# train.stop_loss: the cap is estimated), nor ASHA's early stops in a search: an upper bound.
-# Not modelled: the ReLU-teacher studies' teacher-network baseline (trained on the CPU at the
-# final evaluation), checkpoint writes, Ray start-up.
-EVAL_FLOOR_S = 1e-3
-LBFGS_PAIR_S = 30e-6
-STACK_OVERHEAD_S = 5.0
 
 
-def _lbfgs_mean_history(iterations: int, history: int) -> float:
-    """Mean stored pairs over `iterations` L-BFGS iterations (the history fills, then stays)."""
-    if iterations <= history:
-        return iterations / 2
-    return history - history * history / (2 * iterations)
-
-
-def _eval_seconds(member: MemberConfig, shape: StepShape) -> float:
-    cfg, steps = member.eval, member.train.steps
-    evaluations = 1 + ((steps - 1) // cfg.every if cfg.every and steps else 0)
-    chunks = math.ceil(cfg.n_prompts / cfg.chunk)
-    floor = chunks * (EVAL_FLOOR_S + LAYER_PASS_S / 3 * shape.eval_layers)
-    compute = 2.0 * shape.eval_params * shape.seq * cfg.n_prompts / GPU_RATE[member.dtype]
-    passes = 1 + max(cfg.infer_steps, default=0)  # iterative inference: a forward per step
-    return evaluations * len(cfg.grid) * passes * max(floor, compute)
-
-
-def estimate_gpu_seconds(members: list[MemberConfig]) -> float:
-    """Estimated wall time of `members` on one H100-class GPU, stacked where they can be
-    (members that differ only in their seeds share a step); see the rate model above."""
-    from icl_core.stacked import stack_key
-
-    stacks: dict[str, list[MemberConfig]] = {}
-    for member in members:
-        stacks.setdefault(stack_key(member) or member.hash, []).append(member)
-    total = 0.0
-    for stack in stacks.values():
-        first, k = stack[0], len(stack)
-        cfg, shape = first.train, step_shape(first)
-        floor = STEP_FLOOR_S + LAYER_PASS_S * shape.layers
-        step = max(floor, k * step_flops(first) / GPU_RATE[first.dtype])
-        if cfg.optimizer == "lbfgs":
-            iterations = cfg.steps * cfg.lbfgs_max_iter
-            pairs = _lbfgs_mean_history(iterations, cfg.lbfgs_history)
-            step = cfg.lbfgs_max_iter * (step + 2 * pairs * LBFGS_PAIR_S)
-        total += STACK_OVERHEAD_S + cfg.steps * step
-        total += sum(_eval_seconds(m, shape) for m in stack)
-    return total
+def gpu_seconds(members: list[MemberConfig], cost: CostModel | None = None) -> float:
+    """The wall time of `members` one after another on one GPU by the cost model `cost` (a
+    GPU's; default: an unmeasured one, the H100 rate model of icl_core.cost), stacked where
+    the cost model says stacking pays, as --pack auto plans them: the estimate --dry-run
+    prints, the --yes limit counts and the gpu presets are sized by (<= 20 min a study)."""
+    if cost is None:
+        cost = CostModel(device_label("cuda", 1), 1)
+    return sum(cost.unit_seconds(unit) for unit, _ in _units(members, "auto", 1.0, cost))

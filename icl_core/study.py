@@ -15,7 +15,7 @@ holds the studies of one sweep file).
 
 Every study has the four presets of REQUIRED_PRESETS: smoke (seconds: tests, CI), cpu (minutes
 on a 2-core laptop), gpu (one H100-class GPU, <= 20 min a study by the planner's estimate,
-icl_core.resources.estimate_gpu_seconds) and paper (the paper's own settings). A study whose cpu
+icl_core.resources.gpu_seconds) and paper (the paper's own settings). A study whose cpu
 preset cannot reach the learned regime may add `reduced`: the smallest change of scale (d, prompt
 length, teacher, model, steps) at which every compared model learns on a 2-core machine in <= 2
 hours; every verdict drawn from it names that scale.

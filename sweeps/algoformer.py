@@ -52,7 +52,7 @@ CPU_TASKS = [{"name": "rep_regression", "dim": 5, "n_points": 20, "hidden": 5},
 CPU = {"train.lr": 1e-3, "train.warmup_steps": 50, "train.steps": 800,
        "train.report_every": 100, "train.checkpoint_every": 400, "eval.n_prompts": 500}
 
-# One H100-class GPU (<= 20 min per study, icl_core.resources.estimate_gpu_seconds): the cpu
+# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds): the cpu
 # tasks (d = 5, N = 20; CoT N = 10), the paper's (T, ΔT) = (20, 15), 8 heads and 12-layer
 # standard transformer, but width 64 (the paper: 256; a loop step at 256 is FLOP-bound, 16x
 # the FLOPs of 64) and no loop curriculum (it would spend most of a short run below T);

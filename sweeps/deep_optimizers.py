@@ -54,7 +54,7 @@ CPU = {"task.dim": 8, "task.n_points": 20, "task.hidden": 32,
        "train.lr": 1e-3, "train.warmup_steps": 200, "train.steps": 2000,
        "train.report_every": 250, "train.checkpoint_every": 1000,
        "eval.n_prompts": 640, "eval.grid": shift_grid(30)}
-# One H100-class GPU (<= 20 min per study, icl_core.resources.estimate_gpu_seconds): the cpu
+# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds): the cpu
 # task (d = 8, 20 pairs, teacher width 32, tested to 30; 640 test prompts, so the
 # teacher-network baseline, computed on the CPU, stays at its cpu cost), a wider and deeper
 # transformer (width 128, 8 blocks, the paper's 8 heads), 10x the cpu steps (20k; the paper:

@@ -112,7 +112,7 @@ PAPER_MODELS = str_models(100, 10, 1000, 500, steps=15_625)
 # needs the most samples) 16000 x 64 ≈ 1e6 as in the paper
 CPU_STR = {"task.dim": 5, "train.report_every": 20, "eval.n_prompts": 1000, "eval.every": 20}
 CPU_MODELS = str_models(64, 5, 256, 128, steps=4000, ffn_steps=16_000)
-# One H100-class GPU (<= 20 min per study, icl_core.resources.estimate_gpu_seconds, at the
+# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds, at the
 # caps: the stop rule ends most runs earlier): the paper's d = 10 and model sizes, 3 seeds;
 # caps 7500 steps x 64 = 480k samples, the FFN (which needs the most) the paper's 1e6; 2000
 # test prompts every 20 steps (the paper: 5000 every 10).

@@ -135,12 +135,14 @@ def test_search_options_are_checked_before_ray(tmp_path, capsys):
 
 
 def test_planning_never_allocates_the_task(capsys):
-    """`--set task.dim=1e9`: the planner sizes the model from shapes (a 1e9 x 1e9 torch.eye
-    would be 8e18 bytes), so the plan prints, as it does for the configs the sweeps run."""
+    """`--set task.dim=1e9`: the planner sizes the model and its memory from shapes (a 1e9 x
+    1e9 torch.eye would be 8e18 bytes) and refuses the member in one line, its estimate
+    against this machine's memory (icl_core.memory; tests/test_memory.py)."""
     sweep = load_sweep("depth_scaling")
     argv = ["--preset", "smoke", "--study", "least_squares", "--dry-run"]
-    assert sweep.main(argv + ["--set", "task.dim=1e9"]) == 0
-    assert "depth_scaling/least_squares [smoke]: " in capsys.readouterr().out
+    assert sweep.main(argv + ["--set", "task.dim=1e9"]) == 2
+    err = capsys.readouterr().err
+    assert "task buffers 8 EB" in err and len(err.strip().splitlines()) == 1
 
 
 def test_every_task_config_knows_its_built_shape():
@@ -209,8 +211,11 @@ def test_the_docs_show_commands_to_check():
 @pytest.mark.parametrize("name, argv", doc_commands(), ids=lambda v: v if isinstance(v, str)
                          else " ".join(v))
 def test_every_documented_sweep_command_plans(tmp_path, capsys, name, argv):
-    """As written, with --dry-run added: it plans (exit 0) and writes nothing."""
-    assert load_sweep(name).main(argv + ["--dry-run"]) == 0, capsys.readouterr().err
+    """As written, with --dry-run added: it plans (exit 0) and writes nothing. A paper preset
+    (a cluster's, `ray job submit`) is planned for 8 GPUs: its largest members need more
+    memory than a small machine has (icl_core.memory refuses them there)."""
+    cluster = ["--plan-gpus", "8"] if "paper" in argv else []
+    assert load_sweep(name).main(argv + ["--dry-run", *cluster]) == 0, capsys.readouterr().err
     assert "total: " in capsys.readouterr().out
 
 

@@ -181,6 +181,15 @@ class KnowsShape(Protocol):
     def shape(self) -> tuple[int, int, int]: ...
 
 
+@runtime_checkable
+class KnowsMemory(Protocol):
+    """A task *config* that gives the bytes of the buffers its built task holds for good (a
+    d x d covariance, teacher weights), for the planner's memory estimate (icl_core.memory);
+    a config without it holds none worth counting."""
+
+    def fixed_bytes(self) -> float: ...
+
+
 CAPABILITIES = (HasRegressionProblems, HasBaselineErrors, HasPredictionMetrics, Iterates,
                 HasContextProblems, HasTrivialPredictors, HasFloor, SamplesTrainingBatches)
 

@@ -54,6 +54,10 @@ class LinearRegressionConfig(TaskConfig):
             return self.dim + 1, 1, self.n_points + 1
         return self.dim, 1, 2 * self.n_points + 1
 
+    def fixed_bytes(self) -> float:
+        """KnowsMemory: Σ (d x d, float64), and with a spectrum the two maps beside it."""
+        return self.dim * self.dim * 8.0 * (3 if self.spectrum else 1)
+
     def check(self, path: str) -> None:
         require(
             not self.spectrum or len(self.spectrum) == self.dim,
