@@ -45,7 +45,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     [
         (["--set", "model.depth=0"], "error: model.depth: must be >= 1, got 0"),
         (["--set", "model.name=gpt"], "error: model.name: unknown model 'gpt'; valid choices: " + ", ".join(MODELS.names())),
-        (["--preset", "huge"], "error: --preset: unknown 'huge'; valid choices: smoke, cpu, gpu, paper"),
+        (["--preset", "huge"], "error: --preset: unknown 'huge'; valid choices: smoke, cpu, reduced, gpu, paper"),
         (["--study", "nope"], "error: --study: unknown 'nope'; valid choices: least_squares"),
         (["--set", "model.layer_norm=maybe"], "expected a boolean (true/false)"),
         (["--storage", "/proc/forbidden"], "error: --storage: cannot write to '/proc/forbidden'"),
