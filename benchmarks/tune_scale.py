@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -42,19 +43,22 @@ SWEEP, STUDY, PRESET, POINTS = "depth_scaling", "explicit_gradient", "smoke", 5
 TARGET = 1.10
 
 
-def members(num_samples: int):
+def members(num_samples: int, sets: list[str]):
     from icl_core.catalog import load_sweep
+    from icl_core.orchestrate import parse_sets
 
-    return load_sweep(SWEEP).study(STUDY).members(PRESET, None, num_samples=num_samples)
+    return load_sweep(SWEEP).study(STUDY).members(PRESET, parse_sets(sets),
+                                                  num_samples=num_samples)
 
 
-def loop_worker(storage: str, num_samples: int, index: int, workers: int) -> None:
+def loop_worker(storage: str, num_samples: int, index: int, workers: int,
+                sets: list[str]) -> None:
     """One loop process: run_trial on every `workers`-th member, one member at a time."""
     from icl_core.provenance import driver_provenance
     from icl_core.trial import TrialSpec, run_trial
 
     provenance = driver_provenance()
-    for m in members(num_samples)[index::workers]:
+    for m in members(num_samples, sets)[index::workers]:
         run_trial(TrialSpec(SWEEP, STUDY, storage, [m.to_dict()], provenance=provenance,
                             hashes=[m.hash]))
 
@@ -130,6 +134,7 @@ def timed(procs_of, log, name: str) -> tuple[float, float, list[tuple[float, str
         for line in procs[0].stdout:
             lines.append((time.time() - t0, line.rstrip()))
             log.write(f"[{lines[-1][0]:7.1f}s] {line}")
+            log.flush()
             meter.sample([p.pid for p in procs])
     while any(p.poll() is None for p in procs):
         meter.sample([p.pid for p in procs])
@@ -150,32 +155,36 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=5000,
                         help=f"a multiple of {POINTS}, at most {POINTS * 1000}; default 5000")
     parser.add_argument("--workers", type=int, default=2, help="loop processes (default 2)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a member config override for both sides (repeatable)")
     parser.add_argument("--keep", action="store_true", help="keep the two stores")
-    parser.add_argument("--loop-worker", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--loop-worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop_worker:
-        storage, n, i, w = args.loop_worker
-        loop_worker(storage, int(n), int(i), int(w))
+        storage, n, i, w, sets = args.loop_worker
+        loop_worker(storage, int(n), int(i), int(w), json.loads(sets))
         return 0
     num_samples = max(1, args.members // POINTS)
-    expected = {m.hash for m in members(num_samples)}
+    expected = {m.hash for m in members(num_samples, args.set)}
     tmp = Path(tempfile.mkdtemp(prefix="tune_scale-"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token"}
     log = open(tmp / "runs.log", "w")  # noqa: SIM115
-    print(f"{len(expected)} members of {SWEEP}/{STUDY} [{PRESET}]; "
+    print(f"{len(expected)} members of {SWEEP}/{STUDY} [{PRESET}] {' '.join(args.set)}; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}; log {log.name}",
           flush=True)
 
     def tune_procs(preexec):
         cmd = [sys.executable, "-m", f"sweeps.{SWEEP}", "--preset", PRESET, "--study", STUDY,
                "--num-samples", str(num_samples), "--storage", str(tmp / "tune"),
+               *(a for s in args.set for a in ("--set", s)),
                "--no-figures", "--yes"]
         return [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, preexec_fn=preexec,
                                  stderr=subprocess.STDOUT, text=True)]
 
     def loop_procs(preexec):
         return [subprocess.Popen([sys.executable, __file__, "--loop-worker", str(tmp / "loop"),
-                                  str(num_samples), str(i), str(args.workers)], cwd=ROOT,
+                                  str(num_samples), str(i), str(args.workers),
+                                  json.dumps(args.set)], cwd=ROOT,
                                  env=env, stdout=log, stderr=subprocess.STDOUT,
                                  preexec_fn=preexec)
                 for i in range(args.workers)]
