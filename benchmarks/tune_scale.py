@@ -1,7 +1,7 @@
 """The orchestrator at thousands: a real sweep of thousands of tiny members through Ray Tune,
 timed side by side against the same members in a plain loop without Ray.
 
-    python benchmarks/tune_scale.py                  # 5,000 members (~10 min on 2 free cores)
+    python benchmarks/tune_scale.py                  # 5,000 members (loop alone: 31 min, busy 2 cores)
     python benchmarks/tune_scale.py --members 200    # a quick look
 
 Both sides train the same members with the same member code (`icl_core.trial.run_trial`):
