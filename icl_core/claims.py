@@ -7,8 +7,11 @@ A driver claims the configs it is about to train (`plan_claims`: not finished, c
 checked again for rows another driver wrote meanwhile) and keeps its claims alive while its
 trials run (`Claims.keep`: refreshed every `TTL_S / 4`, released at the end). Another driver
 skips configs with a live claim and says so; a claim past its expiry (a dead driver) is taken
-over. A trial checks again just before a member trains (`holder`): a member claimed by another
-live driver is skipped, not trained.
+over. An expiry further than a lease length (`TTL_S`) ahead is not believed (a squatter, or
+a driver with a wild clock): such a claim expires a lease length after its file was last
+written (its mtime). A trial checks again just before a member trains (`holder`): a member
+claimed by another live driver is skipped, not trained. `icl claims <sweep>` lists the claims
+and `--release` removes them (a dead driver's on another host: only expiry frees those).
 
 Atomicity, local and shared POSIX filesystems (NFS included): a claim is created with its
 content by link(2) of a written temporary file (fails if the claim exists: no reader ever sees
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -38,10 +42,9 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from icl_core.object_claims import ConditionalWrites, unsupported
+from icl_core.object_claims import TTL_S, ConditionalWrites, believed, unsupported
 from icl_core.store import Store
 
-TTL_S = 600.0
 _DRIVER = uuid.uuid4().hex[:12]  # this process's driver id
 
 
@@ -74,15 +77,27 @@ class Claims:
         return f"{self.folder}/{h}.claim"
 
     def read(self, h: str) -> dict | None:
+        """The claim on config `h` (None when there is none), its expiry as believed: one
+        further than a lease length ahead (a squatter's "expires" in the year 3000) is not
+        believed: the claim then expires a lease length after its file was last written (its
+        mtime) and carries "squatted": True. An unreadable claim counts the same way."""
         try:
             with open(self.path(h)) as f:
-                return json.load(f)
+                claim = json.load(f)
+            if not isinstance(claim, dict) or not {"host", "pid", "driver", "token",
+                                                   "expires"} <= claim.keys():
+                raise ValueError("not a claim")
+            claim["expires"] = float(claim["expires"])
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):  # unreadable: live until its file is a TTL old
-            mtime = os.path.getmtime(self.path(h))
-            return {"driver": "?", "host": "?", "pid": 0, "token": "?",
-                    "expires": mtime + self.ttl}
+        except (OSError, ValueError, TypeError):  # unreadable: live until its file is a TTL old
+            claim = {"driver": "?", "host": "?", "pid": 0, "token": "?", "expires": math.inf,
+                     "unreadable": True}
+        try:
+            written = os.stat(self.path(h)).st_mtime
+        except FileNotFoundError:
+            return None
+        return believed(claim, written, max(self.ttl, TTL_S))
 
     def _written(self) -> str:
         """A temporary file holding a fresh claim of this owner."""
@@ -134,7 +149,11 @@ class Claims:
                 return f"{expired['host']}:{expired['pid']} (taken over)"
             os.replace(tmp, self.path(h))
             self.held.add(h)
-            why = "expired" if expired["expires"] <= time.time() else "its driver is gone"
+            why = "expired"
+            if expired["expires"] > time.time():
+                why = "its driver is gone"
+            elif expired.get("squatted"):
+                why = "squatted: its expiry was further than a lease ahead; expired by its age"
             print(f"claims: took over {h} from {expired['host']}:{expired['pid']} "
                   f"({why})", file=sys.stderr, flush=True)
             return None
@@ -252,3 +271,82 @@ def skipped_line(others: dict[str, str]) -> str:
     holders = ", ".join(sorted(set(others.values())))
     n = len(others)
     return f"{n} config{'s' if n != 1 else ''} claimed by another driver ({holders}), skipped"
+
+
+# ------------------------------------------------------------ `icl claims`: list and release
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One claim file as `icl claims` shows it."""
+
+    study: str
+    config_hash: str
+    claim: dict  # as `Claims.read` believes it
+    path: str
+    age_s: float  # since its file was last written (created or refreshed)
+
+    @property
+    def live(self) -> bool:
+        return live(self.claim)
+
+    def line(self, now: float) -> str:
+        c = self.claim
+        left = c["expires"] - now
+        when = f"expires in {_span(left)}" if left > 0 else f"expired {_span(-left)} ago"
+        notes = []
+        if c.get("unreadable"):
+            notes.append("unreadable: it expires a lease after its file was written")
+        if c.get("squatted"):
+            notes.append("squatted: its expiry was further than a lease ahead, so it expires "
+                         "a lease after its file was written")
+        if left > 0 and not self.live:
+            notes.append("its driver is gone (this host)")
+        elif not self.live:
+            notes.append("the next run takes it over")
+        return (f"  {self.study}  {self.config_hash}  {c['host']}:{c['pid']}  age "
+                f"{_span(self.age_s)}  {when}" + "".join(f"  [{n}]" for n in notes))
+
+
+def _span(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else \
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def listed(store: Store, sweep: str, studies: list[str]) -> list[Listed]:
+    """Every claim file of `studies` of `sweep` (local stores only: others hold no claims)."""
+    out, now = [], time.time()
+    for study in studies:
+        claims = Claims(store, sweep, study)
+        try:
+            names = sorted(os.listdir(claims.folder))
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if not name.endswith(".claim"):
+                continue
+            h = name[:-len(".claim")]
+            claim = claims.read(h)
+            try:
+                age = now - os.stat(claims.path(h)).st_mtime
+            except FileNotFoundError:  # released meanwhile
+                continue
+            if claim is not None:
+                out.append(Listed(study, h, claim, claims.path(h), age))
+    return out
+
+
+def remove(claims: list[Listed]) -> int:
+    """Remove the listed claim files (and any takeover markers of them); how many went."""
+    gone = 0
+    for c in claims:
+        folder = os.path.dirname(c.path)
+        for name in os.listdir(folder):
+            if name.startswith(f"{c.config_hash}.claim.takeover-"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(f"{folder}/{name}")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(c.path)
+            gone += 1
+    return gone

@@ -10,6 +10,9 @@
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
                                    (seconds; = python -m icl_core.levels)
+    icl claims <sweep> [--study S] [--storage P] [--release [--yes]]
+                                   the claims (leases) on the sweep's configs: holder, age,
+                                   expiry; --release removes them (a dead driver's) after a y/N
 
 It only finds things and hands them on: the sweep files' command line is icl_core.cli.
 """
@@ -39,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
-                "regenerate": regenerate, "levels": levels}
+                "regenerate": regenerate, "levels": levels, "claims": claims}
     if command not in commands:
         from icl_core.validation import unknown
 
@@ -222,6 +225,55 @@ def config(rest: list[str]) -> int:
         mark = "*" if name not in axes and value != default else " "
         print(f"{mark} {name:<{width}}  {shown}  [{type_name}, default {default!r}]"
               + (f"  {doc}" if doc else ""))
+    return 0
+
+
+def claims(rest: list[str]) -> int:
+    """List the claims on a sweep's configs; `--release` removes them after a y/N (`--yes`
+    skips it; without a terminal to ask on and no --yes: exit 2, nothing removed)."""
+    import time
+
+    from icl_core import claims as leases
+    from icl_core.api import default_storage
+    from icl_core.preflight import open_store
+    from icl_core.validation import unknown
+
+    sweep = _sweep(rest, "claims")
+    names = [s.name for s in sweep.studies]
+    parser = argparse.ArgumentParser(prog=f"icl claims {sweep.name}")
+    parser.add_argument("--study", action="append", default=[],
+                        help=f"one of {', '.join(names)} (default: all)")
+    parser.add_argument("--storage", help="default $ICL_STORAGE, else ./results")
+    parser.add_argument("--release", action="store_true", help="remove the listed claims")
+    parser.add_argument("--yes", action="store_true", help="--release without asking")
+    args = parser.parse_args(rest[1:])
+    for name in args.study:
+        if name not in names:
+            raise unknown(f"icl claims {sweep.name} --study", "study", name, names)
+    store = open_store(args.storage or default_storage())
+    if "://" in store.uri:
+        print(f"no claims on {store.uri}: claims are kept on local and shared filesystems only")
+        return 0
+    found = leases.listed(store, sweep.name, args.study or names)
+    now = time.time()
+    n_live = sum(1 for c in found if c.live)
+    print(f"{sweep.name}: {len(found)} claim{'s' if len(found) != 1 else ''} in {store.uri} "
+          f"({n_live} live, {len(found) - n_live} expired or of a gone driver)")
+    for c in found:
+        print(c.line(now))
+    if not args.release or not found:
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"error: icl claims --release: stdin is not a terminal to confirm on; add "
+                  f"--yes to remove these {len(found)} claims", file=sys.stderr)
+            return 2
+        answer = input(f"remove these {len(found)} claims ({n_live} live: a running driver "
+                       "loses them, and another run may train its configs again)? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing removed")
+            return 0
+    print(f"removed {leases.remove(found)} claims")
     return 0
 
 

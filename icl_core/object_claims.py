@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import sys
 import time
 import uuid
@@ -69,6 +70,19 @@ def _lost(exc) -> bool:
     """A condition that did not hold: 412, 409 (a concurrent conditional write) or 404 (the
     object is gone)."""
     return _status(exc) in (404, 409, 412)
+
+
+TTL_S = 600.0  # a lease's length in seconds (icl_core.claims: refreshed every TTL_S / 4)
+
+
+def believed(claim: dict, written: float, ttl: float) -> dict:
+    """A claim with its expiry as believed (local files and objects alike): one further than
+    `ttl` ahead (a squatter's "expires" in the year 3000) or not a number expires `ttl` after
+    the claim was last written, and the claim carries "squatted" (or "unreadable")."""
+    if math.isnan(claim["expires"]) or claim["expires"] > time.time() + ttl:
+        claim["expires"] = written + ttl
+        claim.setdefault("squatted", not claim.get("unreadable"))
+    return claim
 
 
 class ConditionalWrites:
@@ -114,11 +128,14 @@ class ConditionalWrites:
                 return None
             raise
         etag, data = got["ETag"], got["Body"].read()
+        written = got["LastModified"].timestamp()
         try:
-            return json.loads(data), etag
-        except ValueError:  # unreadable: live until it is a TTL old
-            return ({"driver": "?", "host": "?", "pid": 0, "token": "?",
-                     "expires": got["LastModified"].timestamp() + self.ttl}, etag)
+            claim = json.loads(data)
+            claim["expires"] = float(claim["expires"])
+        except (ValueError, TypeError, KeyError):  # unreadable: live until it is a TTL old
+            claim = {"driver": "?", "host": "?", "pid": 0, "token": "?", "expires": math.inf,
+                     "unreadable": True}
+        return believed(claim, written, max(self.ttl, TTL_S)), etag
 
     def read(self, h: str) -> dict | None:
         got = self._get(h)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -123,3 +124,84 @@ def test_a_killed_drivers_claims_on_this_host_are_taken_over_at_once(tmp_path):
     far = Claims(store, "sw", "st", Owner("another-host", dead_pid, "driver-far"))
     assert far.take("h3") is None
     assert me.take("h3") == f"another-host:{dead_pid}"  # another host: only expiry tells
+
+
+def squat(store: Store, sweep: str, study: str, h: str, age_s: float) -> Path:
+    """A claim from another host with "expires" in the year 3000, its file last written
+    `age_s` ago."""
+    folder = Path(store.study_dir(sweep, study)) / "claims"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{h}.claim"
+    path.write_text(json.dumps({"host": "far-host", "pid": 4242, "driver": "squatter",
+                                "token": "t-squat", "expires": 32503680000.0}))  # 3000-01-01
+    os.utime(path, (time.time() - age_s, time.time() - age_s))
+    return path
+
+
+def test_an_expiry_further_than_a_lease_ahead_counts_from_the_files_age(tmp_path):
+    from icl_core.claims import TTL_S
+
+    store = Store(str(tmp_path))
+    squat(store, "sw", "st", "fresh", age_s=10)
+    squat(store, "sw", "st", "old", age_s=TTL_S + 5)
+    b = Claims(store, "sw", "st", B)
+    fresh = b.read("fresh")
+    assert fresh["squatted"] and abs(fresh["expires"] - (time.time() - 10 + TTL_S)) < 5
+    assert b.take("fresh") == "far-host:4242"  # written 10 s ago: it holds, for a lease
+    assert b.take("old") is None and "old" in b.held  # a lease after its file: taken over
+    own = b.read("old")
+    assert own["driver"] == "driver-b" and "squatted" not in own  # a real lease is believed
+    b.release()
+
+
+def test_a_squatted_claim_is_taken_over_by_a_sweep_run(ray_session, tmp_path, capsys):
+    """The year-3000 claim of another host no longer blocks its config: the run trains it."""
+    from icl_core.claims import TTL_S
+    from sweeps.depth_scaling import SWEEP
+
+    members = SWEEP.study("least_squares").members("smoke")
+    store = Store(str(tmp_path))
+    squat(store, "depth_scaling", "least_squares", members[0].hash, age_s=TTL_S + 60)
+    argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(tmp_path),
+            "--no-figures", "--pack", "4"]
+    assert SWEEP.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert f"took over {members[0].hash} from far-host:4242 (squatted" in err
+    assert "finished: 4 ok, 0 diverged, 0 failed, 0 missing" in out and "claimed" not in out
+    assert store.finished("depth_scaling", "least_squares") == {m.hash for m in members}
+    assert not list((tmp_path / "depth_scaling/least_squares/claims").glob("*.claim"))
+
+
+def test_icl_claims_lists_and_releases_only_when_confirmed(tmp_path, capsys, monkeypatch):
+    import io
+
+    from icl_core.console import main as icl
+
+    store = Store(str(tmp_path))
+    squat(store, "depth_scaling", "least_squares", "a" * 16, age_s=30)
+    Claims(store, "depth_scaling", "ls_mixer_depth", A).take("b" * 16)
+    argv = ["claims", "depth_scaling", "--storage", str(tmp_path)]
+    assert icl(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"depth_scaling: 2 claims in {tmp_path} (2 live, 0 expired or of a gone " \
+        "driver)"
+    squatted = next(line for line in lines if "a" * 16 in line)
+    assert re.match(rf"  least_squares  {'a' * 16}  far-host:4242  age 3\ds  expires in 9m2\ds  "
+                    r"\[squatted: ", squatted)  # a lease (10 min) after its file was written
+    assert any(re.match(rf"  ls_mixer_depth  {'b' * 16}  host-a:11  age \ds  expires in 9m5\ds$",
+                        line) for line in lines)
+    assert icl([*argv, "--study", "least_squares"]) == 0
+    assert "ls_mixer_depth" not in capsys.readouterr().out
+    assert icl([*argv, "--study", "least_squars"]) == 2
+    assert "did you mean 'least_squares'?" in capsys.readouterr().err
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # no terminal: never asked, no --yes
+    assert icl([*argv, "--release"]) == 2
+    assert "stdin is not a terminal" in capsys.readouterr().err
+    assert len(list(tmp_path.glob("depth_scaling/*/claims/*.claim"))) == 2  # nothing removed
+    assert icl([*argv, "--release", "--yes", "--study", "least_squares"]) == 0
+    assert "removed 1 claims" in capsys.readouterr().out
+    assert [p.parent.parent.name for p in tmp_path.glob("depth_scaling/*/claims/*.claim")] == \
+        ["ls_mixer_depth"]
+    assert icl([*argv, "--release", "--yes"]) == 0
+    assert not list(tmp_path.glob("depth_scaling/*/claims/*.claim"))

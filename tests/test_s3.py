@@ -131,6 +131,25 @@ def test_claims_on_s3_are_conditional_writes(s3, storage):
     assert listed.get("KeyCount", 0) == 0  # all released, the probe removed
 
 
+def test_a_squatted_claim_on_s3_expires_a_lease_after_it_was_written(s3, storage):
+    """The local rule on objects too: an "expires" in the year 3000 is not believed; the claim
+    counts as expiring a lease length after the object's LastModified, and says so."""
+    import json
+    import time
+
+    from icl_core.claims import TTL_S
+
+    store = Store(storage)
+    a = ObjectClaims(store, "sw", "st", A)
+    squat = {"host": "far-host", "pid": 4242, "driver": "far", "token": "t",
+             "expires": 32503680000.0}  # 3000-01-01
+    a.client.put_object(Bucket=a.bucket, Key=a.key("h9"), Body=json.dumps(squat).encode())
+    claim = a.read("h9")
+    assert claim["squatted"] and abs(claim["expires"] - (time.time() + TTL_S)) < 60
+    assert a.take("h9") == "far-host:4242"  # young: still held, for at most a lease
+    a.release()
+
+
 def test_claims_where_conditional_writes_are_not_supported_are_skipped_with_the_reason(
         tmp_path, capsys):
     import pyarrow.fs as pafs
