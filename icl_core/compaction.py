@@ -1,0 +1,269 @@
+"""Compaction: a study's finished member row files merged into one Parquet file.
+
+    result = compact(Store("results"), "depth_scaling", "least_squares")
+    icl compact depth_scaling [--study S] [--storage P]          (icl_core.console)
+
+Per-member files stay the write path (concurrent trials never write one file); once a study
+is done (icl_core.report.report_study, from COMPACT_AT files on) or on demand they are merged
+into <study>/compacted/compacted-<stamp>-<id>.parquet, sorted by config hash, its footer
+naming every member with its (status, reason) (icl_core.store.COMPACTED_KEY), so the resume
+check reads one footer per compacted file instead of one file per member.
+
+Steps, each safe to be killed after: (1) `plan`: the compacted files that verify (a bad one is
+quarantined whole), the member files they already hold (duplicates of a killed compaction)
+and those to merge; (2) `write`: the member files that verify, streamed row group by row group
+into a temporary file renamed into place (one that does not verify is quarantined); (3)
+`clean`: the merged and duplicate member files deleted, and a compacted file holding hashes an
+older one holds (two compactions at once) rewritten without them. Between (2) and (3) a hash
+has two copies; readers take the compacted one (icl_core.store, analysis.store), so each row
+is seen once, and the next compaction deletes the duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from icl_core.store import COMPACTED, COMPACTED_KEY, Store, UntrustedRows, check_member
+
+COMPACT_AT = 64  # member files from which a sweep run compacts a study once it is done
+BATCH = 1000  # members per row group (hash-sorted: a lookup by hash reads one group)
+STALE_TMP_S = 3600.0  # a compaction's temporary file this old is a killed run's, removed
+
+
+@dataclass
+class Plan:
+    sweep: str
+    study: str
+    compacted: dict[str, tuple[str, str, str | None]]  # hash -> (file, status, reason)
+    merge: dict[str, str]  # hash -> member file to merge
+    duplicates: list[str]  # member files whose hash a compacted file already holds
+    shadowed: dict[str, set[str]] = field(default_factory=dict)  # file -> hashes an older holds
+    written: str | None = None  # the new compacted file
+    merged: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    rows: int = 0
+
+
+@dataclass
+class Result:
+    sweep: str
+    study: str
+    merged: int  # member files merged
+    rows: int
+    path: str | None  # the compacted file written (None: nothing to merge)
+    removed: int  # member files deleted (merged ones and duplicates)
+    rewritten: int  # compacted files rewritten without another's hashes
+    compacted: int  # members held by compacted files, now
+
+    def line(self) -> str:
+        where = f" into {self.path}" if self.path else ""
+        return (f"[{self.sweep}/{self.study}] compacted {self.merged} member files "
+                f"({self.rows} rows){where}; {self.removed} member files removed, "
+                f"{self.rewritten} compacted files rewritten; {self.compacted} members "
+                "in compacted files")
+
+
+def compact(store: Store, sweep: str, study: str, min_files: int = 1) -> Result:
+    """Merge the study's finished member files (when at least `min_files` are to merge; a
+    killed compaction's duplicates are cleaned up either way)."""
+    plan = plan_compaction(store, sweep, study)
+    if len(plan.merge) >= max(1, min_files):
+        write(store, plan)
+    removed, rewritten = clean(store, plan)
+    held = len(store.compacted(sweep, study)) if plan.written or rewritten else \
+        len(plan.compacted)
+    return Result(sweep, study, len(plan.merged), plan.rows, plan.written, removed, rewritten,
+                  held)
+
+
+def plan_compaction(store: Store, sweep: str, study: str) -> Plan:
+    """Step 1: what is compacted (verified footers), what to merge, what is a duplicate."""
+    files = store.compacted_files(sweep, study)
+    held = store._map(lambda path: store.compacted_or_quarantined(sweep, study, path), files)
+    compacted: dict[str, tuple[str, str, str | None]] = {}
+    shadowed: dict[str, set[str]] = {}
+    for path, members in zip(files, held, strict=True):
+        for h, (status, reason) in (members or {}).items():
+            if h in compacted:
+                shadowed.setdefault(path, set()).add(h)
+            else:
+                compacted[h] = (path, status, reason)
+    members = store.member_files(sweep, study)
+    merge = {h: p for h, p in sorted(members.items()) if h not in compacted}
+    duplicates = [p for h, p in sorted(members.items()) if h in compacted]
+    return Plan(sweep, study, compacted, merge, duplicates, shadowed)
+
+
+def _read_member(store: Store, plan: Plan, h: str, path: str) -> pa.Table | None:
+    """A member file's rows when it verifies; quarantined (and None) when it does not; None
+    when it is gone."""
+    try:
+        with store.fs.open_input_file(path) as f:
+            table = pq.read_table(f)
+        store._check_schema(path, table.schema)
+        check_member(path, table, h)
+        return table
+    except FileNotFoundError:
+        return None
+    except (UntrustedRows, OSError, ValueError, pa.ArrowException) as exc:
+        reason = str(exc) if isinstance(exc, UntrustedRows) else \
+            f"{path}: unreadable ({type(exc).__name__}: {exc})"
+        dest = store.quarantine(plan.sweep, plan.study, path, reason)
+        print(f"[{plan.sweep}/{plan.study}] untrusted row file {reason}; moved to {dest}; "
+              f"config {h} will be trained again", file=sys.stderr, flush=True)
+        return None
+
+
+def _schema(store: Store, paths: list[str]) -> pa.Schema:
+    """The union of the member files' schemas (types promoted: null -> int -> float;
+    clashing types -> string)."""
+    def footer(path):
+        try:
+            with store.fs.open_input_file(path) as f:
+                return pq.read_schema(f)
+        except (OSError, ValueError, pa.ArrowException):
+            return None  # gone or unreadable: found (and quarantined) when read
+
+    schemas = [s for s in store._map(footer, paths) if s is not None]
+    fields: dict[str, pa.DataType] = {}
+    for schema in schemas:
+        for f in schema:
+            seen = fields.get(f.name)
+            if seen is None or seen == f.type or pa.types.is_null(f.type):
+                fields.setdefault(f.name, f.type)
+            elif pa.types.is_null(seen):
+                fields[f.name] = f.type
+            else:
+                try:
+                    fields[f.name] = pa.unify_schemas(
+                        [pa.schema([(f.name, seen)]), pa.schema([(f.name, f.type)])],
+                        promote_options="permissive").field(f.name).type
+                except (pa.ArrowTypeError, pa.ArrowInvalid):
+                    fields[f.name] = pa.string()
+    return pa.schema(list(fields.items()))
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    columns = []
+    for f in schema:
+        if f.name not in table.column_names:
+            columns.append(pa.nulls(table.num_rows, f.type))
+            continue
+        column = table[f.name]
+        if column.type != f.type:
+            if pa.types.is_string(f.type) and not pa.types.is_string(column.type):
+                column = pa.chunked_array([pa.array([None if v is None else json.dumps(v)
+                                                     if not isinstance(v, str) else v
+                                                     for v in column.to_pylist()],
+                                                    pa.string())])
+            else:
+                column = column.cast(f.type)
+        columns.append(column)
+    return pa.table(columns, schema=schema)
+
+
+def write(store: Store, plan: Plan, batch: int = BATCH) -> str | None:
+    """Step 2: the member files to merge that verify, streamed into one compacted file
+    (temporary name, renamed into place); its path, or None when none verified."""
+    folder = f"{store.study_dir(plan.sweep, plan.study)}/{COMPACTED}"
+    store.fs.create_dir(folder, recursive=True)
+    _remove_stale(store, folder)
+    hashes = list(plan.merge)
+    schema = _schema(store, list(plan.merge.values()))
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    path = f"{folder}/compacted-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
+    tmp = f"{path}.tmp-{os.getpid()}"
+    writer = None
+    try:
+        with store.fs.open_output_stream(tmp) as out:
+            writer = pq.ParquetWriter(out, schema)
+            for start in range(0, len(hashes), batch):
+                chunk = hashes[start:start + batch]
+                tables = store._map(lambda h: (h, _read_member(store, plan, h, plan.merge[h])),
+                                    chunk)
+                good = [(h, t) for h, t in tables if t is not None]
+                if not good:
+                    continue
+                for h, t in good:
+                    plan.merged[h] = (t["status"][0].as_py(), t["reason"][0].as_py())
+                merged = pa.concat_tables([_conform(t, schema) for _, t in good])
+                writer.write_table(merged, row_group_size=merged.num_rows)
+                plan.rows += merged.num_rows
+            writer.add_key_value_metadata({COMPACTED_KEY: json.dumps(
+                {"members": {h: list(s) for h, s in plan.merged.items()}, "rows": plan.rows})})
+            writer.close()
+        if not plan.merged:
+            store.discard(tmp)
+            return None
+        store.fs.move(tmp, path)
+    except BaseException:
+        store.discard(tmp)
+        raise
+    plan.written = path
+    return path
+
+
+def clean(store: Store, plan: Plan) -> tuple[int, int]:
+    """Step 3: delete the merged member files and the duplicates (their hashes are in a
+    compacted file now), and rewrite compacted files holding hashes an older one holds.
+    (member files removed, compacted files rewritten)."""
+    gone = [plan.merge[h] for h in plan.merged if plan.written] + plan.duplicates
+    for path in gone:
+        store.discard(path)
+    for path, hashes in plan.shadowed.items():
+        _rewrite_without(store, path, hashes)
+    return len(gone), len(plan.shadowed)
+
+
+def _rewrite_without(store: Store, path: str, hashes: set[str]) -> None:
+    """A compacted file without `hashes` (held by an older file), replaced in place (atomic
+    rename); removed when nothing is left."""
+    import pyarrow.compute as pc
+
+    with store.fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        held = json.loads(parquet.metadata.metadata[COMPACTED_KEY])
+        table = parquet.read()
+    keep = table.filter(pc.invert(pc.is_in(table["config_hash"], pa.array(sorted(hashes)))))
+    members = {h: s for h, s in held["members"].items() if h not in hashes}
+    if not members:
+        store.discard(path)
+        return
+    meta = {**(table.schema.metadata or {}),
+            COMPACTED_KEY: json.dumps({"members": members, "rows": keep.num_rows})}
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with store.fs.open_output_stream(tmp) as out:
+            pq.write_table(keep.replace_schema_metadata(meta), out, row_group_size=BATCH * 64)
+        store.fs.move(tmp, path)
+    except BaseException:
+        store.discard(tmp)
+        raise
+
+
+def _remove_stale(store: Store, folder: str) -> None:
+    """Temporary files of compactions killed over STALE_TMP_S ago."""
+    from pyarrow import fs as pafs
+
+    now = time.time()
+    for info in store.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        mtime = info.mtime.timestamp() if info.mtime else now
+        if ".tmp-" in info.path and now - mtime > STALE_TMP_S:
+            store.discard(info.path)
+
+
+def studies(store: Store, sweep: str) -> list[str]:
+    """The study folders of a sweep in the store."""
+    from pyarrow import fs as pafs
+
+    infos = store.fs.get_file_info(pafs.FileSelector(f"{store.root}/{sweep}",
+                                                     allow_not_found=True))
+    return sorted(i.path.rstrip("/").rsplit("/", 1)[-1] for i in infos
+                  if i.type == pafs.FileType.Directory)
