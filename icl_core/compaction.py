@@ -259,11 +259,17 @@ def _remove_stale(store: Store, folder: str) -> None:
             store.discard(info.path)
 
 
-def studies(store: Store, sweep: str) -> list[str]:
-    """The study folders of a sweep in the store."""
+def studies(store: Store, sweep: str = "") -> list[str]:
+    """The study folders of a sweep in the store, those with rows/ or compacted/ (its sweeps
+    when `sweep` is "")."""
     from pyarrow import fs as pafs
 
-    infos = store.fs.get_file_info(pafs.FileSelector(f"{store.root}/{sweep}",
-                                                     allow_not_found=True))
-    return sorted(i.path.rstrip("/").rsplit("/", 1)[-1] for i in infos
-                  if i.type == pafs.FileType.Directory)
+    folder = f"{store.root}/{sweep}" if sweep else store.root
+    infos = store.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    names = sorted(i.path.rstrip("/").rsplit("/", 1)[-1] for i in infos
+                   if i.type == pafs.FileType.Directory)
+    if not sweep:
+        return names
+    kinds = [pafs.FileType.Directory]
+    return [n for n in names if any(
+        store.fs.get_file_info(f"{folder}/{n}/{sub}").type in kinds for sub in ("rows", COMPACTED))]

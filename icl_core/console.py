@@ -7,6 +7,8 @@
                                    each field of the study's member config: its value under
                                    the preset (or the grid's values), type, default and doc
     icl regenerate [options]       = python -m analysis.regenerate [options]
+    icl compact <sweep> [--study S] [--storage P]
+                                   merge finished members' row files (icl_core.compaction)
 
 It only finds things and hands them on: the sweep files' command line is icl_core.cli.
 """
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
-                "regenerate": regenerate}
+                "regenerate": regenerate, "compact": compact}
     if command not in commands:
         from icl_core.validation import unknown
 
@@ -80,6 +82,33 @@ def regenerate(rest: list[str]) -> int:
     from analysis.regenerate import main as regenerate_main
 
     return regenerate_main(rest, prog="icl regenerate")
+
+
+def compact(rest: list[str]) -> int:
+    """Merge each study's finished member row files into one compacted file; one line per
+    study saying what was merged."""
+    from icl_core.compaction import compact as compact_study
+    from icl_core.compaction import studies
+    from icl_core.store import Store
+    from icl_core.validation import unknown
+
+    parser = argparse.ArgumentParser(prog="icl compact", description=compact.__doc__)
+    parser.add_argument("sweep", help="a sweep in the store")
+    parser.add_argument("--study", help="one study (default: every study of the sweep)")
+    parser.add_argument("--storage", default=os.environ.get("ICL_STORAGE", "results"),
+                        help="row store path or URI (default: $ICL_STORAGE, else results)")
+    args = parser.parse_args(rest)
+    store = Store(args.storage)
+    stored = sorted(studies(store, ""))
+    if args.sweep not in stored:
+        raise unknown(f"icl compact (sweeps under {store.uri})", "sweep", args.sweep, stored)
+    names = studies(store, args.sweep)
+    if args.study and args.study not in names:
+        raise unknown(f"icl compact ({args.sweep} under {store.uri})", "study", args.study,
+                      names)
+    for name in [args.study] if args.study else names:
+        print(compact_study(store, args.sweep, name).line(), flush=True)
+    return 0
 
 
 def list_things(rest: list[str]) -> int:
