@@ -46,7 +46,7 @@ class Plan:
     merge: dict[str, str]  # hash -> member file to merge
     duplicates: list[str]  # member files whose hash a compacted file already holds
     shadowed: dict[str, set[str]] = field(default_factory=dict)  # file -> hashes an older holds
-    written: str | None = None  # the new compacted file
+    written: list[str] = field(default_factory=list)  # the new compacted files
     merged: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     rows: int = 0
 
@@ -57,13 +57,13 @@ class Result:
     study: str
     merged: int  # member files merged
     rows: int
-    path: str | None  # the compacted file written (None: nothing to merge)
+    paths: list[str]  # the compacted files written
     removed: int  # member files deleted (merged ones and duplicates)
     rewritten: int  # compacted files rewritten without another's hashes
     compacted: int  # members held by compacted files, now
 
     def line(self) -> str:
-        where = f" into {self.path}" if self.path else ""
+        where = f" into {', '.join(self.paths)}" if self.paths else ""
         return (f"[{self.sweep}/{self.study}] compacted {self.merged} member files "
                 f"({self.rows} rows){where}; {self.removed} member files removed, "
                 f"{self.rewritten} compacted files rewritten; {self.compacted} members "
@@ -106,7 +106,7 @@ def _read_member(store: Store, plan: Plan, h: str, path: str) -> pa.Table | None
     when it is gone."""
     try:
         with store.fs.open_input_file(path) as f:
-            table = pq.read_table(f)
+            table = pq.ParquetFile(f).read()
         store._check_schema(path, table.schema)
         check_member(path, table, h)
         return table
@@ -121,20 +121,12 @@ def _read_member(store: Store, plan: Plan, h: str, path: str) -> pa.Table | None
         return None
 
 
-def _schema(store: Store, paths: list[str]) -> pa.Schema:
-    """The union of the member files' schemas (types promoted: null -> int -> float;
-    clashing types -> string)."""
-    def footer(path):
-        try:
-            with store.fs.open_input_file(path) as f:
-                return pq.read_schema(f)
-        except (OSError, ValueError, pa.ArrowException):
-            return None  # gone or unreadable: found (and quarantined) when read
-
-    schemas = [s for s in store._map(footer, paths) if s is not None]
+def _schema(schemas: list[pa.Schema]) -> pa.Schema:
+    """The union of schemas, in order of first appearance (types promoted: null -> int ->
+    float; clashing types -> string)."""
     fields: dict[str, pa.DataType] = {}
     for schema in schemas:
-        for f in schema:
+        for f in schema.remove_metadata():
             seen = fields.get(f.name)
             if seen is None or seen == f.type or pa.types.is_null(f.type):
                 fields.setdefault(f.name, f.type)
@@ -151,6 +143,8 @@ def _schema(store: Store, paths: list[str]) -> pa.Schema:
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    if table.schema.remove_metadata() == schema:
+        return table.replace_schema_metadata(None)
     columns = []
     for f in schema:
         if f.name not in table.column_names:
@@ -169,52 +163,82 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table(columns, schema=schema)
 
 
-def write(store: Store, plan: Plan, batch: int = BATCH) -> str | None:
-    """Step 2: the member files to merge that verify, streamed into one compacted file
-    (temporary name, renamed into place); its path, or None when none verified."""
+class _Output:
+    """One compacted file being written: a temporary file renamed into place by `finish`."""
+
+    def __init__(self, store: Store, folder: str, schema: pa.Schema):
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        self.store, self.schema = store, schema
+        self.path = f"{folder}/compacted-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
+        self.tmp = f"{self.path}.tmp-{os.getpid()}"
+        self.stream = store.fs.open_output_stream(self.tmp)
+        self.writer = pq.ParquetWriter(self.stream, schema)
+        self.members: dict[str, list] = {}
+        self.rows = 0
+
+    def add(self, good: list[tuple[str, pa.Table]]) -> None:
+        table = pa.concat_tables([_conform(t, self.schema) for _, t in good])
+        self.writer.write_table(table, row_group_size=table.num_rows)
+        self.rows += table.num_rows
+        self.members.update((h, [t["status"][0].as_py(), t["reason"][0].as_py()])
+                            for h, t in good)
+
+    def finish(self) -> str:
+        self.writer.add_key_value_metadata({COMPACTED_KEY: json.dumps(
+            {"members": self.members, "rows": self.rows})})
+        self.writer.close()
+        self.stream.close()
+        self.store.fs.move(self.tmp, self.path)
+        return self.path
+
+    def abandon(self) -> None:
+        try:
+            self.writer.close()
+            self.stream.close()
+        finally:
+            self.store.discard(self.tmp)
+
+
+def write(store: Store, plan: Plan, batch: int = BATCH) -> list[str]:
+    """Step 2: the member files to merge that verify, streamed (hash order, a row group per
+    `batch` members) into a compacted file (temporary name, renamed into place); a batch
+    bringing new columns or types starts another file. The files written."""
     folder = f"{store.study_dir(plan.sweep, plan.study)}/{COMPACTED}"
     store.fs.create_dir(folder, recursive=True)
     _remove_stale(store, folder)
     hashes = list(plan.merge)
-    schema = _schema(store, list(plan.merge.values()))
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    path = f"{folder}/compacted-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
-    tmp = f"{path}.tmp-{os.getpid()}"
-    writer = None
+    out: _Output | None = None
     try:
-        with store.fs.open_output_stream(tmp) as out:
-            writer = pq.ParquetWriter(out, schema)
-            for start in range(0, len(hashes), batch):
-                chunk = hashes[start:start + batch]
-                tables = store._map(lambda h: (h, _read_member(store, plan, h, plan.merge[h])),
-                                    chunk)
-                good = [(h, t) for h, t in tables if t is not None]
-                if not good:
-                    continue
-                for h, t in good:
-                    plan.merged[h] = (t["status"][0].as_py(), t["reason"][0].as_py())
-                merged = pa.concat_tables([_conform(t, schema) for _, t in good])
-                writer.write_table(merged, row_group_size=merged.num_rows)
-                plan.rows += merged.num_rows
-            writer.add_key_value_metadata({COMPACTED_KEY: json.dumps(
-                {"members": {h: list(s) for h, s in plan.merged.items()}, "rows": plan.rows})})
-            writer.close()
-        if not plan.merged:
-            store.discard(tmp)
-            return None
-        store.fs.move(tmp, path)
-    except BaseException:
-        store.discard(tmp)
-        raise
-    plan.written = path
-    return path
+        for start in range(0, len(hashes), batch):
+            chunk = hashes[start:start + batch]
+            good = [(h, t) for h, t in store._map(
+                lambda h: (h, _read_member(store, plan, h, plan.merge[h])), chunk)
+                if t is not None]
+            if not good:
+                continue
+            schema = _schema(([out.schema] if out else []) + [t.schema for _, t in good])
+            if out is not None and schema != out.schema:
+                plan.written.append(out.finish())
+                out = None
+            if out is None:
+                out = _Output(store, folder, schema)
+            out.add(good)
+            plan.merged.update((h, tuple(out.members[h])) for h, _ in good)
+            plan.rows += sum(t.num_rows for _, t in good)
+        if out is not None:
+            plan.written.append(out.finish())
+            out = None
+    finally:
+        if out is not None:
+            out.abandon()
+    return plan.written
 
 
 def clean(store: Store, plan: Plan) -> tuple[int, int]:
     """Step 3: delete the merged member files and the duplicates (their hashes are in a
     compacted file now), and rewrite compacted files holding hashes an older one holds.
     (member files removed, compacted files rewritten)."""
-    gone = [plan.merge[h] for h in plan.merged if plan.written] + plan.duplicates
+    gone = [plan.merge[h] for h in plan.merged] + plan.duplicates
     for path in gone:
         store.discard(path)
     for path, hashes in plan.shadowed.items():
