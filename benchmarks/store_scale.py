@@ -14,9 +14,9 @@ check, `read_rows` and `regenerate` timed with their peak RSS, before and after 
 3. Each operation runs in a fresh subprocess (`python -c ...` / `python -m ...`); its wall time
    and its peak RSS (ru_maxrss of that child, from os.wait4) are reported. A child whose RSS
    passes --max-rss-gb is killed (reported as such), so the shared machine never swaps.
-   Operations: the resume check (`Store.finished`), `analysis.store.read_rows` (all columns),
-   `python -m analysis.regenerate depth_scaling --study least_squares`; then `icl compact`;
-   then the three again.
+   Operations: the resume check (`Store.finished`), `analysis.store.read_rows` (all columns,
+   and the depth figure's columns only), `python -m analysis.regenerate depth_scaling --study
+   least_squares` (it reads the figure's columns); then `icl compact`; then the four again.
 """
 
 from __future__ import annotations
@@ -130,6 +130,12 @@ def operations(store: Path, out: Path) -> dict[str, list[str]]:
         "read_rows (all columns)": [py, "-c", (
             "from analysis.store import read_rows; "
             f"rows, c = read_rows({str(store)!r}, {SWEEP!r}, {STUDY!r}); "
+            "print(rows.shape, 'rows x columns')")],
+        "read_rows (the depth figure's columns)": [py, "-c", (
+            "from analysis.store import read_rows; "
+            "from analysis.figures import FIGURE_COLUMNS; "
+            f"rows, c = read_rows({str(store)!r}, {SWEEP!r}, {STUDY!r}, "
+            "columns=FIGURE_COLUMNS['depth']); "
             "print(rows.shape, 'rows x columns')")],
         "regenerate depth_scaling --study least_squares": [
             py, "-m", "analysis.regenerate", SWEEP, "--study", STUDY, "--storage", str(store),
