@@ -266,7 +266,8 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
         expected = expected_hashes(s, preset)
         try:
             rows, coverage = read_rows(storage, sweep, name, expected,
-                                       columns=study_columns(s))
+                                       columns=study_columns(s),
+                                       categorical=figure in FIGURE_COLUMNS)
         except MissingResults:
             if study:
                 raise

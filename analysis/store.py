@@ -353,13 +353,21 @@ def _missing(plan: _Plan, storage: str, sweep: str, study: str | None) -> Missin
                                           detail=detail))
 
 
-def _narrow(frame: pl.LazyFrame, columns) -> pl.LazyFrame:
-    """Only `columns` (those the frame has; always config_hash and status): read no others."""
-    if columns is None:
+def _narrow(frame: pl.LazyFrame, columns, categorical: bool = False) -> pl.LazyFrame:
+    """Only `columns` (those the frame has; always config_hash and status): read no others.
+    categorical: string columns as Categorical (4 bytes a row; they repeat: a config's value
+    on each of its rows, a metric's name on each of its rows)."""
+    if columns is None and not categorical:
         return frame
-    names = frame.collect_schema().names()
-    wanted = dict.fromkeys(["config_hash", "status", *columns])
-    return frame.select([c for c in wanted if c in names])
+    schema = frame.collect_schema()
+    if columns is not None:
+        wanted = dict.fromkeys(["config_hash", "status", *columns])
+        frame = frame.select([c for c in wanted if c in schema])
+        schema = frame.collect_schema()
+    if categorical:
+        frame = frame.with_columns(pl.col(n).cast(pl.Categorical) for n, t in schema.items()
+                                   if t == pl.String)
+    return frame
 
 
 def scan_rows(storage: str, sweep: str, study: str | None = None,
@@ -379,15 +387,17 @@ def scan_rows(storage: str, sweep: str, study: str | None = None,
     return concat_rows([_narrow(f, columns) for f in plan.frames.values()]), plan.coverage
 
 
-def _collect_group(plan: _Plan, key: tuple, columns=None) -> list[pl.DataFrame]:
+def _collect_group(plan: _Plan, key: tuple, columns=None, categorical: bool = False
+                   ) -> list[pl.DataFrame]:
     """One schema group's rows; on a read error, file by file, skipping the bad ones."""
     try:
-        return [_narrow(plan.frames[key], columns).collect()]
+        return [_narrow(plan.frames[key], columns, categorical).collect()]
     except Exception:  # some file's pages are corrupt: find it
         out = []
         for entry in list(plan.groups[key]):
             try:
-                out.append(_narrow(entry.scan(_source(plan.loc, entry.path)), columns).collect())
+                out.append(_narrow(entry.scan(_source(plan.loc, entry.path)), columns,
+                                   categorical).collect())
             except Exception as exc:
                 _skip(plan.coverage, entry.path, f"{type(exc).__name__}: {exc}")
                 plan.groups[key].remove(entry)
@@ -395,18 +405,20 @@ def _collect_group(plan: _Plan, key: tuple, columns=None) -> list[pl.DataFrame]:
 
 
 def read_rows(storage: str, sweep: str, study: str | None = None,
-              expected: int | Collection[str] | None = None, columns=None
-              ) -> tuple[pl.DataFrame, Coverage]:
+              expected: int | Collection[str] | None = None, columns=None,
+              categorical: bool = False) -> tuple[pl.DataFrame, Coverage]:
     """All rows of the sweep (or one study) and what was read; raises MissingResults.
 
     expected: the plan's size, or its config hashes (see `Coverage`). columns: read only
-    these (and config_hash, status; projection pushdown: the others are never decoded)."""
+    these (and config_hash, status; projection pushdown: the others are never decoded).
+    categorical: string columns as Categorical (what regenerate reads at scale)."""
     plan = _plan(storage, sweep, study, expected)
     try:
-        rows = concat_rows([_narrow(f, columns) for f in plan.frames.values()]).collect() \
-            if plan.frames else None
+        rows = concat_rows([_narrow(f, columns, categorical) for f in plan.frames.values()]
+                           ).collect(engine="streaming") if plan.frames else None
     except Exception:  # a corrupt page somewhere: collect group by group, file by file
-        frames = [f for key in list(plan.frames) for f in _collect_group(plan, key, columns)]
+        frames = [f for key in list(plan.frames)
+                  for f in _collect_group(plan, key, columns, categorical)]
         rows = concat_rows(frames) if frames else None
     if rows is None:
         raise _missing(plan, storage, sweep, study)
