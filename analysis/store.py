@@ -5,7 +5,8 @@
     rows = load_rows("results", "depth_scaling")           # read_rows + a printed coverage line
 
 Every finished (`rows/`) and failed (`failed/`) member file of a sweep (one study, or all of
-them) is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
+them), and every compacted file (`compacted/`: many finished members in one file, its footer
+naming them; icl_core.compaction), is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
 or any fsspec URI (memory://, ...). Local files are scanned lazily in place; remote ones are
 fetched through that filesystem (the one the sweep wrote with) and scanned from memory.
 
@@ -15,6 +16,11 @@ skipped with a warning naming it. A file whose pages turn out corrupt while the 
 is found by re-reading file by file, and skipped the same way. `Coverage` says how many trials
 were expected (the size of the sweep's plan when the caller passes it, else the files found),
 read and skipped. Failed and diverged members are kept, with their `status` and `reason`.
+
+A hash is read once: from its oldest compacted file (a member file beside it is a killed
+compaction's leftover, skipped; a newer compacted file holding it again is read without it).
+`columns=` reads only those columns (projection pushdown), `categorical=True` reads strings as
+Categorical; footers are read in threads.
 
 Files differ in their config columns, and a column may be all-null in one file and typed in
 another, so files are concatenated diagonally with relaxed types; config columns whose types

@@ -151,3 +151,16 @@ def test_a_study_is_compacted_at_its_end_from_compact_at_files(store, monkeypatc
     compact_study(store, SWEEP, STUDY)
     assert folder(store, "rows") == []
     assert f"[{SWEEP}/{STUDY}] compacted 19 member files (152 rows)" in capsys.readouterr().out
+
+
+def test_icl_compact_names_what_it_merged_and_refuses_unknown_names(store, capsys):
+    from icl_core import console
+
+    assert console.main(["compact", SWEEP, "--study", STUDY, "--storage", store.uri]) == 0
+    assert f"[{SWEEP}/{STUDY}] compacted 19 member files (152 rows) into " in \
+        capsys.readouterr().out
+    assert console.main(["compact", "width_scalin", "--storage", store.uri]) == 2
+    assert "unknown sweep 'width_scalin'; did you mean 'width_scaling'? valid choices: " \
+        "width_scaling" in capsys.readouterr().err
+    assert console.main(["compact", SWEEP, "--study", "nope", "--storage", store.uri]) == 2
+    assert "unknown study 'nope'; valid choices: ls" in capsys.readouterr().err
