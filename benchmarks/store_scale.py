@@ -48,7 +48,7 @@ def smoke_source(dest: Path) -> Path:
     return dest
 
 
-def synthesise(source: Path, store: Path, n: int) -> float:
+def synthesise(source: Path, store: Path, n: int, reuse: bool = False) -> float:
     """n member files under store (copies of the source's under new hashes); seconds taken."""
     start = time.perf_counter()
     src = source / SWEEP / STUDY
@@ -56,6 +56,9 @@ def synthesise(source: Path, store: Path, n: int) -> float:
     if not templates:
         raise SystemExit(f"--source: no row files under {src / 'rows'}")
     out = store / SWEEP / STUDY / "rows"
+    if reuse and out.is_dir() and not (out.parent / "compacted").exists() and \
+            sum(1 for _ in out.iterdir()) == n:
+        return 0.0  # a store synthesised before, not compacted yet
     if out.parent.exists():
         shutil.rmtree(out.parent)
     out.mkdir(parents=True)
@@ -155,7 +158,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per operation")
     parser.add_argument("--after-only", action="store_true",
                         help="skip the operations before compaction")
-    parser.add_argument("--keep", action="store_true", help="keep the synthesised store")
+    parser.add_argument("--keep", action="store_true", help="keep the synthesised store (and "
+                        "reuse one left uncompacted by an earlier --keep run)")
     args = parser.parse_args(argv)
     if args.members < 1:
         print("--members: must be >= 1", file=sys.stderr)
@@ -164,7 +168,7 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     source = Path(args.source) if args.source else smoke_source(work / "source")
     store = work / f"store-{args.members}"
-    seconds = synthesise(source, store, args.members)
+    seconds = synthesise(source, store, args.members, reuse=args.keep)
     size = sum(p.stat().st_size for p in (store / SWEEP / STUDY / "rows").iterdir())
     print(f"synthesised {args.members} members ({size / 1e6:.0f} MB of row files) in "
           f"{seconds:.1f} s under {store}", flush=True)

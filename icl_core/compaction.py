@@ -165,7 +165,7 @@ def _read_batch_at_once(paths: list[str], hashes: list[str]):
             pl.col("config_hash").first().alias("hash"),
             pl.col("status").n_unique().alias("statuses"), pl.col("status").first(),
             pl.col("reason").first(), (pl.col("metric") == LAST_METRIC).any().alias("last"))
-        table = frame.drop(_FILE).to_arrow().cast(schema)
+        table = frame.drop(_FILE).rechunk().to_arrow().cast(schema)  # one chunk a column
     except Exception:  # noqa: BLE001 - any failure: the careful path decides, file by file
         return None
     ok = (check.height == len(paths) and check[_FILE].to_list() == paths
