@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP, STUDY = "depth_scaling", "least_squares"
+REGENERATE = "regenerate depth_scaling --study least_squares"
 
 
 def smoke_source(dest: Path) -> Path:
@@ -140,7 +141,7 @@ def operations(store: Path, out: Path) -> dict[str, list[str]]:
             f"rows, c = read_rows({str(store)!r}, {SWEEP!r}, {STUDY!r}, "
             "columns=FIGURE_COLUMNS['depth']); "
             "print(rows.shape, 'rows x columns')")],
-        "regenerate depth_scaling --study least_squares": [
+        REGENERATE: [
             py, "-m", "analysis.regenerate", SWEEP, "--study", STUDY, "--storage", str(store),
             "--out", str(out)],
     }
@@ -174,6 +175,10 @@ def main(argv=None) -> int:
           f"{seconds:.1f} s under {store}", flush=True)
     ops = operations(store, work / "figures")
     results: dict[tuple[str, str], tuple] = {}
+    # the fixed cost (start-up, imports, drawing) against which N's share is seen
+    small = timed(operations(source, work / "figures-source")[REGENERATE], args.max_rss_gb,
+                  args.timeout)
+    print(f"  regenerate of the source store itself (its few members): {small}", flush=True)
     phases = ["member files", "compacted"]
     for phase in phases:
         if phase == "compacted":
@@ -197,6 +202,8 @@ def main(argv=None) -> int:
             cells.append("—" if r is None else f"{r[0]:.2f} s, {r[1]:.0f} MB"
                          + (f" ({r[2]})" if r[2].startswith(("killed", "rc")) else ""))
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\nregenerate of the source store ({len(list((source / SWEEP / STUDY / 'rows').glob('*.parquet')))} "
+          f"member files): {small[0]:.2f} s, {small[1]:.0f} MB (start-up, imports, drawing)")
     if not args.keep:
         shutil.rmtree(store)
     return 0
