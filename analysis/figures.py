@@ -27,7 +27,15 @@ from analysis.figures_lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
-from analysis.frames import STATS, cell_regime, final_eval, labels, member_counts, var_y
+from analysis.frames import (
+    BASE_COLUMNS,
+    STATS,
+    cell_regime,
+    final_eval,
+    labels,
+    member_counts,
+    var_y,
+)
 from analysis.plotting import (
     COLORS,
     band,
@@ -134,6 +142,16 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
         "ax": ax, "x": x, "y": y, "table": depths,
     }
 
+
+# The columns a figure reads, where declared: regenerate reads only these from the store
+# (projection pushdown; a study of 100,000 members then fits in memory). A figure not listed
+# gets every column. A declaration must name every column the figure (and the helpers it
+# calls) looks at, including those it only checks for (tests/test_store_compaction.py
+# compares the narrow and the full read).
+FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "depth": (*BASE_COLUMNS, "sweep", "study", "infer_iter", "loop_iter", "model.depth",
+              "task.name", "task.dim", "task.noise_std", "dtype"),
+}
 
 # name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
 FIGURES: dict[str, Callable[..., dict]] = {

@@ -37,7 +37,24 @@ from analysis.plotting import (
 )
 from analysis.regime import final_rows, regime_notes, trivial_levels
 from icl_core.artifacts import load_artifact
-from icl_core.closed_forms import dist_to_identity, lsa_optimal_loss, sigma_from_spectrum
+
+
+def dist_to_identity(a):  # icl_core.closed_forms imports torch: only when a figure needs it
+    from icl_core.closed_forms import dist_to_identity as dist
+
+    return dist(a)
+
+
+def lsa_optimal_loss(n, d, layers):
+    from icl_core.closed_forms import lsa_optimal_loss as optimal
+
+    return optimal(n, d, layers)
+
+
+def sigma_from_spectrum(spectrum, seed):
+    from icl_core.closed_forms import sigma_from_spectrum as sigma
+
+    return sigma(spectrum, seed)
 
 
 def _members(rows: pl.DataFrame) -> pl.DataFrame:

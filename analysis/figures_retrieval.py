@@ -44,7 +44,6 @@ from analysis.plotting import (
 from analysis.regime import TRIVIAL, final_rows, threshold_regime, trivial_levels
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
 from icl_core.artifacts import load_artifact
-from icl_core.tasks.sparse_retrieval import code_dim
 
 N_COL, ARCH = "task.n_points", "model.name"
 NAMES = {"attention_mlp": "transformer (full W_QK)", "mha_mlp": "transformer (peer MHA)",
@@ -362,6 +361,8 @@ def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_bo
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0),
                              squeeze=False, layout="constrained")
     summary: dict = {}
+    from icl_core.tasks.sparse_retrieval import code_dim  # imports torch: only here
+
     for ax, group in zip(axes[0], panels, strict=True):
         runs = []
         for m in group.iter_rows(named=True):

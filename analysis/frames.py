@@ -86,9 +86,10 @@ def reference_levels(final: pl.DataFrame, names=REFERENCES, statistic: str = "me
 
 def var_y(rows: pl.DataFrame) -> float:
     """Var(y) of linear regression with x, w ~ N(0, I_D): D (+ noise_std^2); NaN if unknown."""
-    ok = rows.filter(pl.col("status") == "ok")
-    if "task.dim" not in ok.columns:
+    if "task.dim" not in rows.columns:
         return math.nan
+    needed = [c for c in ("status", "task.dim", "task.noise_std") if c in rows.columns]
+    ok = rows.select(needed).filter(pl.col("status") == "ok")  # never a copy of every column
     dims = ok["task.dim"].drop_nulls().unique().to_list()
     noises = [0.0]
     if "task.noise_std" in ok.columns:

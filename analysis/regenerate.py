@@ -29,12 +29,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow.fs as pafs
 
-from analysis.figures import FIGURES
+from analysis.figures import FIGURE_COLUMNS, FIGURES
 from analysis.fit import Fit, compare_forms
 from analysis.frames import cell_regime, final_eval, member_counts
 from analysis.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
 from analysis.store import MissingResults, locate, missing_message, read_rows
-from icl_core.store import read_manifest
+from icl_core.store import ROW_SCHEMA, read_manifest
 
 FALLBACK = "python -m icl_core.regenerate"  # the same command, studies read from sweeps/
 
@@ -231,6 +231,27 @@ def generic_fits(rows: pl.DataFrame, study: dict, n_boot: int = 1000, seed: int 
     return summary
 
 
+def study_columns(study: dict) -> list[str] | None:
+    """The columns regenerate reads of a study (None: all): its figure's (FIGURE_COLUMNS), or
+    for a study without a figure the fixed row columns and its grid axes (`generic_fits`)."""
+    figure = study["figure"]
+    if figure in FIGURES:
+        columns = FIGURE_COLUMNS.get(figure)
+        return None if columns is None else [*columns, *_figure_arg_columns(study)]
+    keys = [k for key in study["grid"] for k in (key if isinstance(key, list) else [key])]
+    return [*ROW_SCHEMA.names, *keys]
+
+
+def _figure_arg_columns(study: dict) -> list[str]:
+    """Column names among the figure's arguments (e.g. x="model.depth", hue=[...])."""
+    out = []
+    for value in study.get("figure_args", {}).values():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str):
+                out.append(v)
+    return out
+
+
 def regenerate(sweep: str, study: str | None = None, storage: str = "results",
                out: str = "figures", n_boot: int = 1000, preset: str | None = None,
                lookup=None) -> list[dict]:
@@ -246,7 +267,9 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
         label = f"{sweep}/{name}"
         expected = expected_hashes(s, preset)
         try:
-            rows, coverage = read_rows(storage, sweep, name, expected)
+            rows, coverage = read_rows(storage, sweep, name, expected,
+                                       columns=study_columns(s),
+                                       categorical=figure in FIGURE_COLUMNS)
         except MissingResults:
             if study:
                 raise

@@ -5,7 +5,8 @@
     rows = load_rows("results", "depth_scaling")           # read_rows + a printed coverage line
 
 Every finished (`rows/`) and failed (`failed/`) member file of a sweep (one study, or all of
-them) is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
+them), and every compacted file (`compacted/`: many finished members in one file, its footer
+naming them; icl_core.compaction), is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
 or any fsspec URI (memory://, ...). Local files are scanned lazily in place; remote ones are
 fetched through that filesystem (the one the sweep wrote with) and scanned from memory.
 
@@ -16,6 +17,11 @@ is found by re-reading file by file, and skipped the same way. `Coverage` says h
 were expected (the size of the sweep's plan when the caller passes it, else the files found),
 read and skipped. Failed and diverged members are kept, with their `status` and `reason`.
 
+A hash is read once: from its oldest compacted file (a member file beside it is a killed
+compaction's leftover, skipped; a newer compacted file holding it again is read without it).
+`columns=` reads only those columns (projection pushdown), `categorical=True` reads strings as
+Categorical; footers are read in threads.
+
 Files differ in their config columns, and a column may be all-null in one file and typed in
 another, so files are concatenated diagonally with relaxed types; config columns whose types
 still clash become strings.
@@ -23,9 +29,11 @@ still clash become strings.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import Counter
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -34,7 +42,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from icl_core.artifacts import load_artifact  # noqa: F401  (re-exported: arrays per member)
-from icl_core.store import ROW_SCHEMA, Store
+from icl_core.store import COMPACTED, COMPACTED_KEY, ROW_SCHEMA, Store
 
 FOLDERS = ("rows", "failed")  # finished (ok / diverged) and failed members
 DEFAULT_STORAGE = "results"
@@ -154,7 +162,8 @@ def _list(fs: pafs.FileSystem, folder: str, kind: pafs.FileType) -> list[str]:
 
 def row_files(store: Store | Location, sweep: str, study: str | None = None
               ) -> list[tuple[str, str]]:
-    """(folder, path) of every row file of the sweep (one study, or all of them)."""
+    """(folder, path) of every row file of the sweep (one study, or all of them): member
+    files under rows/ and failed/, and compacted files (folder "compacted")."""
     if study is None:
         studies = [p.rstrip("/").rsplit("/", 1)[-1]
                    for p in _list(store.fs, f"{store.root}/{sweep}", pafs.FileType.Directory)]
@@ -162,7 +171,7 @@ def row_files(store: Store | Location, sweep: str, study: str | None = None
         studies = [study]
     out = []
     for name in studies:
-        for folder in FOLDERS:
+        for folder in (COMPACTED, *FOLDERS):
             paths = _list(store.fs, f"{store.study_dir(sweep, name)}/{folder}", pafs.FileType.File)
             out += [(folder, p) for p in paths if p.endswith(".parquet")]
     return out
@@ -190,11 +199,14 @@ def check_schema(schema: pa.Schema) -> str | None:
     return f"not a row file: {'; '.join(wrong)}" if wrong else None
 
 
-def _inspect(loc: Location, path: str) -> tuple[pa.Schema, int]:
-    """The file's Arrow schema and row count from its Parquet footer (raises if unreadable)."""
+def _inspect(loc: Location, path: str) -> tuple[pa.Schema, dict | None]:
+    """The file's Arrow schema and, for a compacted file, the members its footer names
+    (raises if unreadable)."""
     with loc.fs.open_input_file(path) as f:
         meta = pq.read_metadata(f)
-    return meta.schema.to_arrow_schema(), meta.num_rows
+    held = (meta.metadata or {}).get(COMPACTED_KEY)
+    members = json.loads(held)["members"] if held is not None else None
+    return meta.schema.to_arrow_schema(), members
 
 
 def _source(loc: Location, path: str):
@@ -238,10 +250,23 @@ def concat_rows(frames: list):
 # -------------------------------------------------------------------------------- reading
 
 
+@dataclass(frozen=True)
+class _File:
+    folder: str  # rows, failed or compacted
+    path: str
+    members: int = 1
+    drop: frozenset = frozenset()  # hashes an older compacted file holds: not read from here
+
+    def scan(self, source) -> pl.LazyFrame:
+        frame = _scan([source])
+        return frame.filter(~pl.col("config_hash").is_in(sorted(self.drop))) if self.drop \
+            else frame
+
+
 @dataclass
 class _Plan:
     loc: Location
-    groups: dict[tuple, list[tuple[str, str]]]  # schema key -> [(folder, path)]
+    groups: dict[tuple, list[_File]]  # schema key (and a file's own drops) -> files
     frames: dict[tuple, pl.LazyFrame]
     coverage: Coverage
 
@@ -251,6 +276,20 @@ def _skip(coverage: Coverage, path: str, reason: str) -> None:
     warnings.warn(f"skipping unreadable row file {path}: {reason}", stacklevel=4)
 
 
+def _inspect_all(loc: Location, files: list[tuple[str, str]]) -> list:
+    """_inspect of each file (or the exception it raised), footers read in threads."""
+    def one(item):
+        try:
+            return _inspect(loc, item[1])
+        except Exception as exc:  # truncated, corrupt, unreadable: skipped, never a crash
+            return exc
+
+    if len(files) < 8:
+        return list(map(one, files))
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(one, files))
+
+
 def _plan(storage: str, sweep: str, study: str | None, expected) -> _Plan:
     loc = locate(storage)
     coverage = Coverage()
@@ -258,37 +297,59 @@ def _plan(storage: str, sweep: str, study: str | None, expected) -> _Plan:
         expected = set(expected)
     coverage.expected = len(expected) if isinstance(expected, set) else expected
     files = row_files(loc, sweep, study)
-    coverage.found = len(files)
-    groups: dict[tuple, list[tuple[str, str]]] = {}
-    for folder, path in files:
-        try:
-            schema, _ = _inspect(loc, path)
-        except Exception as exc:  # truncated, corrupt, unreadable: skipped, never a crash
-            _skip(coverage, path, f"{type(exc).__name__}: {exc}")
+    claimed: dict[str, set[str]] = {}  # study folder -> hashes its compacted files hold
+    present: set[str] = set()
+    groups: dict[tuple, list[_File]] = {}
+    for (folder, path), found in zip(files, _inspect_all(loc, files), strict=True):
+        study_dir, name = path.rsplit("/", 2)[0], path.rsplit("/", 1)[-1]
+        if isinstance(found, Exception):
+            coverage.found += 1
+            _skip(coverage, path, f"{type(found).__name__}: {found}")
             continue
+        schema, members = found
+        held = claimed.setdefault(study_dir, set())
+        if folder == COMPACTED and members is None:
+            coverage.found += 1
+            _skip(coverage, path, "a compacted file without its members in the footer")
+            continue
+        if folder == "rows" and name.removesuffix(".parquet") in held:
+            continue  # a killed compaction's duplicate: its compacted copy is read
+        coverage.found += 1 if members is None else len(members)
         problem = check_schema(schema)
         if problem:
             _skip(coverage, path, problem)
             continue
         key = tuple((f.name, str(f.type)) for f in schema)
-        groups.setdefault(key, []).append((folder, path))
+        if members is None:
+            present.add(name.removesuffix(".parquet"))
+            groups.setdefault(key, []).append(_File(folder, path))
+            continue
+        drop = frozenset(held.intersection(members))  # an older compacted file holds these
+        held.update(members)
+        present.update(members)
+        entry = _File(folder, path, len(members) - len(drop), drop)
+        groups.setdefault((key, path) if drop else key, []).append(entry)
     if isinstance(expected, set):
-        present = {p.rsplit("/", 1)[-1].removesuffix(".parquet") for _, p in files}
         coverage.missing = sorted(expected - present)
     frames = {}
     for key, members in list(groups.items()):
         sources = []
-        for folder, path in list(members):
+        for entry in list(members):
             try:
-                sources.append(_source(loc, path))
+                sources.append(_source(loc, entry.path))
             except Exception as exc:
-                _skip(coverage, path, f"{type(exc).__name__}: {exc}")
-                members.remove((folder, path))
+                _skip(coverage, entry.path, f"{type(exc).__name__}: {exc}")
+                members.remove(entry)
         if members:
-            frames[key] = _scan(sources)
+            frames[key] = members[0].scan(sources[0]) if members[0].drop else _scan(sources)
         else:
             del groups[key]
     return _Plan(loc, groups, frames, coverage)
+
+
+def _count(plan: _Plan) -> None:
+    for entry in (m for members in plan.groups.values() for m in members):
+        plan.coverage.read["failed" if entry.folder == "failed" else "rows"] += entry.members
 
 
 def _missing(plan: _Plan, storage: str, sweep: str, study: str | None) -> MissingResults:
@@ -298,53 +359,77 @@ def _missing(plan: _Plan, storage: str, sweep: str, study: str | None) -> Missin
                                           detail=detail))
 
 
+def _narrow(frame: pl.LazyFrame, columns, categorical: bool = False) -> pl.LazyFrame:
+    """Only `columns` (those the frame has; always config_hash and status): read no others.
+    categorical: string columns as Categorical (4 bytes a row; they repeat: a config's value
+    on each of its rows, a metric's name on each of its rows)."""
+    if columns is None and not categorical:
+        return frame
+    schema = frame.collect_schema()
+    if columns is not None:
+        wanted = dict.fromkeys(["config_hash", "status", *columns])
+        frame = frame.select([c for c in wanted if c in schema])
+        schema = frame.collect_schema()
+    if categorical:
+        frame = frame.with_columns(pl.col(n).cast(pl.Categorical) for n, t in schema.items()
+                                   if t == pl.String)
+    return frame
+
+
 def scan_rows(storage: str, sweep: str, study: str | None = None,
-              expected: int | Collection[str] | None = None) -> tuple[pl.LazyFrame, Coverage]:
+              expected: int | Collection[str] | None = None, columns=None
+              ) -> tuple[pl.LazyFrame, Coverage]:
     """A lazy frame over every readable row file of the sweep (or one study) and what was
     found; raises MissingResults when there is none. Footers are checked here; pages are only
     read on collect (use `read_rows` for a collect that skips files with corrupt pages).
+    Filters and column selections on the frame are pushed down into the Parquet scans.
 
     expected: the plan's size, or its config hashes (then `Coverage.missing` names those with
-    no row file)."""
+    no row file). columns: read only these (and config_hash, status)."""
     plan = _plan(storage, sweep, study, expected)
     if not plan.frames:
         raise _missing(plan, storage, sweep, study)
-    for folder, _ in (m for members in plan.groups.values() for m in members):
-        plan.coverage.read[folder] += 1
-    return concat_rows(list(plan.frames.values())), plan.coverage
+    _count(plan)
+    return concat_rows([_narrow(f, columns) for f in plan.frames.values()]), plan.coverage
 
 
-def _collect_group(plan: _Plan, key: tuple) -> list[pl.DataFrame]:
+def _collect_group(plan: _Plan, key: tuple, columns=None, categorical: bool = False
+                   ) -> list[pl.DataFrame]:
     """One schema group's rows; on a read error, file by file, skipping the bad ones."""
     try:
-        return [plan.frames[key].collect()]
+        return [_narrow(plan.frames[key], columns, categorical).collect()]
     except Exception:  # some file's pages are corrupt: find it
         out = []
-        for folder, path in list(plan.groups[key]):
+        for entry in list(plan.groups[key]):
             try:
-                out.append(_scan([_source(plan.loc, path)]).collect())
+                out.append(_narrow(entry.scan(_source(plan.loc, entry.path)), columns,
+                                   categorical).collect())
             except Exception as exc:
-                _skip(plan.coverage, path, f"{type(exc).__name__}: {exc}")
-                plan.groups[key].remove((folder, path))
+                _skip(plan.coverage, entry.path, f"{type(exc).__name__}: {exc}")
+                plan.groups[key].remove(entry)
         return out
 
 
 def read_rows(storage: str, sweep: str, study: str | None = None,
-              expected: int | Collection[str] | None = None) -> tuple[pl.DataFrame, Coverage]:
+              expected: int | Collection[str] | None = None, columns=None,
+              categorical: bool = False) -> tuple[pl.DataFrame, Coverage]:
     """All rows of the sweep (or one study) and what was read; raises MissingResults.
 
-    expected: the plan's size, or its config hashes (see `Coverage`)."""
+    expected: the plan's size, or its config hashes (see `Coverage`). columns: read only
+    these (and config_hash, status; projection pushdown: the others are never decoded).
+    categorical: string columns as Categorical (what regenerate reads at scale)."""
     plan = _plan(storage, sweep, study, expected)
     try:
-        rows = concat_rows(list(plan.frames.values())).collect() if plan.frames else None
+        rows = concat_rows([_narrow(f, columns, categorical) for f in plan.frames.values()]
+                           ).collect(engine="streaming") if plan.frames else None
     except Exception:  # a corrupt page somewhere: collect group by group, file by file
-        frames = [f for key in list(plan.frames) for f in _collect_group(plan, key)]
+        frames = [f for key in list(plan.frames)
+                  for f in _collect_group(plan, key, columns, categorical)]
         rows = concat_rows(frames) if frames else None
     if rows is None:
         raise _missing(plan, storage, sweep, study)
     coverage = plan.coverage
-    for folder, _ in (m for members in plan.groups.values() for m in members):
-        coverage.read[folder] += 1
+    _count(plan)
     coverage.n_rows = rows.height
     if rows.height:
         status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]

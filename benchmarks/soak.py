@@ -87,7 +87,8 @@ def storage_failures(storage: str) -> int:
 
 
 def audit(storage: str, hashes: set[str]) -> tuple[int, int, int]:
-    """(finished configs, lost configs, duplicated configs) from the row files."""
+    """(finished configs, lost configs, duplicated configs) from the row files (member
+    files, and compacted files: icl_core.compaction)."""
     files = glob.glob(f"{storage}/soak/st/rows/*.parquet")
     by_hash: dict[str, int] = {}
     duplicated = 0
@@ -96,6 +97,13 @@ def audit(storage: str, hashes: set[str]) -> tuple[int, int, int]:
         by_hash[h] = by_hash.get(h, 0) + 1
         rows = pl.read_parquet(path).select(ROW_KEYS)
         duplicated += int(rows.is_duplicated().any())
+    seen: set[str] = set()  # readers take a hash from its oldest compacted file, only
+    for path in sorted(glob.glob(f"{storage}/soak/st/compacted/*.parquet")):
+        for (h,), rows in pl.read_parquet(path).group_by("config_hash"):
+            if h not in seen:
+                seen.add(h)
+                by_hash[h] = 1  # a member file beside it is a killed compaction's leftover
+                duplicated += int(rows.select(ROW_KEYS).is_duplicated().any())
     duplicated += sum(1 for n in by_hash.values() if n > 1)
     finished = len(hashes & set(by_hash))
     return finished, len(hashes) - finished, duplicated

@@ -13,6 +13,8 @@
     icl claims <sweep> [--study S] [--storage P] [--release [--yes]]
                                    the claims (leases) on the sweep's configs: holder, age,
                                    expiry; --release removes them (a dead driver's) after a y/N
+    icl compact <sweep> [--study S] [--storage P]
+                                   merge finished members' row files (icl_core.compaction)
 
 It only finds things and hands them on: the sweep files' command line is icl_core.cli.
 """
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
-                "regenerate": regenerate, "levels": levels, "claims": claims}
+                "regenerate": regenerate, "levels": levels, "claims": claims,
+                "compact": compact}
     if command not in commands:
         from icl_core.validation import unknown
 
@@ -92,6 +95,34 @@ def levels(rest: list[str]) -> int:
     from icl_core.levels import main as levels_main
 
     return levels_main(rest)
+
+
+def compact(rest: list[str]) -> int:
+    """Merge each study's finished member row files into one compacted file; one line per
+    study saying what was merged."""
+    from icl_core.api import default_storage
+    from icl_core.compaction import compact as compact_study
+    from icl_core.compaction import studies
+    from icl_core.store import Store
+    from icl_core.validation import unknown
+
+    parser = argparse.ArgumentParser(prog="icl compact", description=compact.__doc__)
+    parser.add_argument("sweep", help="a sweep in the store")
+    parser.add_argument("--study", help="one study (default: every study of the sweep)")
+    parser.add_argument("--storage", help="row store path or URI (default: $ICL_STORAGE, "
+                        "else ./results)")
+    args = parser.parse_args(rest)
+    store = Store(args.storage or default_storage())
+    stored = sorted(studies(store, ""))
+    if args.sweep not in stored:
+        raise unknown(f"icl compact (sweeps under {store.uri})", "sweep", args.sweep, stored)
+    names = studies(store, args.sweep)
+    if args.study and args.study not in names:
+        raise unknown(f"icl compact ({args.sweep} under {store.uri})", "study", args.study,
+                      names)
+    for name in [args.study] if args.study else names:
+        print(compact_study(store, args.sweep, name).line(), flush=True)
+    return 0
 
 
 def list_things(rest: list[str]) -> int:

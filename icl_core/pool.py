@@ -114,7 +114,10 @@ def study_rows(store, sweep: str, study: str):
 
     if "://" in storage_uri(store.uri):  # the cost model learns from local stores only
         return None
-    files = sorted((Path(store.study_dir(sweep, study)) / "rows").glob("*.parquet"))
+    from icl_core.store import COMPACTED, LAST_METRIC
+
+    folder = Path(store.study_dir(sweep, study))
+    files = sorted((folder / "rows").glob("*.parquet"))
     columns = ["config_json", "step_time_s", "stack_size", "device_type", "threads",
                "wall_time_s", "train_time_s", "peak_memory_mb", "flops_fraction"]
     frames = []
@@ -122,6 +125,12 @@ def study_rows(store, sweep: str, study: str):
         try:
             frames.append(pl.read_parquet(path, columns=columns, n_rows=1))
         except Exception:  # a file without these columns (older rows) or unreadable: skipped
+            continue
+    for path in sorted((folder / COMPACTED).glob("*.parquet")):  # one row per member
+        try:
+            frames.append(pl.scan_parquet(path).filter(pl.col("metric") == LAST_METRIC)
+                          .select(columns).collect())
+        except Exception:
             continue
     return pl.concat(frames, how="vertical_relaxed") if frames else None
 

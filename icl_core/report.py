@@ -52,11 +52,28 @@ def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
         statuses = store.member_status(sweep.name, study.name, [m.hash for m in plan.members])
         statuses.update((h, ("claimed", f"by another driver ({who})"))
                         for h, who in (others or {}).items() if statuses[h][0] == "missing")
+        compact_study(store, sweep.name, study.name)
         return report_statuses(label, statuses, sweep, study, store, args)
     except Exception as exc:
         print(f"[{label}] report failed: {type(exc).__name__}: {exc}", file=sys.stderr,
               flush=True)
         return 1
+
+
+def compact_study(store, sweep: str, study: str) -> None:
+    """Merge a finished study's member row files (icl_core.compaction) when there are at
+    least COMPACT_AT of them; says what it merged; a failure is one line, never raised (the
+    member files stay and remain the truth)."""
+    from icl_core.compaction import COMPACT_AT, compact
+
+    try:
+        result = compact(store, sweep, study, min_files=COMPACT_AT)
+    except Exception as exc:
+        print(f"[{sweep}/{study}] compaction failed ({type(exc).__name__}: {exc}); the member "
+              "files stay", file=sys.stderr, flush=True)
+        return
+    if result.merged or result.removed or result.rewritten:
+        print(result.line(), flush=True)
 
 
 def report_statuses(label, statuses, sweep, study, store, args) -> int:

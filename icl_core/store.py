@@ -5,6 +5,10 @@ Layout under any storage URI pyarrow understands (a local path, s3://, gs://, a 
     <storage>/<sweep>/<study>/rows/<config_hash>.parquet      finished members (ok / diverged /
                                                               pruned by a search)
     <storage>/<sweep>/<study>/failed/<config_hash>.parquet    members whose trial raised
+    <storage>/<sweep>/<study>/compacted/compacted-<stamp>-<id>.parquet   finished members'
+                                                              row files merged (icl_core.
+                                                              compaction); the footer names
+                                                              each member and its status
     <storage>/<sweep>/<study>/artifacts/<config_hash>/<name>.npz   arrays (see artifacts.py)
     <storage>/<sweep>/<study>/tune/                           Ray Tune's own experiment state
     <storage>/<sweep>/<study>/study.json                      the study's manifest: what
@@ -23,6 +27,14 @@ sweep skips it. A file that does not verify is moved to quarantine/ with its rea
 deleted) and the config is trained again. Files are written to a temporary name and renamed,
 so a crash never leaves a half-written row file; the temporary file is removed when a write
 fails.
+
+Compaction (icl_core.compaction, `icl compact`) merges finished members' files into one file
+under compacted/, renamed into place before the member files are deleted. A hash is read from
+its compacted copy: a member file beside it (a compaction killed before its deletions) and a
+later compacted file holding it again (two compactions at once) are duplicates readers skip.
+A compacted file verifies by its footer alone (schema, and its `icl.compacted` metadata:
+{hash: [status, reason]} and the row count); one that does not is quarantined whole and its
+members count as unfinished.
 """
 
 from __future__ import annotations
@@ -53,6 +65,8 @@ ROW_SCHEMA = pa.schema([
 STATUSES = ("ok", "diverged", "pruned", "failed")
 LAST_METRIC = "steps_completed"  # the last row finish_member writes of every member
 QUARANTINE = "quarantine"
+COMPACTED = "compacted"  # per study: merged row files of finished members
+COMPACTED_KEY = b"icl.compacted"  # footer metadata: {"members": {hash: [status, reason]}, "rows": n}
 
 
 class UntrustedRows(Exception):
@@ -89,43 +103,131 @@ class Store:
 
     def final_train_loss(self, sweep: str, study: str, config_hash: str) -> tuple[int, float]:
         """(step, value) of a finished member's last train_loss row ((0, nan) without one):
-        what a search reports for a config an earlier trial finished."""
-        import pyarrow.parquet as pq
-
-        with self.fs.open_input_file(self.rows_path(sweep, study, config_hash)) as f:
-            rows = pq.read_table(f, columns=["metric", "value", "step"]).to_pylist()
+        what a search reports for a config an earlier trial finished (its member file, else
+        its compacted copy)."""
+        columns = ["metric", "value", "step"]
+        try:
+            with self.fs.open_input_file(self.rows_path(sweep, study, config_hash)) as f:
+                rows = pq.read_table(f, columns=columns).to_pylist()
+        except FileNotFoundError:
+            where = self.compacted(sweep, study).get(config_hash)
+            if where is None:
+                raise
+            rows = self.compacted_rows(where[0], config_hash, columns).to_pylist()
         losses = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "train_loss")
         return losses[-1] if losses else (0, float("nan"))
 
     def finished(self, sweep: str, study: str, hashes=None) -> set[str]:
-        """Config hashes (of `hashes` only, when given) whose row file under rows/ verifies;
-        files that do not are quarantined (`read_verified`)."""
+        """Config hashes (of `hashes` only, when given) whose row file under rows/ verifies,
+        or that a compacted file holds; files that do not verify are quarantined."""
         return set(self.statuses(sweep, study, hashes))
 
     def statuses(self, sweep: str, study: str, hashes=None) -> dict:
-        """{hash: (status, reason)} of the row files under rows/ that verify (of `hashes` only,
-        when given), each read once; files that do not are quarantined."""
-        selector = pafs.FileSelector(f"{self.study_dir(sweep, study)}/rows", allow_not_found=True)
-        names = {
-            Path(info.path).name.removesuffix(".parquet")
-            for info in self.fs.get_file_info(selector)
-            if info.path.endswith(".parquet")
-        }
-        if hashes is not None:
-            names &= set(hashes)
+        """{hash: (status, reason)} of the finished members (of `hashes` only, when given):
+        those in compacted files (one footer read per file) and the row files under rows/
+        that verify, each read once; files that do not verify are quarantined."""
+        compacted = self.compacted(sweep, study)
+        names = set(self.member_files(sweep, study)) - set(compacted)  # the rest: duplicates
+        wanted = None if hashes is None else set(hashes)
+        if wanted is not None:
+            names &= wanted
+        out = {h: (status, reason) for h, (_, status, reason) in compacted.items()
+               if wanted is None or h in wanted}
         checked = self._verify_all(sweep, study, sorted(names))
-        return {h: status for h, status in checked.items() if status is not None}
+        out.update((h, status) for h, status in checked.items() if status is not None)
+        return out
+
+    def member_files(self, sweep: str, study: str, folder: str = "rows") -> dict[str, str]:
+        """{config hash: path} of the member row files under rows/ (or failed/)."""
+        selector = pafs.FileSelector(f"{self.study_dir(sweep, study)}/{folder}",
+                                     allow_not_found=True)
+        return {Path(info.path).name.removesuffix(".parquet"): info.path
+                for info in self.fs.get_file_info(selector) if info.path.endswith(".parquet")}
+
+    # --------------------------------------------------------------- compacted files
+
+    def compacted_files(self, sweep: str, study: str) -> list[str]:
+        """The study's compacted files, oldest first (their names start with a stamp)."""
+        selector = pafs.FileSelector(f"{self.study_dir(sweep, study)}/{COMPACTED}",
+                                     allow_not_found=True)
+        return sorted(info.path for info in self.fs.get_file_info(selector)
+                      if info.path.endswith(".parquet"))
+
+    def read_compacted(self, path: str) -> dict[str, tuple[str, str | None]]:
+        """{hash: (status, reason)} from a compacted file's footer, which must verify (its
+        schema is a row file's, its metadata names members with one valid status each and
+        its row count); else UntrustedRows (FileNotFoundError when it is gone)."""
+        try:
+            with self.fs.open_input_file(path) as f:
+                meta = pq.read_metadata(f)
+            self._check_schema(path, meta.schema.to_arrow_schema())
+            held = json.loads((meta.metadata or {})[COMPACTED_KEY])
+            members = {str(h): (s, r) for h, (s, r) in held["members"].items()}
+            rows = int(held["rows"])
+        except (FileNotFoundError, UntrustedRows):
+            raise
+        except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+            raise UntrustedRows(f"{path}: unreadable compacted file ({type(exc).__name__}: "
+                                f"{exc})") from None
+        if rows != meta.num_rows or not members:
+            raise UntrustedRows(f"{path}: footer says {rows} rows of {len(members)} members, "
+                                f"the file holds {meta.num_rows} rows")
+        bad = sorted({str(s) for s, _ in members.values()} - set(STATUSES))
+        if bad:
+            raise UntrustedRows(f"{path}: statuses {bad}, expected one of {', '.join(STATUSES)}")
+        return members
+
+    def compacted(self, sweep: str, study: str) -> dict[str, tuple[str, str, str | None]]:
+        """{hash: (compacted file, status, reason)} of the study's compacted files that
+        verify (one footer read each; the oldest file holding a hash is its copy); files
+        that do not are quarantined and their members count as unfinished."""
+        files = self.compacted_files(sweep, study)
+        out: dict[str, tuple[str, str, str | None]] = {}
+        held = self._map(lambda path: self.compacted_or_quarantined(sweep, study, path), files)
+        for path, members in zip(files, held, strict=True):
+            for h, (status, reason) in (members or {}).items():
+                out.setdefault(h, (path, status, reason))
+        return out
+
+    def compacted_or_quarantined(self, sweep: str, study: str, path: str) -> dict | None:
+        """`read_compacted`, or None when the file is gone or did not verify (then moved to
+        quarantine/ whole, and said)."""
+        try:
+            return self.read_compacted(path)
+        except FileNotFoundError:
+            return None
+        except UntrustedRows as exc:
+            dest = self.quarantine(sweep, study, path, str(exc))
+            print(f"[{sweep}/{study}] untrusted compacted file {exc}; moved to {dest}; its "
+                  "configs will be trained again", file=sys.stderr, flush=True)
+            return None
+
+    def compacted_rows(self, path: str, config_hash: str, columns=None) -> pa.Table:
+        """One member's rows from a compacted file (sorted by hash: row groups whose
+        statistics exclude it are not read)."""
+        with self.fs.open_input_file(path) as f:
+            return pq.read_table(f, columns=columns, filters=[("config_hash", "=", config_hash)])
+
+    @staticmethod
+    def _map(fn, items: list) -> list:
+        """fn over items, in threads when there are many (a remote store answers each read
+        in tens of milliseconds)."""
+        if len(items) < 8:
+            return list(map(fn, items))
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            return list(pool.map(fn, items))
 
     def _verify_all(self, sweep: str, study: str, hashes: list[str], folder: str = "ok") -> dict:
-        """{hash: (status, reason) or None (quarantined or gone)}, read in parallel (a remote
-        store answers each read in tens of milliseconds)."""
-        def one(h):
-            return h, self.verified_or_quarantined(sweep, study, h, folder)
+        """{hash: (status, reason) or None (quarantined or gone)}, read in parallel."""
+        return dict(self._map(
+            lambda h: (h, self.verified_or_quarantined(sweep, study, h, folder)), hashes))
 
-        if len(hashes) < 8:
-            return dict(map(one, hashes))
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            return dict(pool.map(one, hashes))
+    @staticmethod
+    def _check_schema(path: str, schema: pa.Schema) -> None:
+        wrong = [n for n in ROW_SCHEMA.names if n not in schema.names
+                 or schema.field(n).type != ROW_SCHEMA.field(n).type]
+        if wrong:
+            raise UntrustedRows(f"{path}: columns missing or of another type: {', '.join(wrong)}")
 
     def read_verified(self, path: str, config_hash: str) -> tuple[str, str | None]:
         """(status, reason) of a row file that verifies; else UntrustedRows naming the file
@@ -133,26 +235,13 @@ class Store:
         try:
             with self.fs.open_input_file(path) as f:
                 parquet = pq.ParquetFile(f)
-                schema = parquet.schema_arrow
-                wrong = [n for n in ROW_SCHEMA.names if n not in schema.names
-                         or schema.field(n).type != ROW_SCHEMA.field(n).type]
-                if wrong:
-                    raise UntrustedRows(f"{path}: columns missing or of another type: "
-                                        f"{', '.join(wrong)}")
+                self._check_schema(path, parquet.schema_arrow)
                 table = parquet.read(columns=["config_hash", "status", "reason", "metric"])
-        except FileNotFoundError:
+        except (FileNotFoundError, UntrustedRows):
             raise
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise UntrustedRows(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-        hashes, statuses = set(table["config_hash"].to_pylist()), set(table["status"].to_pylist())
-        if hashes != {config_hash}:
-            raise UntrustedRows(f"{path}: rows of {sorted(map(str, hashes))}, not {config_hash}")
-        if len(statuses) != 1 or not statuses <= set(STATUSES):
-            raise UntrustedRows(f"{path}: statuses {sorted(map(str, statuses))}, expected one "
-                                f"of {', '.join(STATUSES)}")
-        if LAST_METRIC not in set(table["metric"].to_pylist()):
-            raise UntrustedRows(f"{path}: no {LAST_METRIC} row: the member's rows are incomplete")
-        return table["status"][0].as_py(), table["reason"][0].as_py()
+        return check_member(path, table, config_hash)
 
     def verified_or_quarantined(self, sweep: str, study: str, config_hash: str,
                                 status: str = "ok") -> tuple[str, str | None] | None:
@@ -217,9 +306,14 @@ class Store:
 
     def member_status(self, sweep: str, study: str, hashes: list[str]) -> dict:
         """{hash: (status, reason)}; 'missing' where no file verifies (e.g. a killed trial;
-        a file that did not verify is quarantined, and the reason says where it went)."""
+        a file that did not verify is quarantined, and the reason says where it went).
+        Member files are read first; compacted files only for hashes without one."""
         out = self._verify_all(sweep, study, list(hashes))
         left = [h for h, status in out.items() if status is None]
+        if left:
+            compacted = self.compacted(sweep, study)
+            out.update((h, compacted[h][1:]) for h in left if h in compacted)
+            left = [h for h in left if out[h] is None]
         out.update((h, s) for h, s in self._verify_all(sweep, study, left, "failed").items()
                    if s is not None)
         return {h: out[h] or ("missing", "no row file: the trial did not finish") for h in hashes}
@@ -234,6 +328,21 @@ class Store:
         probe = f"{self.root}/.write-probe-{uuid.uuid4().hex[:8]}"
         self.write_bytes(probe, b"ok")
         self.fs.delete_file(probe)
+
+
+def check_member(path: str, table: pa.Table, config_hash: str) -> tuple[str, str | None]:
+    """(status, reason) of one member's rows (columns config_hash, status, reason and metric
+    at least) when they are that config's, with one status and the member's last row; else
+    UntrustedRows naming the file and why."""
+    hashes, statuses = set(table["config_hash"].to_pylist()), set(table["status"].to_pylist())
+    if hashes != {config_hash}:
+        raise UntrustedRows(f"{path}: rows of {sorted(map(str, hashes))}, not {config_hash}")
+    if len(statuses) != 1 or not statuses <= set(STATUSES):
+        raise UntrustedRows(f"{path}: statuses {sorted(map(str, statuses))}, expected one "
+                            f"of {', '.join(STATUSES)}")
+    if LAST_METRIC not in set(table["metric"].to_pylist()):
+        raise UntrustedRows(f"{path}: no {LAST_METRIC} row: the member's rows are incomplete")
+    return table["status"][0].as_py(), table["reason"][0].as_py()
 
 
 def read_manifest(fs: pafs.FileSystem, study_dir: str) -> dict | None:

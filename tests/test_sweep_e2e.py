@@ -8,6 +8,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from analysis.figures import FIGURE_COLUMNS, FIGURES
+from analysis.store import read_rows
+from icl_core import console
 from icl_core.models import MODELS
 from icl_core.store import Store
 from icl_core.tasks import TASKS
@@ -38,6 +41,30 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     # Re-running the same grid runs nothing: every config hash already has its rows.
     assert SWEEP.main(argv + ["--no-figures"]) == 0
     assert "4 configs, 4 already finished, running 0" in capsys.readouterr().out
+
+    # `icl compact` merges the member files; the rows, the resume check and the figure stay.
+    assert console.main(["compact", "depth_scaling", "--storage", str(storage)]) == 0
+    out = capsys.readouterr().out
+    assert "[depth_scaling/least_squares] compacted 4 member files (236 rows) into " in out
+    study = storage / "depth_scaling" / "least_squares"
+    assert not list((study / "rows").glob("*.parquet"))
+    assert len(list((study / "compacted").glob("compacted-*.parquet"))) == 1
+    assert store.finished("depth_scaling", "least_squares") == {m.hash for m in members}
+    compacted, _ = read_rows(str(storage), "depth_scaling", "least_squares")
+    assert compacted.select(rows.columns).sort(rows.columns).equals(rows.sort(rows.columns))
+    assert SWEEP.main(argv + ["--no-figures"]) == 0
+    assert "4 configs, 4 already finished, running 0" in capsys.readouterr().out
+    # the depth figure from its declared columns only is the figure from every column
+    narrow, _ = read_rows(str(storage), "depth_scaling", "least_squares",
+                          columns=FIGURE_COLUMNS["depth"], categorical=True)
+    assert narrow.width < 25 < rows.width and narrow.schema["metric"] == pl.Categorical
+    wide = FIGURES["depth"](compacted, tmp_path / "wide", n_boot=50)
+    thin = FIGURES["depth"](narrow, tmp_path / "thin", n_boot=50)
+    for key in ("best_depth", "best_median_mse", "var_y", "references", "ok", "excluded",
+                "note"):
+        assert thin[key] == wide[key], key
+    assert thin["regime"].equals(wide["regime"]) and thin["table"].equals(wide["table"])
+    assert thin["ax"].get_title() == wide["ax"].get_title()
 
 
 @pytest.mark.parametrize(
