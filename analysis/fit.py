@@ -6,7 +6,7 @@
 The forms (`power`, `saturating`, `broken_power`) live in analysis.fit_forms, the Huber
 optimiser and the seeded group bootstrap in analysis.fit_solve, the result (`Fit`) and
 `fit_status` (is a fit resolved?) in analysis.fit_result; both are imported from here, where
-the README and the fit report name them.
+docs/analysis.md and the fit report name them.
 
 Uncertainty. The point estimate uses every seed-level point. The 95% CI comes from B (default
 1000) bootstrap refits on groups (seeds) resampled with replacement; CIs are 2.5/97.5
@@ -42,7 +42,7 @@ from analysis.fit_forms import FORMS, Form, distinct_x
 from analysis.fit_result import Fit, fit_status
 from analysis.fit_solve import bootstrap, point_fit
 
-# Fit and fit_status are defined in analysis.fit_result; this module is where the README, the
+# Fit and fit_status are defined in analysis.fit_result; this module is where the docs, the
 # fit report (fits.md) and the figures name them, so they are imported from here.
 __all__ = ["DEFAULT_FORMS", "Fit", "aic", "compare_forms", "fit_scaling", "fit_status",
            "holdout_error"]

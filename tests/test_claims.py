@@ -106,7 +106,7 @@ def test_planning_again_skips_finished_and_claimed_configs(tmp_path):
 
 def test_a_killed_drivers_claims_on_this_host_are_taken_over_at_once(tmp_path):
     """A driver SIGKILLed mid-sweep leaves unexpired claims; the next run on the same host sees
-    its process is gone and trains those configs (`README`: a re-run resumes a killed driver)."""
+    its process is gone and trains those configs (docs/store.md: a re-run resumes a killed driver)."""
     import socket
 
     store = Store(str(tmp_path))

@@ -1,6 +1,6 @@
 """Plug-in contracts (icl_core/tasks/base.py, icl_core/models/base.py): every registered task and
 model satisfies its contract, capabilities are detected by isinstance, and a new task and model
-plug in with their own code and a registry line only (README "Adding a model or a task")."""
+plug in with their own code and a registry line only (docs/developing.md "Adding a model or a task")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The exit status of a grid study (README "Exit status"): 1 when a member failed or is missing
+"""The exit status of a grid study (docs/store.md "Exit status"): 1 when a member failed or is missing
 or when every member diverged; claimed-by-another-driver configs are not failures."""
 
 from __future__ import annotations

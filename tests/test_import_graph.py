@@ -4,7 +4,7 @@ Every .py file is parsed (never imported); every import statement counts whereve
 level, inside functions, under TYPE_CHECKING), relative imports resolved, `from pkg import name`
 counted as an import of the submodule pkg.name where one exists, and importing a.b.c counts as
 importing its packages a.b and a too (Python runs their __init__ first). A package's __init__
-importing its own children is not a circle. Layers (docs: README "Layout"):
+importing its own children is not a circle. Layers (docs/developing.md "Layout"):
 
     sweeps -> orchestration -> core;   analysis -> core;   models and tasks never import each
     other; core imports neither Ray nor analysis nor the orchestration; analysis never imports
