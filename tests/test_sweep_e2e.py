@@ -45,7 +45,8 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     # `icl compact` merges the member files; the rows, the resume check and the figure stay.
     assert console.main(["compact", "depth_scaling", "--storage", str(storage)]) == 0
     out = capsys.readouterr().out
-    assert "[depth_scaling/least_squares] compacted 4 member files (236 rows) into " in out
+    assert (f"[depth_scaling/least_squares] compacted 4 member files ({rows.height} rows) "
+            "into ") in out
     study = storage / "depth_scaling" / "least_squares"
     assert not list((study / "rows").glob("*.parquet"))
     assert len(list((study / "compacted").glob("compacted-*.parquet"))) == 1
