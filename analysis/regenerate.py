@@ -254,10 +254,12 @@ def _figure_arg_columns(study: dict) -> list[str]:
 
 def regenerate(sweep: str, study: str | None = None, storage: str = "results",
                out: str = "figures", n_boot: int = 1000, preset: str | None = None,
-               lookup=None) -> list[dict]:
+               lookup=None, scale: str | None = None) -> list[dict]:
     """Figures and fit reports of one sweep (one study, or every study with results).
 
     preset: count the trials the plan of that preset expects (coverage); optional.
+    scale: the scale the rows are at (e.g. "reduced: d = 4, inputs N(0, I)"), shown in
+    every figure's title (a `scale` column the titles read, `study_title`).
     lookup: where the studies come from when not from the store's manifests (see
     `study_manifests`)."""
     check_name(sweep)
@@ -276,6 +278,8 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
             missing.append(name)
             continue
         print(coverage.line(label), flush=True)
+        if scale:
+            rows = rows.with_columns(pl.lit(scale).alias("scale"))
         if coverage.missing:
             print(f"[{label}] no row file for {len(coverage.missing)} planned trial(s): "
                   f"{', '.join(coverage.missing[:10])}", flush=True)
@@ -331,6 +335,8 @@ def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
     parser.add_argument("--out", default="figures", help="figure folder (default: figures)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (1000)")
     parser.add_argument("--preset", help="count the trials this preset's plan expects")
+    parser.add_argument("--scale", help="the scale the rows are at, shown in every figure's "
+                        "title (e.g. 'reduced: d = 4, inputs N(0, I)')")
     args = parser.parse_args(argv)
     if bool(args.sweep) == args.all:
         parser.error("name one sweep or pass --all")
@@ -343,7 +349,7 @@ def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
     for name in names:
         try:
             done += len(regenerate(name, args.study, args.storage, args.out, args.n_boot,
-                                   args.preset, lookup))
+                                   args.preset, lookup, args.scale))
         except MissingResults as exc:
             missing.append((name, str(exc)))
         except ValueError as exc:  # unknown sweep, study or figure (ConfigError included)

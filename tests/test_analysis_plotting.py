@@ -214,3 +214,16 @@ def test_study_without_a_figure_still_gets_a_fit_report(tmp_path, monkeypatch, c
     assert "| sweep | study | figure | form | status | estimates |" in md and "AIC" in md
     assert fits["status"][0] == "ok"  # b ~ 1 resolved, of the claimed sign
     assert not any(p.suffix == ".png" for p in folder.iterdir())
+
+
+def test_a_figure_title_names_the_scale_its_rows_are_at():
+    """`regenerate --scale` adds a `scale` column; every title built by study_title shows it
+    (a reduced-scale figure never reads as the paper's)."""
+    from analysis.plotting import study_title
+
+    rows = pl.DataFrame({"sweep": ["deep_optimizers"], "study": ["teacher_shift"]})
+    plain = study_title(rows)
+    assert "[" not in plain
+    scaled = rows.with_columns(pl.lit("reduced: d = 4").alias("scale"))
+    assert study_title(scaled) == f"{plain} [reduced: d = 4]"
+    assert study_title(scaled, "float32") == f"{plain} (float32) [reduced: d = 4]"

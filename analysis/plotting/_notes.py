@@ -61,7 +61,9 @@ def study_title(rows, suffix: str = "") -> str:
         sweeps = sorted(str(v) for v in rows["sweep"].drop_nulls().unique().to_list()) \
             if "sweep" in rows.columns else []
         title = f"{'/'.join(sweeps) or '?'}/{'/'.join(studies) or '?'}"
-    return f"{title} ({suffix})" if suffix else title
+    title = f"{title} ({suffix})" if suffix else title
+    scales = rows["scale"].drop_nulls().unique().to_list() if "scale" in rows.columns else []
+    return f"{title} [{scales[0]}]" if len(scales) == 1 else title
 
 
 def panel_note(ax: Axes, lines, loc: str = "lower left", fontsize: float = 6.5):
