@@ -7,7 +7,7 @@ first:
 1. **rows**: the `step_time_s` of finished rows of the same shape on the same device kind
    (median; a stack's rows give the stack's step time for its size), via `learn_from_rows`;
 2. **calibration**: a few optimizer steps timed on the target device (`calibrate`: two warm-up
-   steps, then the best of REPEATS timings of CALIBRATION_STEPS), alone and, where members can stack, as a stack of
+   steps, then the best of REPEATS timings of CALIBRATION_STEPS; icl_core.calibration), alone and, where members can stack, as a stack of
    `STACK_PROBE` members; cached per device, dtype and threads in
    $ICL_CACHE/step_times.json (else ~/.cache/icl_core), like the matmul peak;
 3. **FLOPs**: on a GPU the planner's H100 rate model (GPU_RATE below; icl_core.resources), on a CPU
@@ -22,24 +22,18 @@ member than alone (the calibration or rows decide; without either, the rate mode
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
 import os
 import socket
 import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from icl_core.config import MemberConfig, to_plain
 from icl_core.flops import step_cost_flops, step_shape, supervised_positions
 
-CALIBRATION_STEPS = 4
-WARMUP_STEPS = 2
-REPEATS = 3
-STACK_PROBE = 4  # members in a calibration stack
 CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records: 1-4e10)
 CPU_LAYER_PASS_S = 2e-4  # eager PyTorch on a CPU: per layer pass, forward and backward
 # A member's fixed cost on a CPU beside its steps, evaluation and baselines: build, the
@@ -329,117 +323,6 @@ def save(model: CostModel) -> None:
         tmp = path.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, path)
-
-
-# ------------------------------------------------------------------ measurements
-
-
-def _timed_steps(trainer, steps: int, device) -> float:
-    """Seconds per step: the best of REPEATS timings of `steps` steps after warm-up (the
-    minimum: other work on the node only ever adds time)."""
-    import torch
-
-    from icl_core.train import train_until
-
-    train_until(trainer, trainer.step + WARMUP_STEPS)
-    best = math.inf
-    for _ in range(REPEATS):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        train_until(trainer, trainer.step + steps)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        best = min(best, (time.perf_counter() - t0) / steps)
-    return best
-
-
-def measure(member: MemberConfig, stack: int = 1, steps: int = CALIBRATION_STEPS) -> float:
-    """Seconds per optimizer step of `member` (or a stack of `stack` copies differing in their
-    seeds) on its own device, timed after warm-up steps."""
-    from icl_core.stacked import StackedRun
-    from icl_core.train import MemberRun
-
-    long = dataclasses.replace(member, train=dataclasses.replace(
-        member.train, steps=max(member.train.steps, WARMUP_STEPS + REPEATS * steps + 1), stop_loss=None))
-    runs = [MemberRun(dataclasses.replace(long, seed=long.seed + i)) for i in range(stack)]
-    trainer = runs[0] if stack == 1 else StackedRun(runs)
-    return _timed_steps(trainer, steps, runs[0].device)
-
-
-class CalibrationFailed(Exception):
-    """A member could not be built or trained for its calibration: its hash and the short
-    error (one line; the caller names its sweep and study)."""
-
-    def __init__(self, member_hash: str, error: str):
-        super().__init__(member_hash, error)
-        self.member_hash, self.error = member_hash, error
-
-    def __str__(self) -> str:
-        return f"{self.member_hash[:8]}: {self.error}"
-
-
-def short_error(exc: BaseException, limit: int = 200) -> str:
-    """`Type: first line of the message`, at most `limit` characters."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line if len(line) <= limit else line[:limit - 3] + "..."
-
-
-def calibrate(model: CostModel, members: list[MemberConfig], stacks: bool = False,
-              budget_s: float = 60.0) -> int:
-    """Time each distinct shape of `members` not yet known (alone; with `stacks`, also a stack
-    of STACK_PROBE where members can stack), largest models first, within `budget_s`; the
-    rest keep the FLOP estimate. Returns how many shapes were measured; a member that cannot be
-    built or trained raises CalibrationFailed (its hash and the short error)."""
-    import torch
-
-    from icl_core.stacked import stack_key
-
-    shapes: dict[str, MemberConfig] = {}
-    for member in members:
-        if member.model.trainable and member.train.steps:
-            shapes.setdefault(shape_key(member), member)
-    todo = [m for k, m in shapes.items() if k not in model.table]
-    todo.sort(key=step_cost_flops, reverse=True)
-    deadline, done = time.monotonic() + budget_s, 0
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, model.threads))  # the trial's threads, not the driver's
-    try:
-        for member in todo:
-            if time.monotonic() > deadline:
-                break
-            try:
-                stacked = {STACK_PROBE: measure(member, STACK_PROBE)} \
-                    if stacks and stack_key(member) else None
-                if torch.cuda.is_available() and model.on_gpu:
-                    torch.cuda.reset_peak_memory_stats()
-                alone = measure(member)
-            except Exception as exc:  # noqa: BLE001  (any error of building or training it)
-                raise CalibrationFailed(member.hash, short_error(exc)) from None
-            model.learn(member, alone, stacked, **gpu_footprint(model, member, alone))
-            done += 1
-    finally:
-        torch.set_num_threads(threads)
-    return done
-
-
-def gpu_footprint(model: CostModel, member: MemberConfig, step_s: float) -> dict:
-    """On a GPU, after `measure(member)`: its peak memory, the share of the matmul peak it
-    achieved, and the device's memory (for GPU shares); {} elsewhere."""
-    import torch
-
-    if not (model.on_gpu and torch.cuda.is_available()):
-        return {}
-    from icl_core.device import resolve_dtype
-    from icl_core.flops import step_flops
-    from icl_core.throughput import matmul_peak
-
-    device = torch.device("cuda")
-    model.device_memory_mb = torch.cuda.get_device_properties(device).total_memory / 2**20
-    peak = matmul_peak(device, resolve_dtype(member.dtype))
-    return {"memory_mb": torch.cuda.max_memory_allocated(device) / 2**20,
-            "busy": step_flops(member) / step_s / peak if peak else None}
 
 
 def learn_from_rows(model: CostModel, rows) -> int:

@@ -142,7 +142,7 @@ def cost_model(gpus: float, threads: int, store=None, studies=(), calibrate: boo
     not yet known: on this process's device, or on a cluster GPU through Ray."""
     import torch
 
-    from icl_core import cost
+    from icl_core import calibration, cost
 
     on_gpu = gpus > 0
     name = torch.cuda.get_device_name(0) if on_gpu and torch.cuda.is_available() else None
@@ -159,9 +159,9 @@ def cost_model(gpus: float, threads: int, store=None, studies=(), calibrate: boo
     try:
         if on_gpu and name is None:
             model = remote_calibration(model, members, threads)
-        elif cost.calibrate(model, members, stacks=on_gpu):
+        elif calibration.calibrate(model, members, stacks=on_gpu):
             cost.save(model)
-    except cost.CalibrationFailed as exc:
+    except calibration.CalibrationFailed as exc:
         if not exc.member_hash:
             raise ConfigError(f"calibration on a cluster GPU failed: {exc.error} (nothing was "
                               "trained)") from None
@@ -180,7 +180,7 @@ def remote_calibration(model, members: list, threads: int):
     sends back its device's step times, cached under that device's name."""
     import ray
 
-    from icl_core import cost
+    from icl_core import calibration, cost
 
     @ray.remote(num_gpus=1, num_cpus=threads)
     def _calibrate(members, threads):
@@ -189,17 +189,17 @@ def remote_calibration(model, members: list, threads: int):
         try:
             label = cost.device_label("cuda", threads, torch.cuda.get_device_name(0))
             remote = cost.load(label, threads)
-            cost.calibrate(remote, members, stacks=True)
-        except cost.CalibrationFailed as exc:  # sent back as data: one line at the driver
+            calibration.calibrate(remote, members, stacks=True)
+        except calibration.CalibrationFailed as exc:  # sent back as data: one line at the driver
             return None, {"failed": [exc.member_hash, exc.error]}
         except Exception as exc:  # noqa: BLE001  (the worker's GPU, not a member)
-            return None, {"failed": ["", cost.short_error(exc)]}
+            return None, {"failed": ["", calibration.short_error(exc)]}
         cost.save(remote)
         return label, remote.to_json()
 
     label, table = ray.get(_calibrate.remote(members, threads))
     if "failed" in table:
-        raise cost.CalibrationFailed(*table["failed"])
+        raise calibration.CalibrationFailed(*table["failed"])
     learned = cost.CostModel.from_json(label, threads, table)
     learned.table.update({k: v for k, v in model.table.items() if v.source == "rows"})
     return learned

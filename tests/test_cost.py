@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import tiny_member
 
-from icl_core import cost
+from icl_core import calibration, cost
 from icl_core.config import resolve_member
 from icl_core.flops import step_cost_flops, step_flops, step_shape
 from icl_core.pool import PoolStudy, StudyPool, study_rows
@@ -59,12 +59,12 @@ def test_calibration_is_cached_per_device_and_not_measured_twice(tmp_path, monke
     monkeypatch.setenv("ICL_CACHE", str(tmp_path))
     model = cpu_model()
     members = [member(seed=s) for s in range(3)] + [member(model__width=16)]
-    assert cost.calibrate(model, members) == 2  # two distinct shapes, seeds share one
+    assert calibration.calibrate(model, members) == 2  # two distinct shapes, seeds share one
     assert all(0 < v.alone < 5 for v in model.table.values())
     cost.save(model)
     again = cost.load(model.device, 1)
     assert again.table == model.table
-    assert cost.calibrate(again, members) == 0  # known shapes are not measured again
+    assert calibration.calibrate(again, members) == 0  # known shapes are not measured again
     assert cost.load(cost.device_label("cpu", 2), 2).table == {}  # other threads: other entry
     data = json.loads((tmp_path / "step_times.json").read_text())
     assert list(data) == [model.device]
