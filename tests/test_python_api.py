@@ -25,7 +25,6 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
-@pytest.mark.slow  # a smoke study through SWEEP.run, ~40 s (the CLI tests cover the same path)
 def test_the_notebook_example_runs_and_returns_rows(ray_session, tmp_path, monkeypatch, capsys):
     """The doc's code block, exec'd as written in an empty folder (its storage "results" lands
     there): the notebook's own Ray is used and left running, and the rows come back."""

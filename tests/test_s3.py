@@ -236,7 +236,6 @@ def versioned_bucket(s3) -> str:
     return bucket
 
 
-@pytest.mark.slow  # two processes racing, with an 8 s start barrier: ~26 s
 def test_two_drivers_racing_for_the_same_configs_on_s3_train_each_once(s3):
     """Two processes claim the same six configs at the same instant (no Ray: the claims race
     itself); each config is trained, and its row object written, exactly once."""
