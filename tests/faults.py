@@ -1,7 +1,7 @@
 """Fault injection (test-only tooling, on Ray private API) for the reliability tests and the soak
 (benchmarks/soak.py): find this Ray session's trial workers and kill them for real (SIGKILL), as a
 crash or pre-emption would; storage that refuses writes for real (an unwritable folder, a full
-tmpfs)."""
+tmpfs); two drivers racing for the same configs (any storage: local or S3)."""
 
 from __future__ import annotations
 
@@ -91,3 +91,45 @@ def full_tmpfs(path: Path, size: str = "512k"):
         yield filler
     finally:
         subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+RACING_DRIVER = """
+import json, sys, time
+from conftest import tiny_member
+from icl_core.claims import plan_claims
+from icl_core.config import resolve_member
+from icl_core.store import Store
+from icl_core.trial import TrialSpec, run_trial
+
+storage, start = sys.argv[1], float(sys.argv[2])
+members = [resolve_member(tiny_member(seed=s)) for s in range(6)]
+store = Store(storage)
+while time.time() < start:
+    time.sleep(0.005)
+claims, mine, others = plan_claims(store, "sw", "st", [m.hash for m in members])
+trained = []
+with claims.keep():
+    for m in members:
+        if m.hash in mine:
+            spec = TrialSpec("sw", "st", storage, [m.to_dict()], driver=claims.owner.driver)
+            trained += [h for h, s in run_trial(spec).items() if s == "ok"]
+print(json.dumps({"trained": trained, "others": others}))
+"""
+
+
+def race_two_drivers(storage: str) -> list[dict]:
+    """Two processes that claim the same six tiny configs (tests/conftest.tiny_member, seeds
+    0-5, study sw/st) at the same instant, then train what they hold (no Ray: the claims race
+    itself); each one's {"trained": [hashes], "others": {hash: holder}}."""
+    import json
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'tests'}"}
+    start = time.time() + 8  # both have imported torch by then
+    procs = [subprocess.Popen([sys.executable, "-c", RACING_DRIVER, storage, str(start)],
+                              stdout=subprocess.PIPE, env=env, cwd=root) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=240)[0].decode().splitlines()[-1]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    return outs

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from conftest import tiny_member
+from faults import race_two_drivers
 
 from icl_core.claims import Claims, Owner, holder, plan_claims, skipped_line
 from icl_core.config import resolve_member
@@ -56,37 +57,8 @@ def test_a_member_claimed_by_another_live_driver_is_not_trained(tmp_path):
     assert run_trial(spec) == {member.hash: "ok"}
 
 
-DRIVER = """
-import json, sys, time
-from conftest import tiny_member
-from icl_core.claims import plan_claims
-from icl_core.config import resolve_member
-from icl_core.store import Store
-from icl_core.trial import TrialSpec, run_trial
-
-storage, start = sys.argv[1], float(sys.argv[2])
-members = [resolve_member(tiny_member(seed=s)) for s in range(6)]
-store = Store(storage)
-while time.time() < start:
-    time.sleep(0.005)
-claims, mine, others = plan_claims(store, "sw", "st", [m.hash for m in members])
-trained = []
-with claims.keep():
-    for m in members:
-        if m.hash in mine:
-            spec = TrialSpec("sw", "st", storage, [m.to_dict()], driver=claims.owner.driver)
-            trained += [h for h, s in run_trial(spec).items() if s == "ok"]
-print(json.dumps({"trained": trained, "others": others}))
-"""
-
-
 def test_two_drivers_started_at_once_train_each_config_exactly_once(tmp_path):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
-    start = time.time() + 8  # both have imported torch by then
-    procs = [subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), str(start)],
-                              stdout=subprocess.PIPE, env=env, cwd=ROOT) for _ in range(2)]
-    outs = [json.loads(p.communicate(timeout=240)[0].decode().splitlines()[-1]) for p in procs]
-    assert all(p.returncode == 0 for p in procs)
+    outs = race_two_drivers(str(tmp_path))
     trained = [h for out in outs for h in out["trained"]]
     hashes = {resolve_member(tiny_member(seed=s)).hash for s in range(6)}
     assert sorted(trained) == sorted(hashes)  # each exactly once, by one driver or the other

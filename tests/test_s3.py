@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import s3server
 from conftest import tiny_member
+from faults import race_two_drivers
 
 from icl_core.claims import ObjectClaims, Owner, holder, plan_claims
 from icl_core.config import resolve_member
@@ -134,8 +135,6 @@ def test_claims_on_s3_are_conditional_writes(s3, storage):
 def test_a_squatted_claim_on_s3_expires_a_lease_after_it_was_written(s3, storage):
     """The local rule on objects too: an "expires" in the year 3000 is not believed; the claim
     counts as expiring a lease length after the object's LastModified, and says so."""
-    import json
-    import time
 
     from icl_core.claims import TTL_S
 
@@ -196,30 +195,6 @@ def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, 
     assert len(trials()) == 3 and all(t.state.is_finished() for t in trials())
 
 
-RACER = """
-import json, sys, time
-from conftest import tiny_member
-from icl_core.claims import plan_claims
-from icl_core.config import resolve_member
-from icl_core.store import Store
-from icl_core.trial import TrialSpec, run_trial
-
-storage, start = sys.argv[1], float(sys.argv[2])
-members = [resolve_member(tiny_member(seed=s)) for s in range(6)]
-store = Store(storage)
-while time.time() < start:
-    time.sleep(0.005)
-claims, mine, others = plan_claims(store, "sw", "st", [m.hash for m in members])
-trained = []
-with claims.keep():
-    for m in members:
-        if m.hash in mine:
-            spec = TrialSpec("sw", "st", storage, [m.to_dict()], driver=claims.owner.driver)
-            trained += [h for h, s in run_trial(spec).items() if s == "ok"]
-print(json.dumps({"trained": trained, "others": others}))
-"""
-
-
 def row_versions(s3, bucket: str, study: str) -> dict[str, int]:
     """{config hash: how many times its row object was written} (a versioned bucket)."""
     pages = s3.client().get_paginator("list_object_versions").paginate(
@@ -241,12 +216,7 @@ def test_two_drivers_racing_for_the_same_configs_on_s3_train_each_once(s3):
     itself); each config is trained, and its row object written, exactly once."""
     bucket = versioned_bucket(s3)
     storage = s3.uri(bucket)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
-    start = time.time() + 8  # both have imported torch by then
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, storage, str(start)],
-                              stdout=subprocess.PIPE, env=env, cwd=ROOT) for _ in range(2)]
-    outs = [json.loads(p.communicate(timeout=240)[0].decode().splitlines()[-1]) for p in procs]
-    assert all(p.returncode == 0 for p in procs)
+    outs = race_two_drivers(storage)
     trained = [h for out in outs for h in out["trained"]]
     hashes = {resolve_member(tiny_member(seed=s)).hash for s in range(6)}
     assert sorted(trained) == sorted(hashes)  # each exactly once, by one driver or the other
