@@ -59,17 +59,27 @@ def supervised_positions(task_cfg) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
+def resolved(model_json: str, task_json: str, task_seed: int) -> tuple:
+    """(model config, task config, d_in, d_out, seq_len, causal) of a member's model and task
+    sections (JSON, for the cache): what the planner's step shape and memory estimate read."""
     import json
 
-    from icl_core.models import MODELS, count_params
-    from icl_core.models.base import LoopsBlock
+    from icl_core.models import MODELS
     from icl_core.tasks import TASKS
 
     task_cfg = TASKS.resolve(json.loads(task_json), "task")
     d_in, d_out, seq_len = task_shape(task_cfg, task_seed)
     causal = TASKS.builder(task_cfg.name).causal
     model_cfg = MODELS.resolve(json.loads(model_json), "model")
+    return model_cfg, task_cfg, d_in, d_out, seq_len, causal
+
+
+@functools.lru_cache(maxsize=4096)
+def _step_shape(model_json: str, task_json: str, task_seed: int) -> StepShape:
+    from icl_core.models import count_params
+    from icl_core.models.base import LoopsBlock
+
+    model_cfg, _, d_in, d_out, seq_len, causal = resolved(model_json, task_json, task_seed)
     # a model that reads the flattened prompt once (the FFN) applies each weight once per
     # prompt, not once per token
     seq = 1 if model_cfg.whole_prompt else seq_len

@@ -77,16 +77,13 @@ def human(n: float) -> str:
 @functools.lru_cache(maxsize=4096)
 def _model_dims(model_json: str, task_json: str, task_seed: int) -> tuple:
     """(parameters, width, heads, quadratic attention, d_in, d_out, seq_len, task bytes)."""
-    from icl_core.models import MODELS, count_params
+    from icl_core.flops import resolved
+    from icl_core.models import count_params
     from icl_core.tasks import TASKS
     from icl_core.tasks.base import KnowsMemory
 
-    task_cfg = TASKS.resolve(json.loads(task_json), "task")
-    from icl_core.flops import task_shape
-
-    d_in, d_out, seq_len = task_shape(task_cfg, task_seed)
-    causal = TASKS.builder(task_cfg.name).causal
-    model_cfg = MODELS.resolve(json.loads(model_json), "model")
+    model_cfg, task_cfg, d_in, d_out, seq_len, causal = resolved(model_json, task_json,
+                                                                 task_seed)
     params = count_params(model_cfg, d_in=d_in, d_out=d_out, max_len=seq_len, causal=causal)
     width = getattr(model_cfg, "width", None) or getattr(model_cfg, "hidden", None) or d_in
     seq = 1 if model_cfg.whole_prompt else seq_len
