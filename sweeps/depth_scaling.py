@@ -43,15 +43,21 @@ LEAST_SQUARES = Study(
     },
 )
 
-# The scale-up the paper lacks: depth x width x dimension, dense enough to fit MSE(depth)
-# laws per width and D, with 5 seeds for bootstrap CIs.
+# The scale-up the paper lacks: MSE(depth) laws, MSE = c + a L^-b, fitted per width and D.
+# The grid is what such fits need and no more (issue #35, docs/REPRODUCTION.md "scale-up
+# cost"): 6 depths log-spaced over 1.5 decades (1-32; >= 5 points resolve b against c),
+# 3 widths around Liu's 64 (32-128) and 3 task sizes (D, N = 2D) for the dependence of the law
+# on each, 3 seeds for the bootstrap, the paper's 1M steps and step schedule: 162 members,
+# ~174 H100-hours by the cost model. The earlier grid (depth to 64, width to 512, 5 seeds)
+# was 525 members and ~8,340 H100-hours, 97% of it in cells that add one point at the far
+# end of an axis (width 256-512 is 50-100x the parameters D = 5 needs).
 DEPTH_WIDTH = Study(
     name="least_squares_depth_width",
-    doc="scale-up: query MSE vs depth x width x D (fixed-N LS), 5 seeds, for law fits",
+    doc="scale-up: query MSE vs depth x width x D (fixed-N LS), 3 seeds, for law fits",
     figure="depth",
     base=bases.LIU_LS,
-    grid={"model.depth": [1, 2, 4, 8, 16, 32, 64], "model.width": [32, 64, 128, 256, 512],
-          ("task.dim", "task.n_points"): [(5, 20), (10, 40), (20, 80)], "seed": [0, 1, 2, 3, 4]},
+    grid={"model.depth": [1, 2, 4, 8, 16, 32], "model.width": [32, 64, 128],
+          ("task.dim", "task.n_points"): [(5, 20), (10, 40), (20, 80)], "seed": [0, 1, 2]},
     presets={
         "smoke": Preset(overrides=bases.SMOKE_LS, grid={"model.depth": [1], "model.width": [8],
                                                   ("task.dim", "task.n_points"): [(3, 6)],
