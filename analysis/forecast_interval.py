@@ -50,6 +50,7 @@ from analysis.forecast_fits import PrefixFit, prefix_fits
 LEVEL = 0.8
 TAU0 = 0.1  # prior extrapolation excess, in ln y per unit of ln x stepped
 PRIOR_WEIGHT = 1.0  # pseudo-forecasts the prior counts as
+LOCAL_X = 3  # the local law: a power law through the last 3 held-in x
 MEDIAN_VAR = math.pi / 2  # var(median of n) ~ (pi/2) var / n
 METHODS = ("ours", "last", "line")
 LN10 = math.log(10.0)
@@ -136,19 +137,68 @@ class _Ours:
         self.aicc = {name: fit.aicc() for name, fit in self.fits.items()}
         self._tau2: dict[tuple[int, int], float] = {}
 
-    def components(self, s: int, m: int, j: int, n_new: int) -> tuple[Array, Array, Array]:
-        """(mu, var, weight) per fitted form for the forecast of x_j from prefix m, without
-        the extrapolation widening."""
+    def _global(self, s: int, m: int, j: int, n_new: int) -> tuple[Array, Array, Array]:
+        """(mu, var, weight) per fitted form (AICc weights) for x_j from prefix m, with the
+        seed variance of the median of n_new seeds, without the extrapolation widening."""
         names = [n for n in self.fits if self.fits[n].ok[s, m]]
         if not names:
-            raise ValueError(f"no form could be fitted to {m} x values")
+            return np.empty(0), np.empty(0), np.empty(0)
         aicc = np.array([self.aicc[n][s, m] for n in names])
         w = np.exp(-0.5 * (aicc - aicc.min()))
         mu = np.array([self.pred[n][0][s, m, j] for n in names])
         var = np.array([self.pred[n][1][s, m, j] for n in names])
+        return mu, var + self._seed_var(s, m, n_new), w / w.sum()
+
+    def _seed_var(self, s: int, m: int, n_new: int) -> float:
         s_w2 = self.grid.within_var(s, m)
-        seed = MEDIAN_VAR * (s_w2 if math.isfinite(s_w2) else 0.0) / max(n_new, 1)
-        return mu, var + seed, w / w.sum()
+        return MEDIAN_VAR * (s_w2 if math.isfinite(s_w2) else 0.0) / max(n_new, 1)
+
+    def _local(self, s: int, m: int, j: int, n_new: int) -> tuple[float, float]:
+        """(mu, var): the power law fitted by least squares to the seeds at the last
+        `LOCAL_X` held-in x only (the law's current slope), with its fit and seed variance."""
+        g = self.grid
+        at = (g.xi >= m - LOCAL_X) & (g.xi < m) & g.present[s]
+        lx, ly = g.lx[at], g.ly[s, at]
+        mean_x = lx.mean()
+        sxx = float(np.sum((lx - mean_x) ** 2))
+        slope = float(np.sum((lx - mean_x) * (ly - ly.mean()))) / sxx
+        resid = ly - ly.mean() - slope * (lx - mean_x)
+        s2 = float(np.sum(resid ** 2)) / max(lx.size - 2, 1)
+        target = math.log(g.x[j])
+        mu = ly.mean() + slope * (target - mean_x)
+        return mu, s2 * (1 / lx.size + (target - mean_x) ** 2 / sxx) + \
+            self._seed_var(s, m, n_new)
+
+    def _local_share(self, s: int, m: int) -> float:
+        """The local law's share of the forecast: its prequential weight against the global
+        forms over the rolling-origin forecasts inside the first m x (prior 1/2 each)."""
+        g = self.grid
+        log_g = log_l = 0.0
+        for k in range(LOCAL_X, m):
+            if g.count[s, k] == 0:
+                continue
+            mu, var, w = self._global(s, k, k, g.count[s, k])
+            if not mu.size:
+                continue
+            truth = g.median[s, k]
+            dens = np.sum(w * np.exp(-0.5 * (truth - mu) ** 2 / var) / np.sqrt(var))
+            log_g += math.log(max(float(dens), 1e-300))
+            mu_l, var_l = self._local(s, k, k, g.count[s, k])
+            log_l += -0.5 * (truth - mu_l) ** 2 / var_l - 0.5 * math.log(var_l)
+        return 1.0 / (1.0 + math.exp(min(max(log_g - log_l, -700.0), 700.0)))
+
+    def components(self, s: int, m: int, j: int, n_new: int) -> tuple[Array, Array, Array]:
+        """(mu, var, weight): the global forms and the local law, mixed (see the module doc),
+        without the extrapolation widening."""
+        mu, var, w = self._global(s, m, j, n_new)
+        if m < LOCAL_X:
+            if not mu.size:
+                raise ValueError(f"no form could be fitted to {m} x values")
+            return mu, var, w
+        share = self._local_share(s, m) if mu.size else 1.0
+        mu_l, var_l = self._local(s, m, j, n_new)
+        return (np.append(mu, mu_l), np.append(var, var_l),
+                np.append(w * (1 - share), share))
 
     def tau2(self, s: int, m: int) -> tuple[float, int]:
         """Extrapolation excess per unit ln x squared from rolling-origin forecasts inside the
@@ -176,6 +226,7 @@ class _Ours:
         tail = (1 - level) / 2
         lo, mid, hi = mixture_quantiles(mu, np.sqrt(var), w, [tail, 0.5, 1 - tail])
         names = [n for n in self.fits if self.fits[n].ok[s, m]]
+        names += ["local"] if len(names) < len(w) else []
         return {"predicted": mid, "lo": lo, "hi": hi, "rolling": n_roll,
                 "tau": math.sqrt(tau2), "weights": dict(zip(names, w.round(3).tolist(),
                                                              strict=True))}

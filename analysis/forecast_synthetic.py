@@ -45,7 +45,7 @@ def draw_law(kind: str, x: np.ndarray, rng) -> tuple[np.ndarray, str]:
     return y, f"x^-{b1:.2f} -> x^-{b2:.2f} at {d:.3g}"
 
 
-def synthetic_backtests(n_laws: int = 120, seed: int = 0, level: float = LEVEL) -> list[dict]:
+def synthetic_backtests(n_laws: int = 100, seed: int = 0, level: float = LEVEL) -> list[dict]:
     """Back-test rows (analysis.forecast_interval.backtest_grid) of `n_laws` random laws,
     each row with its law kind, formula and noise sigma."""
     rng = np.random.default_rng(seed)
