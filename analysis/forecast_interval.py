@@ -48,6 +48,7 @@ from analysis.fit import DEFAULT_FORMS
 from analysis.forecast_fits import PrefixFit, prefix_fits
 
 LEVEL = 0.8
+RELIABILITY_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # nominal levels of the reliability curve
 TAU0 = 0.1  # prior extrapolation excess, in ln y per unit of ln x stepped
 PRIOR_WEIGHT = 1.0  # pseudo-forecasts the prior counts as
 LOCAL_X = 3  # the local law: a power law through the last 3 held-in x
@@ -57,7 +58,7 @@ LN10 = math.log(10.0)
 
 Array = np.ndarray
 
-__all__ = ["LEVEL", "METHODS", "SeriesGrid", "backtest_grid", "interval_score", "mixture_quantiles",
+__all__ = ["LEVEL", "METHODS", "RELIABILITY_LEVELS", "reliability", "SeriesGrid", "backtest_grid", "interval_score", "mixture_quantiles",
            "summarize"]
 
 
@@ -225,9 +226,11 @@ class _Ours:
         var = var + tau2 * reach ** 2
         tail = (1 - level) / 2
         lo, mid, hi = mixture_quantiles(mu, np.sqrt(var), w, [tail, 0.5, 1 - tail])
+        ps = [p for lev in RELIABILITY_LEVELS for p in ((1 - lev) / 2, (1 + lev) / 2)]
+        bands = mixture_quantiles(mu, np.sqrt(var), w, ps).reshape(-1, 2)
         names = [n for n in self.fits if self.fits[n].ok[s, m]]
         names += ["local"] if len(names) < len(w) else []
-        return {"predicted": mid, "lo": lo, "hi": hi, "rolling": n_roll,
+        return {"predicted": mid, "lo": lo, "hi": hi, "rolling": n_roll, "bands": bands,
                 "tau": math.sqrt(tau2), "weights": dict(zip(names, w.round(3).tolist(),
                                                              strict=True))}
 
@@ -244,8 +247,11 @@ def _naive(grid: SeriesGrid, s: int, m: int, j: int, level: float) -> dict[str, 
     t = (lu[j] - lu[m - 1]) / (lu[m - 1] - lu[m - 2])
     line = last + t * (last - grid.median[s, m - 2])
     sd_line = math.sqrt(MEDIAN_VAR * s_w2 * ((1 + t) ** 2 / n1 + t ** 2 / n2 + 1 / n_new))
-    return {"last": {"predicted": last, "lo": last - z * sd_last, "hi": last + z * sd_last},
-            "line": {"predicted": line, "lo": line - z * sd_line, "hi": line + z * sd_line}}
+    zs = ndtri(0.5 + np.array(RELIABILITY_LEVELS) / 2)[:, None] * np.array([-1.0, 1.0])
+    return {"last": {"predicted": last, "lo": last - z * sd_last, "hi": last + z * sd_last,
+                     "bands": last + zs * sd_last},
+            "line": {"predicted": line, "lo": line - z * sd_line, "hi": line + z * sd_line,
+                     "bands": line + zs * sd_line}}
 
 
 def cases(n_x: int) -> list[tuple[int, int]]:
@@ -258,7 +264,8 @@ def cases(n_x: int) -> list[tuple[int, int]]:
 
 def backtest_grid(grid: SeriesGrid, level: float = LEVEL, forms=DEFAULT_FORMS) -> list[dict]:
     """One row per (series, back-test, method): series, held_out, x, n_seeds, method,
-    predicted, lo, hi, measured (all in y units), log10_error, hit, interval_score (log10);
+    predicted, lo, hi, measured (all in y units), log10_error, hit, interval_score (log10),
+    hits (whether the interval at each level of RELIABILITY_LEVELS holds the truth);
     ours adds its form weights and extrapolation widening (tau, rolling)."""
     if grid.n_x < 4:
         return []
@@ -279,10 +286,19 @@ def backtest_grid(grid: SeriesGrid, level: float = LEVEL, forms=DEFAULT_FORMS) -
                     "method": name, "predicted": 10 ** pred, "lo": 10 ** lo, "hi": 10 ** hi,
                     "measured": 10 ** y, "log10_error": y - pred, "hit": bool(lo <= y <= hi),
                     "interval_score": float(interval_score(lo, hi, y, level)),
+                    "hits": {lev: bool(b[0] <= truth <= b[1])
+                             for lev, b in zip(RELIABILITY_LEVELS, f["bands"], strict=True)},
                     "tau": f.get("tau"), "rolling": f.get("rolling"),
                     "weights": ", ".join(f"{k} {v:.2f}" for k, v in f["weights"].items())
                     if "weights" in f else None})
     return rows
+
+
+def reliability(rows) -> dict[str, dict[float, float]]:
+    """Per method: the empirical coverage at each nominal level of RELIABILITY_LEVELS."""
+    return {name: {lev: float(np.mean([r["hits"][lev] for r in rows if r["method"] == name]))
+                   for lev in RELIABILITY_LEVELS}
+            for name in METHODS if any(r["method"] == name for r in rows)}
 
 
 def summarize(rows, level: float = LEVEL) -> dict[str, dict]:
