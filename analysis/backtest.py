@@ -68,6 +68,7 @@ class Backtest:
     studies: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     reliability: dict[str, dict[float, float]] = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list)  # every row of backtest_grid, with hits
 
     @property
     def summary(self) -> dict[str, dict]:
@@ -207,7 +208,7 @@ def backtest_store(storage: str, sweep: str | None = None, study: str | None = N
     table = pl.DataFrame([{c: r.get(c) for c in TABLE_COLUMNS} for r in rows],
                          schema_overrides={"series": pl.String}) if rows else \
         pl.DataFrame(schema={c: pl.Float64 for c in TABLE_COLUMNS})
-    return Backtest(table, level, qualified, skipped, reliability(rows))
+    return Backtest(table, level, qualified, skipped, reliability(rows), rows)
 
 
 def add_backtest_args(parser) -> None:

@@ -134,7 +134,8 @@ class _Ours:
         self.fits: dict[str, PrefixFit] = prefix_fits(grid.lx, grid.ly, grid.present, grid.xi,
                                                       grid.n_x, forms)
         lu = np.log(grid.x)
-        self.pred = {name: fit.predict(lu) for name, fit in self.fits.items()}  # (S, K+1, K)
+        with np.errstate(all="ignore"):  # unfitted (NaN) entries stay NaN, never used
+            self.pred = {name: fit.predict(lu) for name, fit in self.fits.items()}  # (S,K+1,K)
         self.aicc = {name: fit.aicc() for name, fit in self.fits.items()}
         self._tau2: dict[tuple[int, int], float] = {}
 

@@ -39,6 +39,8 @@ def add_scoreboard_args(parser) -> None:
     parser.add_argument("--level", type=float, default=LEVEL)
     parser.add_argument("--laws", type=int, default=100, help="synthetic laws")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic laws")
+    parser.add_argument("--note", action="append", default=[],
+                        help="a line for the page's 'Stores' section (repeatable)")
 
 
 def _sealed(storage: str) -> list[str]:
@@ -79,7 +81,7 @@ def _verdict(n: int, studies: int, coverage: float) -> str:
 
 
 def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL,
-               laws: int = 100, seed: int = 0, command: str = "") -> list[Path]:
+               laws: int = 100, seed: int = 0, command: str = "", notes=()) -> list[Path]:
     """Write the scoreboard (see the module doc); returns the paths written."""
     synth = synthetic_backtests(laws, seed, level)
     synth_sum = summarize(synth, level)
@@ -97,7 +99,7 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
         except (StoreError, MissingResults) as exc:
             body.append(f"### {storage}\n\nnot read: {exc}\n")
             continue
-        rows = result.table.to_dicts()
+        rows = result.rows
         store_rows += rows
         studies += result.studies
         body.append(f"### {storage}\n")
@@ -124,7 +126,8 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
         by_law.append(f"| {law} | {s['n']} | {s['coverage']:.3f} | "
                       f"{s['median_abs_log10_error']:.4f} |")
     parts.append("\n".join(by_law) + "\n")
-    parts.append("## Back-tests on the stores\n\n" + "\n".join(body))
+    parts.append("## Back-tests on the stores\n\n" + "".join(f"{n}\n\n" for n in notes)
+                 + "\n".join(body))
     if store_rows:
         parts.append("All stores together:\n\n" + summary_markdown(store_sum, level))
     sealed = [line for storage in storages for line in _sealed(storage)]
@@ -149,8 +152,9 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
 
 def run_scoreboard(args) -> int:
     command = "python -m analysis.forecast scoreboard " + " ".join(
-        [f"--storage {shlex.quote(s)}" for s in args.storage] + [f"--out {args.out}"])
+        [f"--storage {shlex.quote(s)}" for s in args.storage] + [f"--out {args.out}"]
+        + [f"--note {shlex.quote(n)}" for n in args.note])
     for path in scoreboard(args.storage, args.out, args.figures, args.level, args.laws,
-                           args.seed, command):
+                           args.seed, command, args.note):
         print(f"wrote {path}")
     return 0

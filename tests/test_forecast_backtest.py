@@ -111,3 +111,14 @@ def test_backtest_command_table_and_one_line_errors(law_store, tmp_path, capsys)
         assert err.startswith(f"error: {field}") and "\n" not in err
     assert main(["backtest", "--storage", law_store, "--sweep", SWEEP, "--study", "short"]) == 0
     assert "qualifies" in capsys.readouterr().out
+
+
+def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path, capsys):
+    out, figures = tmp_path / "docs" / "FORECASTS.md", tmp_path / "docs" / "figures"
+    assert main(["scoreboard", "--storage", law_store, "--storage", str(tmp_path / "none"),
+                 "--out", str(out), "--figures", str(figures), "--laws", "12"]) == 0
+    page = out.read_text()
+    assert "**3 back-tested forecasts over 1 studies** (target >= 30 over >= 8: NOT met)" in page
+    assert "| bt/law | model.width |" in page and "not read: --storage: no store" in page
+    assert "| line |" in page and "No sealed forecast" in page
+    assert (figures / "backtest_reliability.png").stat().st_size > 0
