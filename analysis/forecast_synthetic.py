@@ -1,7 +1,7 @@
 """Synthetic back-tests with a known truth: the calibration check of the forecast intervals
 (analysis.forecast_interval) against the two naive forecasters, in seconds, no training.
 
-    rows = synthetic_backtests(n_laws=120, seed=0)      # rows of backtest_grid, + law, sigma
+    rows = synthetic_backtests(n_laws=100, seed=0)      # rows of backtest_grid, + law, sigma
     summarize(rows)                                     # per method: coverage, errors, scores
 
 Each law is drawn at random: `power` y = x^-b (b in [0.3, 1.5]); `saturating` y = c + x^-b,

@@ -140,7 +140,12 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
         counts["stores"] = n_ours
     from analysis.figures_backtest import NAME, reliability_figure
 
-    paths = reliability_figure(curves, figures, counts=counts)
+    paths = []
+    for path in reliability_figure(curves, figures, counts=counts):
+        if path.suffix == ".png":  # the page shows the PNG; the one file kept in docs/figures
+            paths.append(path)
+        else:
+            path.unlink()
     rel = Path(figures).resolve().relative_to(Path(out).resolve().parent, walk_up=True) \
         if sys.version_info >= (3, 12) else Path("figures")
     parts.append(f"## Reliability\n\n![reliability]({rel / NAME}.png)\n")

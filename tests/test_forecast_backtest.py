@@ -14,6 +14,7 @@ from analysis.backtest import TABLE_COLUMNS, backtest_store
 from analysis.forecast import main
 from analysis.forecast_interval import SeriesGrid, backtest_grid, interval_score, summarize
 from analysis.forecast_synthetic import synthetic_backtests
+from icl_core.console import main as icl_main
 from icl_core.store import Store, rows_table
 
 SWEEP = "bt"
@@ -111,6 +112,8 @@ def test_backtest_command_table_and_one_line_errors(law_store, tmp_path, capsys)
         assert err.startswith(f"error: {field}") and "\n" not in err
     assert main(["backtest", "--storage", law_store, "--sweep", SWEEP, "--study", "short"]) == 0
     assert "qualifies" in capsys.readouterr().out
+    assert icl_main(["backtest", "--storage", law_store, "--sweep", "nope"]) == 2  # `icl backtest`
+    assert capsys.readouterr().err.startswith("error: --sweep: no sweep 'nope'")
 
 
 def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path, capsys):
