@@ -86,7 +86,8 @@ def batch_solve(form: Form, theta0: Array, lx: Array, ly: Array, box,
                 ) -> tuple[Array, Array, Array]:
     """Minimise sum_i w_i huber(r_i) (delta None: 0.5 sum w r^2) for many problems at once.
 
-    theta0 (B, P) starts, weights (B, N) per-point multiplicities (None: all ones). Damped
+    theta0 (B, P) starts, weights (B, N) per-point multiplicities (None: all ones), ly (N,)
+    shared or (B, N) one row per problem (lx is always shared). Damped
     Gauss-Newton (Levenberg-Marquardt) steps, clipped to the box; a step is kept only if the
     cost falls. curvature "newton": the Huber cost's own Gauss-Newton curvature (only residuals
     inside delta curve; fast near the optimum); "irls": the IRLS majoriser's (outliers weighted
@@ -107,9 +108,10 @@ def batch_solve(form: Form, theta0: Array, lx: Array, ly: Array, box,
         if idx.size == 0:
             break
         th, ww = theta[idx], w[idx]
-        step, ok = _lm_step(form, th, ww, lx, ly, lam[idx], delta, curvature)
+        ly_i = ly[idx] if ly.ndim == 2 else ly
+        step, ok = _lm_step(form, th, ww, lx, ly_i, lam[idx], delta, curvature)
         new = np.clip(th + step, lower, upper)
-        new_cost = _batch_cost(form, new, lx, ly, ww, delta)
+        new_cost = _batch_cost(form, new, lx, ly_i, ww, delta)
         old = cost[idx]
         accept = ok & (new_cost <= old)
         gain = np.where(accept, old - new_cost, 0.0)

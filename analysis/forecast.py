@@ -3,6 +3,14 @@
     python -m analysis.forecast seal --storage results --sweep depth_scaling \\
         --study least_squares --x model.depth --metric mse --at 12 16 [--id depth16]
     python -m analysis.forecast score --storage results --sweep depth_scaling --study least_squares
+    python -m analysis.forecast backtest --storage results [--sweep W] [--study S] [--level 0.8]
+    python -m analysis.forecast scoreboard --storage A [--storage B ...] --out docs/FORECASTS.md
+
+Back-test (analysis.backtest): every study with a numeric axis of >= 4 distinct x holds out its
+largest x (and the two largest where >= 6), forecasts them from the rest with the intervals of
+analysis.forecast_interval and scores them, beside two naive forecasters. Scoreboard
+(analysis.scoreboard): the back-tests of every store named, the synthetic calibration and every
+sealed forecast found, written to one Markdown page with its reliability figure.
 
     path, doc = seal(storage, sweep, study, x="model.depth", metric="mse", at=[12, 16])
     scores = score(storage, sweep, study)        # Scores: .points, .coverage, .tampered, ...
@@ -42,6 +50,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analysis.backtest import add_backtest_args, run_backtest
 from analysis.fit import DEFAULT_FORMS
 from analysis.forecast_points import N_STAR, Measure, add_measure_args, measure_from_args
 from analysis.forecast_score import Scores, judge, score, score_forecast
@@ -54,6 +63,7 @@ from analysis.forecast_seal import (
     seal,
     verify,
 )
+from analysis.scoreboard import add_scoreboard_args, run_scoreboard
 from analysis.store import MissingResults
 
 __all__ = ["LEVEL", "N_STAR", "ForecastError", "Measure", "Scores", "build_forecast",
@@ -78,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--forms", nargs="+", default=list(DEFAULT_FORMS))
     s.add_argument("--n-boot", type=int, default=1000)
     sub.choices["score"].add_argument("--no-figure", action="store_true")
+    add_backtest_args(sub.add_parser("backtest", help="back-test the intervals on a store"))
+    add_scoreboard_args(sub.add_parser("scoreboard", help="write docs/FORECASTS.md"))
     return parser
 
 
@@ -95,6 +107,10 @@ def _seal(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "backtest":
+        return run_backtest(args)
+    if args.command == "scoreboard":
+        return run_scoreboard(args)
     try:
         if args.command == "seal":
             _seal(args)

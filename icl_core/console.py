@@ -7,6 +7,7 @@
                                    each field of the study's member config: its value under
                                    the preset (or the grid's values), type, default and doc
     icl regenerate [options]       = python -m analysis.regenerate [options]
+    icl backtest [options]         = python -m analysis.forecast backtest [options]
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
                                    (seconds; = python -m icl_core.levels)
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
                 "regenerate": regenerate, "levels": levels, "claims": claims,
-                "compact": compact}
+                "compact": compact, "backtest": backtest}
     if command not in commands:
         from icl_core.validation import unknown
 
@@ -89,6 +90,12 @@ def regenerate(rest: list[str]) -> int:
     from analysis.regenerate import main as regenerate_main
 
     return regenerate_main(rest, prog="icl regenerate")
+
+
+def backtest(rest: list[str]) -> int:
+    from analysis.backtest import main as backtest_main
+
+    return backtest_main(rest, prog="icl backtest")
 
 
 def levels(rest: list[str]) -> int:

@@ -1,0 +1,127 @@
+"""Back-tested forecasts (analysis.forecast_interval, analysis.backtest): the synthetic
+calibration (laws with a known truth; no training) and the back-test command on a real Parquet
+row store written with the row writer (icl_core.store).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis.backtest import TABLE_COLUMNS, backtest_store
+from analysis.forecast import main
+from analysis.forecast_interval import SeriesGrid, backtest_grid, interval_score, summarize
+from analysis.forecast_synthetic import synthetic_backtests
+from icl_core.console import main as icl_main
+from icl_core.store import Store, rows_table
+
+SWEEP = "bt"
+
+
+def test_interval_score_is_width_plus_scaled_miss():
+    assert interval_score(0.0, 1.0, 0.5, 0.8) == pytest.approx(1.0)
+    assert interval_score(0.0, 1.0, 1.5, 0.8) == pytest.approx(1.0 + 10 * 0.5)
+    assert interval_score(0.0, 1.0, -0.2, 0.8) == pytest.approx(1.0 + 10 * 0.2)
+
+
+def test_synthetic_calibration_covers_nominal_and_beats_both_naive_forecasters():
+    """>= 200 back-tests of random power, saturating and broken power laws (4-8 x, 3-5 seeds,
+    log-normal seed noise, fixed seed): our 80% intervals cover 70-90% of the measured values,
+    and both naive forecasters are worse on the median |log10 error| and the interval score."""
+    rows = synthetic_backtests(n_laws=100, seed=0)
+    s = summarize(rows)
+    assert s["ours"]["n"] >= 200
+    assert {r["law"] for r in rows} == {"power", "saturating", "broken_power"}
+    assert 0.70 <= s["ours"]["coverage"] <= 0.90
+    for naive in ("last", "line"):
+        assert s["ours"]["median_abs_log10_error"] < s[naive]["median_abs_log10_error"]
+        assert s["ours"]["interval_score"] < s[naive]["interval_score"]
+
+
+def test_a_known_law_is_forecast_inside_its_interval():
+    """A noiseless-enough power law on 6 x: every back-test of ours holds the truth, tightly."""
+    x = 2.0 ** np.arange(1, 7)
+    xi = np.repeat(np.arange(6), 4)
+    rng = np.random.default_rng(3)
+    y = 3.0 * x[xi] ** -0.8 * np.exp(0.02 * rng.normal(size=xi.size))
+    rows = [r for r in backtest_grid(SeriesGrid(x, xi, y[None, :])) if r["method"] == "ours"]
+    assert [(r["held_out"], r["x"]) for r in rows] == [(1, 64.0), (2, 32.0), (2, 64.0)]
+    for r in rows:
+        assert r["hit"] and abs(r["log10_error"]) < 0.03
+        assert r["lo"] < 3.0 * r["x"] ** -0.8 < r["hi"]
+
+
+# --------------------------------------------------------------------- on a real store
+
+
+def write_member(store: Store, study: str, x: float, seed: int, value: float) -> None:
+    h = f"{study}-w{x:g}s{seed}"
+    rows = [{"metric": "mse", "statistic": "median", "value": value, "step": 100,
+             "predictor": "model", "position": 20, "test_dist": "train"},
+            {"metric": "mse", "statistic": "median", "value": value * 10, "step": 100,
+             "predictor": "model", "position": 5, "test_dist": "train"}]
+    constants = {"sweep": SWEEP, "study": study, "trial_id": h, "member": 0, "config_hash": h,
+                 "seed": seed, "status": "ok", "reason": None, "model.width": x}
+    store.write_rows(store.rows_path(SWEEP, study, h, "ok"), rows_table(rows, constants))
+
+
+@pytest.fixture
+def law_store(tmp_path):
+    """Study `law`: mse = 2 x^-0.7, 6 widths x 3 seeds, 5% noise; study `short`: 3 widths."""
+    store, rng = Store(str(tmp_path)), np.random.default_rng(0)
+    for x in (8, 16, 32, 64, 128, 256):
+        for seed in range(3):
+            write_member(store, "law", x, seed, 2.0 * x ** -0.7 * math.exp(0.05 * rng.normal()))
+    for x in (8, 16, 32):
+        for seed in range(3):
+            write_member(store, "short", x, seed, 1.0 / x)
+    return str(tmp_path)
+
+
+def test_backtest_on_a_store_recovers_the_planted_law(law_store):
+    result = backtest_store(law_store)
+    assert result.studies == [f"{SWEEP}/law"]
+    assert any(s.startswith(f"{SWEEP}/short: no numeric axis with >= 4") for s in result.skipped)
+    table = result.table
+    assert tuple(table.columns) == TABLE_COLUMNS
+    ours = table.filter(table["method"] == "ours")
+    assert ours["x"].to_list() == [256.0, 128.0, 256.0]
+    assert ours["axis"].unique().to_list() == ["model.width"]
+    for r in ours.iter_rows(named=True):
+        truth = 2.0 * r["x"] ** -0.7
+        assert r["predicted"] == pytest.approx(truth, rel=0.1)
+        assert r["hit"] and r["lo"] < r["measured"] < r["hi"]
+    assert set(table["method"].unique()) == {"ours", "last", "line"}
+    assert result.reliability["ours"][0.8] == 1.0
+
+
+def test_backtest_command_table_and_one_line_errors(law_store, tmp_path, capsys):
+    assert main(["backtest", "--storage", law_store, "--sweep", SWEEP, "--study", "law",
+                 "--figure", str(tmp_path / "fig")]) == 0
+    out = capsys.readouterr().out
+    assert "| bt/law | model.width |" in out and "| ours | 3 |" in out
+    assert (tmp_path / "fig" / "backtest_reliability.png").stat().st_size > 0
+    for argv, field in ((["--storage", str(tmp_path / "none")], "--storage"),
+                        (["--storage", law_store, "--sweep", "nope"], "--sweep"),
+                        (["--storage", law_store, "--sweep", SWEEP, "--study", "nope"],
+                         "--study")):
+        assert main(["backtest", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {field}") and "\n" not in err
+    assert main(["backtest", "--storage", law_store, "--sweep", SWEEP, "--study", "short"]) == 0
+    assert "qualifies" in capsys.readouterr().out
+    assert icl_main(["backtest", "--storage", law_store, "--sweep", "nope"]) == 2  # `icl backtest`
+    assert capsys.readouterr().err.startswith("error: --sweep: no sweep 'nope'")
+
+
+def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path, capsys):
+    out, figures = tmp_path / "docs" / "FORECASTS.md", tmp_path / "docs" / "figures"
+    assert main(["scoreboard", "--storage", law_store, "--storage", str(tmp_path / "none"),
+                 "--out", str(out), "--figures", str(figures), "--laws", "12"]) == 0
+    page = out.read_text()
+    assert "**3 back-tested forecasts over 1 studies** (target >= 30 over >= 8: NOT met)" in page
+    assert "| bt/law | model.width |" in page and "not read: --storage: no store" in page
+    assert "| line |" in page and "No sealed forecast" in page
+    assert (figures / "backtest_reliability.png").stat().st_size > 0
