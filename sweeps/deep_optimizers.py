@@ -110,6 +110,11 @@ DEPTH = Study(
              "gpu": Preset(overrides={**GPU, "train.steps": 15_000,
                                       "eval.grid": shift_grid(20, (0.0,))},
                            grid={"model.depth": [1, 2, 4, 6, 8], **SEEDS}),
+             # the teacher_shift reduced setting (softmax learns there; ReLU attention did
+             # not, so only softmax), depth 1, 2, 4 (4 is teacher_shift's), R² to k = 30
+             "reduced": Preset(overrides=REDUCED,
+                               grid={"model.depth": [1, 2, 4], "model.mixer": ["attention"],
+                                     **SEEDS}),
              "paper": Preset()},
 )
 
