@@ -158,7 +158,7 @@ def test_logger_that_cannot_start_is_one_line_before_ray(tmp_path, monkeypatch, 
     import ray
 
     from icl_core.common.validation import ConfigError
-    from icl_core.running.preflight import check_loggers
+    from icl_core.interface.preflight import check_loggers
 
     pytest.importorskip("wandb")
     for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SETUP_API_KEY_HOOK"):

@@ -374,7 +374,7 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
 
     from icl_core.common.validation import unknown
     from icl_core.interface.api import default_storage
-    from icl_core.running.preflight import check_loggers, open_store, probe_address
+    from icl_core.interface.preflight import check_loggers, open_store, probe_address
     from icl_core.spec.config import ConfigError
 
     args = _parser(sweep, adaptives).parse_args(argv)

@@ -215,16 +215,16 @@ def default_figures(storage_uri: str) -> str:
 
 def preflight(sweep, args):
     """(plans, store): every member validated, the storage, Ray address and figures folder
-    checked (icl_core.running.preflight); Ray is not started, and nothing is written unless every
+    checked (icl_core.interface.preflight); Ray is not started, and nothing is written unless every
     check passed (the storage's write probe comes last). The API, the sweep files' command
     line, `icl` and the catalog's --run all come through here."""
-    from icl_core.running.plans import make_plans
-    from icl_core.running.preflight import (
+    from icl_core.interface.preflight import (
         check_loggers,
         check_writable_dir,
         open_store,
         probe_address,
     )
+    from icl_core.running.plans import make_plans
 
     plans = make_plans(sweep, args)
     store = open_store(args.storage or default_storage())

@@ -266,7 +266,7 @@ def claims(rest: list[str]) -> int:
 
     from icl_core.common.validation import unknown
     from icl_core.interface.api import default_storage
-    from icl_core.running.preflight import open_store
+    from icl_core.interface.preflight import open_store
     from icl_core.storage import claims as leases
 
     sweep = _sweep(rest, "claims")

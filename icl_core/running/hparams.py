@@ -1,5 +1,5 @@
 """A trial's members as flat hyperparameters, for the trackers (TensorBoard: icl_core.running.tracking;
-W&B and MLflow: icl_core.running.trackers): each member's config flattened (`model.depth`, `train.lr`,
+W&B and MLflow: icl_core.running.wandb_mlflow): each member's config flattened (`model.depth`, `train.lr`,
 ... and `config_hash`) instead of the trial config's one opaque JSON string (the trial format,
 icl_core.running.tune_trainable). A packed trial gives the fields its members share as they are, and a
 field they differ in as the list of its values ("1, 2").

@@ -8,7 +8,7 @@ config flattened (`model.depth`, `train.lr`, ... and `config_hash`) as the trial
 packed trial logs the fields its members share as they are, and a field they differ in as
 the list of its values ("1, 2"). The rows in the store stay the results; these are for
 looking at a sweep while it runs. `--logger wandb|mlflow` adds Weights & Biases and MLflow,
-with the same hparams (icl_core.running.trackers).
+with the same hparams (icl_core.running.wandb_mlflow).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ class TrialHparams(TBXLoggerCallback):
 def tracking_callbacks(loggers=(), storage_uri: str = "", group: str = "") -> list:
     """The loggers a Tuner gets beside Tune's JSON and CSV ones: TensorBoard (none when the
     user turned Tune's loggers off, TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1), then those of
-    `--logger` (W&B, MLflow: icl_core.running.trackers), `group` naming the Tune run."""
+    `--logger` (W&B, MLflow: icl_core.running.wandb_mlflow), `group` naming the Tune run."""
     tensorboard = [] if os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS") == "1" \
         else [TrialHparams()]
     if not loggers:
         return tensorboard
-    from icl_core.running.trackers import logger_callbacks
+    from icl_core.running.wandb_mlflow import logger_callbacks
 
     return tensorboard + logger_callbacks(loggers, storage_uri, group)

@@ -139,8 +139,8 @@ def check_writable_dir(flag: str, path: str) -> None:
 
 def check_loggers(loggers, storage_uri: str) -> None:
     """--logger: each can start (package installed, credentials or a tracking store;
-    icl_core.running.trackers)."""
+    icl_core.running.wandb_mlflow)."""
     if loggers:
-        from icl_core.running.trackers import check_loggers as check
+        from icl_core.running.wandb_mlflow import check_loggers as check
 
         check(loggers, storage_uri)
