@@ -24,7 +24,7 @@ from icl_core.interface.sweep import Sweep
 from icl_core.spec.study import PRESETS
 
 PACKAGE = "sweeps"
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / PACKAGE  # <root>/icl_core/interface/
 SWEEPS_DIR = PACKAGE_DIR  # the folder of sweep files
 
 

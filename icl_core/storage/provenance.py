@@ -13,7 +13,7 @@ PACKAGES = ("torch", "ray", "optuna", "polars", "numpy")
 
 def code_version() -> str:
     """`git describe` of the checkout holding icl_core (+dirty), else the package version."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # <root>/icl_core/storage/
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=12"],
