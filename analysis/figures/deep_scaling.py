@@ -5,7 +5,7 @@ analysis.figures.deep:
   seeds, min–max error bars), with a saturating fit c + a L^-b per width; and 1 - R² vs k per
   model with a fit of the best; the trivial predictors' 1 - R² on both.
 
-R² is pooled over the test prompts (figures_deep.STATISTIC); cells short of the learned-regime
+R² is pooled over the test prompts (deep.STATISTIC); cells short of the learned-regime
 margin (analysis.reading.regime.LEARNED_R2_GAP) get a ring and the panel says "not testable at this
 scale". Fits that are not resolved (analysis.fitting.fit.fit_status) are drawn dotted.
 """
