@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,8 @@ def test_the_paths_from_before_the_move_are_the_same_modules():
     trainable = importlib.import_module("icl_core.trainable")  # Ray Tune's pickles name it
     assert trainable.__spec__.name == "icl_core.running.tune_trainable"
     assert trainable.tune_trainable.__module__ == "icl_core.running.tune_trainable"
+    old_pickle = b"cicl_core.trainable\ntune_trainable\n."  # what a pickle of it said before
+    assert pickle.loads(old_pickle) is trainable.tune_trainable
     from icl_core import Preset, Search, Store, Study, Sweep  # noqa: F401  (the public names)
 
 
