@@ -3,14 +3,16 @@
     python -m analysis.regenerate depth_scaling            # figures/depth_scaling/<study>/...
     python -m analysis.regenerate --all
 
-Modules: `store` (rows -> Polars, with schema checks and coverage; `load_artifact`), `fit` (the
-one scaling-law fitter: Huber log-space fits, bootstrap CIs, AIC, held-out error; `Fit` and
-`fit_status`, from `fit_result`; the forms in `fit_forms`, the optimiser and bootstrap in
-`fit_solve`), `regime` (the learned-regime bar against trivial predictors), `spreads` (a cell's
-seed spread), `verdicts` (the rules; orderings and claim verdicts that can fail),
-`sample_complexity` (n* per seed, γ of n* ∝ N^γ), `frames` (data shaping shared by the
-figures), the figure toolkit `plotting` (one public import: style, seed bands, fitted curves,
-reference lines, save, baseline looks, panel notes, legends), the figure modules `figures_*` (one
-function per paper figure, data shaping apart from drawing), `figures` (the registry: one
-function per figure name), `regenerate` (the command line).
+Sub-packages, each importing only those below it (contracts: [tool.importlinter] in
+pyproject.toml): `figures` (one function per paper figure; `figures.by_name`, the registry) and
+`forecasts` (sealed forecasts, adaptive design), over `plotting` (the figure toolkit, one public
+import), over `fitting` (the one scaling-law fitter, its forms, sample complexity) and `reading`
+(the store reader, frames, seed spreads, the learned-regime bar). Beside them: `verdicts` (the
+rules; orderings and claim verdicts that can fail) and `regenerate` (the command line).
+Analysis never imports icl_core's orchestration (running, planning, interface): what it needs
+of a study travels in the rows or the manifest beside them.
 """
+
+from icl_core import old_paths as _old_paths
+
+_old_paths.install("analysis")

@@ -5,10 +5,10 @@
 
 What it needs of each study (its figure and figure arguments, grid axes, the plan of each
 preset) comes from the study's manifest, `<storage>/<sweep>/<study>/study.json`, which a sweep
-run writes beside the rows (icl_core.report.study_manifest); analysis never imports the
+run writes beside the rows (icl_core.running.study_report.study_manifest); analysis never imports the
 orchestration. Stores written before manifests existed (or rows written without a sweep run):
-`python -m icl_core.regenerate` takes the same arguments and reads the studies from the sweep
-files instead (it passes `lookup`, icl_core.catalog.study_manifests, to `regenerate` / `main`).
+`python -m icl_core.interface.regenerate_from_sweeps` takes the same arguments and reads the studies from the sweep
+files instead (it passes `lookup`, icl_core.interface.catalog.study_manifests, to `regenerate` / `main`).
 Output per study: <out>/<sweep>/<study>/<figure>.png|.pdf, fits.parquet and fits.md.
 A study with no registered figure gets "no figure registered for <sweep>/<study>" and still a
 fit report: the final query MSE against the study's one grid axis (besides seed), compared
@@ -29,14 +29,14 @@ from pathlib import Path
 import polars as pl
 import pyarrow.fs as pafs
 
-from analysis.figures import FIGURE_COLUMNS, FIGURES
-from analysis.fit import Fit, compare_forms
-from analysis.frames import cell_regime, final_eval, member_counts
-from analysis.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
-from analysis.store import MissingResults, locate, missing_message, read_rows
-from icl_core.store import ROW_SCHEMA, read_manifest
+from analysis.figures.by_name import FIGURE_COLUMNS, FIGURES
+from analysis.fitting.fit import Fit, compare_forms
+from analysis.reading.frames import cell_regime, final_eval, member_counts
+from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
+from analysis.reading.store import MissingResults, locate, missing_message, read_rows
+from icl_core.storage.store import ROW_SCHEMA, read_manifest
 
-FALLBACK = "python -m icl_core.regenerate"  # the same command, studies read from sweeps/
+FALLBACK = "python -m icl_core.interface.regenerate_from_sweeps"  # the same command, studies read from sweeps/
 
 
 def _folders(loc, folder: str) -> list[str]:
@@ -51,7 +51,7 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
     """The manifests of a sweep's studies (the named one only), in the sweep file's order.
 
     Read from the store; with `lookup(sweep, preset) -> [manifest, ...]` (the fallback for
-    stores without manifests: icl_core.regenerate passes the sweep files' own) from it instead.
+    stores without manifests: icl_core.interface.regenerate_from_sweeps passes the sweep files' own) from it instead.
     Nothing stored for the sweep (or the named study): MissingResults; with `lookup`, an
     unknown study is a ValueError naming the valid ones."""
     loc = locate(storage)
@@ -145,7 +145,7 @@ def regime_markdown(regime: pl.DataFrame | None) -> str:
     return ("\n## Learned regime\n\nA cell is judged only if the model clears the best trivial "
             f"predictor: error <= {LEARNED_ERROR_RATIO:g}x its error, R² >= its R² + "
             f"{LEARNED_R2_GAP:g}; a threshold claim (samples to reach error t): t <= "
-            f"{THRESHOLD_RATIO:g}x its error (analysis.regime); on a task with a floor, the "
+            f"{THRESHOLD_RATIO:g}x its error (analysis.reading.regime); on a task with a floor, the "
             "same bar on the excess over it (analysis.verdicts); otherwise: not testable at "
             "this scale (reach: whether any predictor can clear the bar)."
             "\n\n" + markdown_table(shown))
@@ -170,7 +170,7 @@ def write_fit_report(out_dir: Path, rows: list[dict], regime: pl.DataFrame | Non
               "AIC = n log(RSS/n) + 2k on log residuals; held-out: the largest x predicted "
               "from the rest (mean log(y_pred / y)). status: \"ok\", or why the fit is "
               "unresolved (an exponent at the fitter's bound, the wrong sign for the claim, "
-              "a CI that is nan or spans 0: analysis.fit.fit_status); an unresolved fit is "
+              "a CI that is nan or spans 0: analysis.fitting.fit.fit_status); an unresolved fit is "
               "not a law. All columns: fits.parquet.\n\n")
     trials = ", ".join(f"{k.removeprefix('trials_')} {first[k]}" for k in first
                        if k.startswith("trials_"))
@@ -322,7 +322,7 @@ def stored_sweeps(storage: str) -> list[str]:
 def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
          prog: str = "python -m analysis.regenerate") -> int:
     """The command line. `lookup` (studies, see `study_manifests`) and `sweep_names` (the
-    sweeps --all visits; default: those in the store) are given by icl_core.regenerate."""
+    sweeps --all visits; default: those in the store) are given by icl_core.interface.regenerate_from_sweeps."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     choices = f"one of: {', '.join(sweep_names())}" if sweep_names else "a sweep in the store"

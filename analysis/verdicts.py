@@ -1,7 +1,7 @@
 """Verdicts that can fail: when a claim may be judged, and how. The rules, stated once
 (docs/REPRODUCTION.md quotes them; figures and reports use the constants, which live beside
-the code that applies them: the learned-regime bar in analysis.regime, a cell's seed spread
-in analysis.spreads, the seed rule and the claims here):
+the code that applies them: the learned-regime bar in analysis.reading.regime, a cell's seed spread
+in analysis.reading.spreads, the seed rule and the claims here):
 
 * **Learned regime.** A claim about a trained model is judged only where the model is clearly
   better than the best trivial predictor on the same test prompts (rows whose `predictor` is
@@ -12,12 +12,12 @@ in analysis.spreads, the seed rule and the claims here):
   trivial error. Otherwise the verdict is "not testable at this scale", never "reproduced"
   or "partly reproduced". Ridge is part of the bar only on tasks it does not solve: on the
   linear tasks (`RIDGE_SOLVES`) it is the task's own solution, a reference like OLS.
-* **The floor.** Every task reports its floor (rows with predictor "floor", icl_core.floor:
+* **The floor.** Every task reports its floor (rows with predictor "floor", icl_core.algorithms.floor:
   the error of the best predictor that knows the task's law, e.g. the Bayes posterior mean
   of noisy linear regression; not a trivial predictor): F for errors, a ceiling C for R²;
   a task without a floor row has F = 0 / C = 1 (exact for noiseless tasks whose law the
   prompt determines, optimistic otherwise). The bar applies to the excess over the floor,
-  for every row, the constants unchanged (`analysis.regime.excess_bar`):
+  for every row, the constants unchanged (`analysis.reading.regime.excess_bar`):
   error: model − F <= 0.1 x (trivial − F); R²: model − trivial >= 0.05 x (C − trivial) /
   (1 − trivial). Why this R² form: R² = 1 − error / Var(y), so 1 − R² is the error in units
   of Var(y) and C − R² the error above the floor. Today's R² rule asks the model to remove
@@ -46,7 +46,7 @@ in analysis.spreads, the seed rule and the claims here):
   excludes 0 on the claimed side: reproduced; a resolved exponent of the wrong sign: not
   reproduced; any other status (at a bound, CI nan or spanning 0): not testable.
 
-    table = learned_regime(rows, by=["model.mixer", "model.depth"])   # analysis.regime
+    table = learned_regime(rows, by=["model.mixer", "model.depth"])   # analysis.reading.regime
     v = verdict("gap", a=spread(transformer), b=spread(baseconv), factor=100,
                 regimes=[Regime.from_row(r) for r in table.iter_rows(named=True)],
                 names=("Transformer", "BaseConv"))
@@ -59,10 +59,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analysis.fit import fit_status
-from analysis.fit_result import exponents
-from analysis.regime import NOT_TESTABLE, Regime
-from analysis.spreads import Spread, spread
+from analysis.fitting.fit import fit_status
+from analysis.fitting.result import exponents
+from analysis.reading.regime import NOT_TESTABLE, Regime
+from analysis.reading.spreads import Spread, spread
 
 MIN_SEEDS = 3  # seeds per side before a comparison is judged
 PARTLY_LOG_FRACTION = 0.5  # "partly": half the claimed orders (gap), twice them (within)

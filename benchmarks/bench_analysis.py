@@ -7,13 +7,13 @@
    --rows-per-file rows per member under <store>/bench/grid/rows/) and the same rows as Ray
    Tune trial folders (<tune>/trial_<hash>/result.json, one JSON line per reported result with
    keys such as "mse", "training_iteration", "config/model.depth").
-2. Times reading all rows into one frame, side by side: ours through analysis.store.read_rows
+2. Times reading all rows into one frame, side by side: ours through analysis.reading.store.read_rows
    (Polars: footer/schema checks, then one lazy scan) vs pandas reading every result.json
    (pd.read_json(lines=True) per file + pd.concat); prints the ratio. Polars reading the same
    JSON files is printed too, to separate the format from the library. Both read from the page
    cache (the files were just written).
 3. Fits --curves synthetic saturating curves (8 x values x 5 seeds) with --boot bootstrap
-   resamples each (analysis.fit.fit_scaling) and prints the total time.
+   resamples each (analysis.fitting.fit.fit_scaling) and prints the total time.
 
 Data go to a temporary folder under benchmarks/out/ (gitignored), removed at the end unless
 --keep; a JSON summary is written to benchmarks/out/bench_analysis.json.
@@ -39,9 +39,9 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.fit import fit_scaling  # noqa: E402
-from analysis.store import read_rows  # noqa: E402
-from icl_core.store import ROW_SCHEMA, Store  # noqa: E402
+from analysis.fitting.fit import fit_scaling  # noqa: E402
+from analysis.reading.store import read_rows  # noqa: E402
+from icl_core.storage.store import ROW_SCHEMA, Store  # noqa: E402
 
 SWEEP, STUDY = "bench", "grid"
 STATS = ("mean", "median", "q25", "q75")
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                            "pandas_result_json_s": t_pandas, "polars_result_json_s": t_pl_json,
                            "pandas_over_ours": t_pandas / t_ours}
         print(f"\nread {rows.height:,} rows from {n_files} files (best of {args.repeat}):")
-        print(f"  ours   analysis.store.read_rows (Polars, Parquet, {parquet_mb:7.1f} MB): "
+        print(f"  ours   analysis.reading.store.read_rows (Polars, Parquet, {parquet_mb:7.1f} MB): "
               f"{t_ours:7.2f} s")
         print(f"  pandas read_json(lines=True) + concat (Tune, {json_mb:7.1f} MB): "
               f"{t_pandas:7.2f} s")

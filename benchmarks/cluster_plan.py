@@ -2,7 +2,7 @@
 
 `plan_trials_for`: each sweep file's studies planned for a preset (orchestrate.make_plans),
 grid members packed into trials by resources.plan_trials for the simulated cluster (cost-
-balanced), each trial's seconds from the cost model (icl_core.cost); a search counts as
+balanced), each trial's seconds from the cost model (icl_core.planning.cost); a search counts as
 num_samples one-point trials per searched point.
 """
 
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def _checkpoint_s(members, seconds: float) -> float:
     """Seconds between a trial's checkpoints: its estimate over its checkpoints (one every
     train.checkpoint_every steps of each member or stack)."""
-    from icl_core.stacked import stack_key
+    from icl_core.training.stacked import stack_key
 
     stacks = {stack_key(m) or m.hash: m for m in members}.values()
     count = sum(math.ceil(m.train.steps / m.train.checkpoint_every) for m in stacks)
@@ -29,9 +29,9 @@ PLANS: dict = {}
 
 def sweep_plans(name: str, preset: str):
     """(sweep, its Plans for `preset`, parsed default options); planned once per process."""
-    from icl_core.catalog import load_sweep
-    from icl_core.cli import build_parser
-    from icl_core.orchestrate import make_plans
+    from icl_core.interface.catalog import load_sweep
+    from icl_core.interface.cli import build_parser
+    from icl_core.running.plans import make_plans
 
     if (name, preset) not in PLANS:
         sweep = load_sweep(name)
@@ -49,11 +49,11 @@ def plan_trials_for(trial, sweep_names, preset: str, gpus: int, cpus: float | No
     """SimTrials of the real planner: each sweep file's studies planned for `preset` (make_plans),
     grid members packed by plan_trials (cost-balanced with --pack auto) for a cluster of `gpus`
     GPUs (`cpus` CPUs: default 192 per 8 GPUs; with gpus=0, a CPU machine, default 2), each
-    trial's seconds from the cost model (icl_core.cost: cached calibrations, else FLOPs); a
+    trial's seconds from the cost model (icl_core.planning.cost: cached calibrations, else FLOPs); a
     search counts as num_samples one-point trials per searched point. `only`: labels "sweep"
     or "sweep/study" to keep (None: all); `trial`: the class built (schedule.SimTrial)."""
-    from icl_core.pool import cost_model, study_trials
-    from icl_core.resources import member_resources
+    from icl_core.planning.resources import member_resources
+    from icl_core.running.trial_pool import cost_model, study_trials
 
     if cpus is None:
         cpus = 192 * math.ceil(gpus / 8) if gpus else 2

@@ -8,9 +8,9 @@ The interface is small so that a calibrated cost model, cost-balanced packing or
 launcher can be swapped in: a trial is a `SimTrial` (study, estimated seconds, GPU and CPU
 share), `simulate(trials, devices, policy)` returns a `SimResult`; `plan_trials_for` builds the
 trials from the real planner (benchmarks/cluster_plan.py: resources.plan_trials with the cost
-model, icl_core.cost).
+model, icl_core.planning.cost).
 
-The model (placement, order, start-up, failures, accounting) is stated in icl_core/schedule.py,
+The model (placement, order, start-up, failures, accounting) is stated in icl_core/planning/schedule.py,
 where the simulator lives (`--dry-run` uses it too).
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from icl_core.schedule import POLICIES, SimResult, SimTrial, lower_bound, simulate  # noqa: E402,F401
+from icl_core.planning.schedule import POLICIES, SimResult, SimTrial, lower_bound, simulate  # noqa: E402,F401
 
 
 def plan_trials_for(sweep_names, preset: str, gpus: int, cpus: float | None = None,
@@ -77,7 +77,7 @@ def report(trials, devices: int, kw, unit: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from icl_core.catalog import sweep_names
+    from icl_core.interface.catalog import sweep_names
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument

@@ -1,4 +1,4 @@
-"""The planner's peak-memory estimate (icl_core.memory) against a measured peak, on a CPU.
+"""The planner's peak-memory estimate (icl_core.planning.memory) against a measured peak, on a CPU.
 
     python benchmarks/memory_check.py
 
@@ -35,8 +35,8 @@ CHILD = r"""
 import json, resource, sys, tempfile
 resource.setrlimit(resource.RLIMIT_AS, (12 << 30, 12 << 30))  # a wrong guess fails, alone
 import torch
-from icl_core.config import resolve_member
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.spec.config import resolve_member
+from icl_core.running.trial import TrialSpec, run_trial
 torch.set_num_threads(1)
 member = resolve_member({**json.loads(sys.argv[1]), "device": "cpu"})
 base = int(open("/proc/self/statm").read().split()[1]) * 4096
@@ -47,8 +47,8 @@ print(json.dumps({"measured": peak - base}))
 
 
 def main() -> None:
-    from icl_core.config import resolve_member
-    from icl_core.memory import human, member_memory
+    from icl_core.planning.memory import human, member_memory
+    from icl_core.spec.config import resolve_member
 
     for label, cfg in MEMBERS.items():
         estimate = member_memory(resolve_member({**cfg, "device": "cpu"}))

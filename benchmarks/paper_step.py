@@ -22,9 +22,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from icl_core.catalog import load_sweep  # noqa: E402
+from icl_core.interface.catalog import load_sweep  # noqa: E402
 from icl_core.models import num_params  # noqa: E402
-from icl_core.train import MemberRun  # noqa: E402
+from icl_core.training.train import MemberRun  # noqa: E402
 
 
 def sync(device: torch.device) -> None:

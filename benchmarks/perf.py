@@ -18,7 +18,7 @@ benchmarks/out/perf-<timestamp>-tmp/, removed at the end unless `--keep`.
     12 x 256 x 8, MLP 4 x width, pre-LN, learned positions), the same task (in-context linear
     regression, D = 5, 41 tokens: the all-prefix layout with N = 20, `--layout fixed_n` gives
     N = 40), batch 64, float32, Adam with the same lr / betas / eps, the same masked MSE loss.
-    Ours is the real hot path: `icl_core.train.MemberRun(member).train_until(k)` (batches
+    Ours is the real hot path: `icl_core.training.train.MemberRun(member).train_until(k)` (batches
     drawn on the device, losses kept there, one host read per call). The peer is a
     peer-style loop written here: Linear read-in -> `transformers.GPT2Model` called with
     `inputs_embeds` (dropout 0, no cache) -> Linear read-out; each step draws the batch from
@@ -54,7 +54,7 @@ benchmarks/out/perf-<timestamp>-tmp/, removed at the end unless `--keep`.
 (d) Planning, dispatch and store cost per config as the grid grows (`--sizes-d`
     10, 100, 1000): no-op members (train.steps = 0, a 1-layer width-8 transformer, 8 test
     prompts, no baselines), `--pack-d` (50) members per trial, Ray with --num-cpus. Timed
-    apart: (1) planning, `Study.members` + `icl_core.resources.plan_trials`; (2) the whole
+    apart: (1) planning, `Study.members` + `icl_core.planning.resources.plan_trials`; (2) the whole
     `Sweep.main` run (dispatch + trials + store); (3) reading the statuses back
     (`Store.member_status`). Reported: seconds per config at each size and, per phase,
     per-config(largest) / per-config(smallest). Target: flat per config (this script calls
@@ -93,13 +93,13 @@ sys.path.insert(0, str(ROOT / "sweeps"))  # the shared bases, as sweep files imp
 
 from bases import CPU_LS, LIU_LS  # noqa: E402
 
-from icl_core.config import MemberConfig, resolve_member, set_path  # noqa: E402
-from icl_core.evaluate import eval_prompts, evaluate  # noqa: E402
-from icl_core.resources import plan_trials  # noqa: E402
-from icl_core.store import Store  # noqa: E402
-from icl_core.sweep import PRESETS, Preset, Study, Sweep  # noqa: E402
+from icl_core import PRESETS, Preset, Study, Sweep  # noqa: E402
+from icl_core.planning.resources import plan_trials  # noqa: E402
+from icl_core.spec.config import MemberConfig, resolve_member, set_path  # noqa: E402
+from icl_core.storage.store import Store  # noqa: E402
 from icl_core.tasks import Batch, build_task, masked_mse  # noqa: E402
-from icl_core.train import MemberRun  # noqa: E402
+from icl_core.training.evaluate import eval_prompts, evaluate  # noqa: E402
+from icl_core.training.train import MemberRun  # noqa: E402
 
 SIZES = {"cpu": (4, 64, 4), "paper": (12, 256, 8)}  # depth, width, heads
 PRESET = "cpu"  # the benchmark studies have identical presets; the CLI needs one named
@@ -453,7 +453,7 @@ def part_c(args, calib: dict, ray_scope: RayScope, runner: SweepRunner) -> dict:
 
 
 def part_d(args, ray_scope: RayScope, runner: SweepRunner) -> dict:
-    from icl_core.pool import cluster_gpus
+    from icl_core.running.trial_pool import cluster_gpus
 
     ray_scope.need(args.num_cpus)
     sizes = [int(s) for s in args.sizes_d.split(",")]

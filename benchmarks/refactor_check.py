@@ -12,7 +12,9 @@ members stack, stacked); then compare two snapshots exactly.
 NaN). Rows are keyed by study, config hash, metric, statistic, position, prompt length, test
 distribution, loop / inference iteration, predictor and step; wall times and provenance are
 not compared. The snapshot trains on the CPU without Ray (icl_core.trial.run_trial), so it
-runs on any tree that has `icl_core.catalog` and `icl_core.trial`. It takes a few minutes on 2
+runs on any tree that has `icl_core.catalog` and `icl_core.trial` (the paths from before issue 31's
+move into sub-packages, which icl_core.old_paths keeps importable, so that trees on both sides of
+it compare). It takes a few minutes on 2
 cores. Used for the house refactor (issue 18): config hashes of 156 study/preset cells and
 3,868 members, and every smoke row in float64, identical before and after.
 """
@@ -27,7 +29,6 @@ import sys
 import tempfile
 
 import pyarrow.parquet as pq
-
 from icl_core.catalog import load_sweep, sweep_names
 from icl_core.sweep import Study  # where both old and new trees export it
 from icl_core.trial import TrialSpec, run_trial

@@ -5,7 +5,7 @@
         [--where task.name=rep_regression ...]
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
-the same members, trial code (`icl_core.trial.run_trial`) and row files as a sweep run, so
+the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
 `python -m analysis.regenerate` draws the figures from the rows afterwards. Members that
 differ only in their seeds form one trial (stacked on CUDA under `--stack auto`); finished
 members are skipped, as a sweep re-run skips them. No restarts, no Tune: a failing member is
@@ -22,14 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from icl_core.catalog import load_sweep  # noqa: E402
-from icl_core.config import flatten  # noqa: E402
-from icl_core.provenance import driver_provenance  # noqa: E402
-from icl_core.report import write_manifest  # noqa: E402
-from icl_core.stacked import stack_key  # noqa: E402
-from icl_core.store import Store  # noqa: E402
-from icl_core.study import Study  # noqa: E402
-from icl_core.trial import TrialSpec, run_trial  # noqa: E402
+from icl_core import Study  # noqa: E402
+from icl_core.interface.catalog import load_sweep  # noqa: E402
+from icl_core.running.study_report import write_manifest  # noqa: E402
+from icl_core.running.trial import TrialSpec, run_trial  # noqa: E402
+from icl_core.spec.config import flatten  # noqa: E402
+from icl_core.storage.provenance import driver_provenance  # noqa: E402
+from icl_core.storage.store import Store  # noqa: E402
+from icl_core.training.stacked import stack_key  # noqa: E402
 
 
 def selected(member, where: dict[str, str]) -> bool:

@@ -16,7 +16,7 @@ not a test (minutes); data go to a temporary folder under benchmarks/out/.
 `--storage-faults S`: a second thread makes the study's rows folder immutable (`chattr +i`,
 a real filesystem fault: every row write there fails with EPERM) for 1-4 s (seeded) every ~S
 seconds, so some members exhaust their write retries and are recorded failed
-(icl_core/member_store.py); the re-run trains them. Needs root and chattr; refused otherwise.
+(icl_core/storage/member_store.py); the re-run trains them. Needs root and chattr; refused otherwise.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from icl_core.config import resolve_member  # noqa: E402
-from icl_core.launch import run_tune  # noqa: E402
-from icl_core.store import Store  # noqa: E402
-from icl_core.trial import TrialSpec  # noqa: E402
+from icl_core.running.ray_launch import run_tune  # noqa: E402
+from icl_core.running.trial import TrialSpec  # noqa: E402
+from icl_core.spec.config import resolve_member  # noqa: E402
+from icl_core.storage.store import Store  # noqa: E402
 from tests.faults import kill, raylet_pid, trial_workers  # noqa: E402  (test-only tooling)
 
 ROW_KEYS = ["metric", "statistic", "step", "position", "predictor", "infer_iter", "test_dist"]
@@ -88,7 +88,7 @@ def storage_failures(storage: str) -> int:
 
 def audit(storage: str, hashes: set[str]) -> tuple[int, int, int]:
     """(finished configs, lost configs, duplicated configs) from the row files (member
-    files, and compacted files: icl_core.compaction)."""
+    files, and compacted files: icl_core.storage.compaction)."""
     files = glob.glob(f"{storage}/soak/st/rows/*.parquet")
     by_hash: dict[str, int] = {}
     duplicated = 0

@@ -14,7 +14,7 @@ check, `read_rows` and `regenerate` timed with their peak RSS, before and after 
 3. Each operation runs in a fresh subprocess (`python -c ...` / `python -m ...`); its wall time
    and its peak RSS (ru_maxrss of that child, from os.wait4) are reported. A child whose RSS
    passes --max-rss-gb is killed (reported as such), so the shared machine never swaps.
-   Operations: the resume check (`Store.finished`), `analysis.store.read_rows` (all columns,
+   Operations: the resume check (`Store.finished`), `analysis.reading.store.read_rows` (all columns,
    and the depth figure's columns only), `python -m analysis.regenerate depth_scaling --study
    least_squares` (it reads the figure's columns); then `icl compact`; then the four again.
 """
@@ -129,15 +129,15 @@ def operations(store: Path, out: Path) -> dict[str, list[str]]:
     py = sys.executable
     return {
         "resume check (Store.finished)": [py, "-c", (
-            "import sys; from icl_core.store import Store; "
+            "import sys; from icl_core.storage.store import Store; "
             f"print(len(Store({str(store)!r}).finished({SWEEP!r}, {STUDY!r})), 'finished')")],
         "read_rows (all columns)": [py, "-c", (
-            "from analysis.store import read_rows; "
+            "from analysis.reading.store import read_rows; "
             f"rows, c = read_rows({str(store)!r}, {SWEEP!r}, {STUDY!r}); "
             "print(rows.shape, 'rows x columns')")],
         "read_rows (the depth figure's columns)": [py, "-c", (
-            "from analysis.store import read_rows; "
-            "from analysis.figures import FIGURE_COLUMNS; "
+            "from analysis.reading.store import read_rows; "
+            "from analysis.figures.by_name import FIGURE_COLUMNS; "
             f"rows, c = read_rows({str(store)!r}, {SWEEP!r}, {STUDY!r}, "
             "columns=FIGURE_COLUMNS['depth']); "
             "print(rows.shape, 'rows x columns')")],
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     phases = ["member files", "compacted"]
     for phase in phases:
         if phase == "compacted":
-            cmd = [sys.executable, "-m", "icl_core.console", "compact", SWEEP, "--study", STUDY,
+            cmd = [sys.executable, "-m", "icl_core.interface.console", "compact", SWEEP, "--study", STUDY,
                    "--storage", str(store)]
             results["icl compact", phase] = timed(cmd, args.max_rss_gb, args.timeout)
             print(f"  icl compact: {results['icl compact', phase]}", flush=True)

@@ -4,7 +4,7 @@ timed side by side against the same members in a plain loop without Ray.
     python benchmarks/tune_scale.py                  # 5,000 members (loop alone: 31 min, busy 2 cores)
     python benchmarks/tune_scale.py --members 200    # a quick look
 
-Both sides train the same members with the same member code (`icl_core.trial.run_trial`):
+Both sides train the same members with the same member code (`icl_core.running.trial.run_trial`):
 `depth_scaling/explicit_gradient` under `--preset smoke` as it is (20 training steps of a
 width-8 transformer, 100 test prompts, the GD baseline: ~0.09 CPU-s a member) with
 `--num-samples members / 5` (its smoke grid has five points), each side into a fresh store.
@@ -44,8 +44,8 @@ TARGET = 1.10
 
 
 def members(num_samples: int, sets: list[str]):
-    from icl_core.catalog import load_sweep
-    from icl_core.orchestrate import parse_sets
+    from icl_core.interface.catalog import load_sweep
+    from icl_core.running.plans import parse_sets
 
     return load_sweep(SWEEP).study(STUDY).members(PRESET, parse_sets(sets),
                                                   num_samples=num_samples)
@@ -54,8 +54,8 @@ def members(num_samples: int, sets: list[str]):
 def loop_worker(storage: str, num_samples: int, index: int, workers: int,
                 sets: list[str]) -> None:
     """One loop process: run_trial on every `workers`-th member, one member at a time."""
-    from icl_core.provenance import driver_provenance
-    from icl_core.trial import TrialSpec, run_trial
+    from icl_core.running.trial import TrialSpec, run_trial
+    from icl_core.storage.provenance import driver_provenance
 
     provenance = driver_provenance()
     for m in members(num_samples, sets)[index::workers]:
@@ -198,7 +198,7 @@ def main() -> int:
     print(f"tune: {tune_wall:.1f} s wall, {tune_cpu:.1f} CPU-s", flush=True)
     log.close()
 
-    from icl_core.store import Store
+    from icl_core.storage.store import Store
 
     for side in ("loop", "tune"):
         done = Store(str(tmp / side)).finished(SWEEP, STUDY)

@@ -1,9 +1,9 @@
 """Adaptive sample complexity: n*(N) of the multi-head transformer on simple-1STR
 (sweeps/sample_complexity.py, str_simple_n) with its trials chosen where the law
-n*(N) = a N^γ is uncertain (icl_core.adaptive; the criterion: analysis.adaptive).
+n*(N) = a N^γ is uncertain (icl_core.interface.adaptive; the criterion: analysis.forecasts.adaptive_design).
 
 n* is the samples (steps x batch) a member needs to reach a mean test MSE of 0.05, read from
-its recorded curve (analysis.forecast_points.Measure "n_star"); a member that never reaches
+its recorded curve (analysis.forecasts.points.Measure "n_star"); a member that never reaches
 it is right-censored and left out of the fit. Round 0 runs N = 8, 16, 64 x 2 seeds; each later
 round adds up to 3 trials chosen by the greedy bootstrap look-ahead, per unit of measured cost
 (a member's wall time grows with N), until γ's 95% CI is narrower than the goal or the budget
@@ -20,9 +20,9 @@ if __package__:  # imported as sweeps.adaptive_sample_complexity (the tests)
 else:  # run as a script: sweeps/ is on sys.path
     from sample_complexity import STR_SIMPLE_N
 
-from analysis.adaptive import Goal
-from analysis.forecast_points import Measure
-from icl_core.adaptive import Adaptive, main
+from analysis.forecasts.adaptive_design import Goal
+from analysis.forecasts.points import Measure
+from icl_core import Adaptive, adaptive_main
 
 N_STAR_005 = Measure("n_star", statistic="mean", threshold=0.05)  # the stop rule's statistic
 
@@ -55,4 +55,4 @@ STR_SIMPLE_ADAPTIVE = Adaptive(
 ADAPTIVE = [STR_SIMPLE_ADAPTIVE]
 
 if __name__ == "__main__":
-    raise SystemExit(main("adaptive_sample_complexity", ADAPTIVE))
+    raise SystemExit(adaptive_main("adaptive_sample_complexity", ADAPTIVE))

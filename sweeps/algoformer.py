@@ -28,7 +28,7 @@ squared error per prompt position, normalised so the zero predictor scores ≈ 1
 icl_core/tasks/representation.py); 1000 test prompts.
 """
 
-from icl_core.sweep import Preset, Study, Sweep
+from icl_core import Preset, Study, Sweep
 
 PAPER_TRAIN = {"optimizer": "adam", "lr": 1e-4, "batch_size": 64, "steps": 500_000,
                "report_every": 1000, "checkpoint_every": 10_000}
@@ -52,7 +52,7 @@ CPU_TASKS = [{"name": "rep_regression", "dim": 5, "n_points": 20, "hidden": 5},
 CPU = {"train.lr": 1e-3, "train.warmup_steps": 50, "train.steps": 800,
        "train.report_every": 100, "train.checkpoint_every": 400, "eval.n_prompts": 500}
 
-# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds): the cpu
+# One H100-class GPU (<= 20 min per study, icl_core.planning.resources.gpu_seconds): the cpu
 # tasks (d = 5, N = 20; CoT N = 10), the paper's (T, ΔT) = (20, 15), 8 heads and 12-layer
 # standard transformer, but width 64 (the paper: 256; a loop step at 256 is FLOP-bound, 16x
 # the FLOPs of 64) and no loop curriculum (it would spend most of a short run below T);

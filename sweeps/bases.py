@@ -24,7 +24,7 @@ CPU_LS = {"task.dim": 3, "model.width": 32, "train.batch_size": 64, "train.steps
           "train.checkpoint_every": 1000}
 
 # One H100-class GPU, <= 20 min per study by the planner's estimate
-# (icl_core.resources.gpu_seconds): the paper's task (D = 5, N = 20), width 64 and
+# (icl_core.planning.resources.gpu_seconds): the paper's task (D = 5, N = 20), width 64 and
 # batch 256, 20k steps (the paper: 1e6) with StepLR x0.8 every 2000 steps (the paper's x0.9
 # every 1e4 would barely decay in 20k steps), 3 seeds trained stacked.
 GPU_LS = {"train.steps": 20_000, "train.step_size": 2000, "train.gamma": 0.8,

@@ -21,7 +21,7 @@ curriculum [gap: Garg's defaults, curriculum off since the paper does not mentio
 Evaluation: 6400 prompts (100 batches of 64), R² pooled and per-batch mean.
 """
 
-from icl_core.sweep import Preset, Study, Sweep
+from icl_core import Preset, Study, Sweep
 
 MIXES = (0.0, 0.1, 0.3, 0.5)
 
@@ -54,7 +54,7 @@ CPU = {"task.dim": 8, "task.n_points": 20, "task.hidden": 32,
        "train.lr": 1e-3, "train.warmup_steps": 200, "train.steps": 2000,
        "train.report_every": 250, "train.checkpoint_every": 1000,
        "eval.n_prompts": 640, "eval.grid": shift_grid(30)}
-# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds): the cpu
+# One H100-class GPU (<= 20 min per study, icl_core.planning.resources.gpu_seconds): the cpu
 # task (d = 8, 20 pairs, teacher width 32, tested to 30; 640 test prompts, so the
 # teacher-network baseline, computed on the CPU, stays at its cpu cost), a wider and deeper
 # transformer (width 128, 8 blocks, the paper's 8 heads), 10x the cpu steps (20k; the paper:

@@ -14,7 +14,7 @@ one fixed batch of B = 20000 prompts, 2000 iterations, init N(0, 1e-4²), 5 seed
 on fresh prompts. A_i are not constrained symmetric [repo]. Paper silent on all of these.
 """
 
-from icl_core.sweep import Preset, Study, Sweep
+from icl_core import Preset, Study, Sweep
 
 SPECTRUM = [1.0, 1.0, 0.5, 0.25, 1.0]
 AHN = {
@@ -28,7 +28,7 @@ AHN = {
 }
 SEEDS = {("seed", "task_seed"): [(s, s) for s in range(5)]}  # a new Σ per seed
 CPU = {"train.steps": 300, "train.batch_size": 10_000, "eval.n_prompts": 10_000}
-# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds): the
+# One H100-class GPU (<= 20 min per study, icl_core.planning.resources.gpu_seconds): the
 # paper's batch (20,000 prompts) and test set (20,000), 3 seeds. L-BFGS does not stack and is
 # launch-bound on a GPU (its two-loop recursion reads a scalar back per stored pair: ~36 ms
 # an iteration with 600 pairs), so the step count is what the 20 minutes buy: 2000 (the

@@ -13,7 +13,7 @@ the bidirectional GRU. Online protocol [code]: AdamW (lr 1e-3, weight decay 0.01
 of fresh prompts, test MSE (mean over prompts and positions) every `eval.every` steps on
 `eval.n_prompts` prompts, training ends at the first test below `eval.stop_below` (the
 lowest threshold) or at the cap (paper: 1e6 samples); n* is derived in analysis
-(analysis/figures_retrieval.py), right-censored at the cap. x ~ N(0, I_d), d = 10, linear link
+(analysis/figures/retrieval.py), right-censored at the cap. x ~ N(0, I_d), d = 10, linear link
 ⟨u, x_t⟩, codes and u fixed by task_seed = 0 across the 5 seeds [code].
 
 * str_1 -- Fig 1a: 1STR, N = 2..12 and beyond; thresholds 0.7 (paper), 0.5, 0.3.
@@ -36,12 +36,12 @@ distribution. `--set 'eval.grid=[{},{"test_dist":"simple","simple":true}]'` adds
 variant (the first point still decides the stop).
 """
 
-if __package__:  # imported as sweeps.sample_complexity (icl_core.catalog, the tests)
+if __package__:  # imported as sweeps.sample_complexity (icl_core.interface.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/sample_complexity.py: sweeps/ is on sys.path
     import bases
 
-from icl_core.sweep import Preset, Study, Sweep
+from icl_core import Preset, Study, Sweep
 
 
 def dims(*ds: int) -> dict:
@@ -112,7 +112,7 @@ PAPER_MODELS = str_models(100, 10, 1000, 500, steps=15_625)
 # needs the most samples) 16000 x 64 ≈ 1e6 as in the paper
 CPU_STR = {"task.dim": 5, "train.report_every": 20, "eval.n_prompts": 1000, "eval.every": 20}
 CPU_MODELS = str_models(64, 5, 256, 128, steps=4000, ffn_steps=16_000)
-# One H100-class GPU (<= 20 min per study, icl_core.resources.gpu_seconds, at the
+# One H100-class GPU (<= 20 min per study, icl_core.planning.resources.gpu_seconds, at the
 # caps: the stop rule ends most runs earlier): the paper's d = 10 and model sizes, 3 seeds;
 # caps 7500 steps x 64 = 480k samples, the FFN (which needs the most) the paper's 1e6; 2000
 # test prompts every 20 steps (the paper: 5000 every 10).

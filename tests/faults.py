@@ -96,10 +96,10 @@ def full_tmpfs(path: Path, size: str = "512k"):
 RACING_DRIVER = """
 import json, sys, time
 from conftest import tiny_member
-from icl_core.claims import plan_claims
-from icl_core.config import resolve_member
-from icl_core.store import Store
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.storage.claims import plan_claims
+from icl_core.spec.config import resolve_member
+from icl_core.storage.store import Store
+from icl_core.running.trial import TrialSpec, run_trial
 
 storage, start = sys.argv[1], float(sys.argv[2])
 members = [resolve_member(tiny_member(seed=s)) for s in range(6)]

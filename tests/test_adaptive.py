@@ -1,6 +1,6 @@
-"""Adaptive studies (analysis.adaptive, icl_core.adaptive) on real Parquet row stores and a real
+"""Adaptive studies (analysis.forecasts.adaptive_design, icl_core.interface.adaptive) on real Parquet row stores and a real
 Ray: synthetic laws y = a x^-b with log-normal seed noise written with the row writer
-(icl_core.store) for the design; the smoke preset of sweeps/adaptive_depth.py for the driver.
+(icl_core.storage.store) for the design; the smoke preset of sweeps/adaptive_depth.py for the driver.
 """
 
 from __future__ import annotations
@@ -11,9 +11,16 @@ import warnings
 import numpy as np
 import pytest
 
-from analysis.adaptive import Goal, assess, choose, lattice, measured_cost, member_points
-from analysis.store import read_rows
-from icl_core.store import Store, rows_table
+from analysis.forecasts.adaptive_design import (
+    Goal,
+    assess,
+    choose,
+    lattice,
+    measured_cost,
+    member_points,
+)
+from analysis.reading.store import read_rows
+from icl_core.storage.store import Store, rows_table
 
 SWEEP, STUDY = "adapt", "law"
 A, B, SIGMA = 2.0, 1.2, 0.3
@@ -124,7 +131,7 @@ def row_mtimes(root) -> dict[str, float]:
 
 
 def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path, capsys):
-    from icl_core.adaptive import main, read_log, run_adaptive
+    from icl_core.interface.adaptive import main, read_log, run_adaptive
     from sweeps.adaptive_depth import ADAPTIVE, LEAST_SQUARES_ADAPTIVE
 
     store = Store(str(tmp_path))
@@ -154,7 +161,7 @@ def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path
 
 
 def test_status_command_reads_a_store(tmp_path, capsys):
-    from analysis.adaptive import main
+    from analysis.forecasts.adaptive_design import main
 
     store = Store(str(tmp_path))
     for x in (1.0, 8.0, 64.0):
@@ -198,8 +205,8 @@ def test_every_adaptive_file_plans_each_preset(tmp_path, capsys, name):
     candidates lie within the bounds, nothing is written."""
     import importlib
 
-    from icl_core.adaptive import main
-    from icl_core.study import REQUIRED_PRESETS
+    from icl_core.interface.adaptive import main
+    from icl_core.spec.study import REQUIRED_PRESETS
 
     module = importlib.import_module(f"sweeps.{name}")
     for preset in REQUIRED_PRESETS:

@@ -9,12 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from icl_core.baselines import gd, grid_search, newton_alpha, newton_schulz, ols
-from icl_core.config import ConfigError, resolve_member
-from icl_core.evaluate import evaluate
+from icl_core.algorithms.baselines import gd, grid_search, newton_alpha, newton_schulz, ols
 from icl_core.models import build_model
+from icl_core.spec.config import ConfigError, resolve_member
 from icl_core.tasks import build_task
-from icl_core.train import MemberRun
+from icl_core.training.evaluate import evaluate
+from icl_core.training.train import MemberRun
 
 CPU, F64 = torch.device("cpu"), torch.float64
 
@@ -224,7 +224,7 @@ def test_newton_schulz_converges_to_least_squares():
 
 
 def test_tuned_baselines_reuse_gd_and_pick_from_the_grid():
-    from icl_core.baselines import BASELINES
+    from icl_core.algorithms.baselines import BASELINES
     from icl_core.tasks.base import RegressionProblem
 
     gen = torch.Generator().manual_seed(6)
@@ -276,10 +276,10 @@ def test_smoke_members_draw_every_figure(tmp_path):
     """The sweep file's smoke members, trained for real (no Ray), and its four figures."""
     import polars as pl
 
-    from analysis.figures import FIGURES
-    from analysis.store import read_rows
-    from icl_core import catalog
-    from icl_core.trial import TrialSpec, run_trial
+    from analysis.figures.by_name import FIGURES
+    from analysis.reading.store import read_rows
+    from icl_core.interface import catalog
+    from icl_core.running.trial import TrialSpec, run_trial
 
     sweep = catalog.load_sweep("algoformer")
     total = 0

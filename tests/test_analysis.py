@@ -1,6 +1,6 @@
 """Analysis: the scaling-law fitter, the row reader, the depth figure, regeneration.
 
-Stores are built by hand with icl_core.store (no Ray, no training) except the one `slow`
+Stores are built by hand with icl_core.storage.store (no Ray, no training) except the one `slow`
 end-to-end test, which trains the smoke preset's members.
 """
 
@@ -14,13 +14,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.figures import depth_figure
-from analysis.fit import fit_scaling
-from analysis.fit_forms import FORMS
-from analysis.store import MissingResults, load_rows
-from icl_core.catalog import SWEEPS_DIR
-from icl_core.regenerate import load_sweep, main, regenerate, sweep_names
-from icl_core.store import Store, rows_table
+from analysis.figures.by_name import depth_figure
+from analysis.fitting.fit import fit_scaling
+from analysis.fitting.forms import FORMS
+from analysis.reading.store import MissingResults, load_rows
+from icl_core.interface.catalog import SWEEPS_DIR
+from icl_core.interface.regenerate_from_sweeps import load_sweep, main, regenerate, sweep_names
+from icl_core.storage.store import Store, rows_table
 
 SWEEP, STUDY = "depth_scaling", "least_squares"
 DEPTHS, SEEDS, STEPS = (1, 2, 4, 8), (0, 1, 2), 100
@@ -260,7 +260,7 @@ def test_regenerate_loads_every_sweep_file_as_the_command_line_does(monkeypatch,
 @pytest.mark.slow
 def test_smoke_sweep_end_to_end(tmp_path):
     """Train the smoke preset's members, then regenerate its figure from the real rows."""
-    from icl_core.trial import TrialSpec, run_trial
+    from icl_core.running.trial import TrialSpec, run_trial
 
     study = load_sweep(SWEEP).study(STUDY)
     for member in study.members("smoke"):

@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from analysis.fit import aic, compare_forms, fit_scaling
-from analysis.fit_forms import FORMS
-from analysis.fit_solve import HUBER_DELTA, batch_solve, huber_cost
-from analysis.fit_solve import bootstrap as _bootstrap
-from analysis.fit_solve import point_fit as _point_fit
-from analysis.fit_solve import scipy_solve as _scipy_solve
+from analysis.fitting.fit import aic, compare_forms, fit_scaling
+from analysis.fitting.forms import FORMS
+from analysis.fitting.solve import HUBER_DELTA, batch_solve, huber_cost
+from analysis.fitting.solve import bootstrap as _bootstrap
+from analysis.fitting.solve import point_fit as _point_fit
+from analysis.fitting.solve import scipy_solve as _scipy_solve
 
 X_GRID = 2.0 ** np.arange(9)  # 1 .. 256: 2.4 decades
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
-from analysis.fit import fit_scaling
+from analysis.fitting.fit import fit_scaling
 from analysis.plotting import (
     draw_fit,
     fit_label,
@@ -25,9 +25,9 @@ from analysis.plotting import (
     seed_level,
     style,
 )
-from icl_core import catalog
-from icl_core import regenerate as regen
-from icl_core.store import Store, rows_table
+from icl_core.interface import catalog
+from icl_core.interface import regenerate_from_sweeps as regen
+from icl_core.storage.store import Store, rows_table
 
 GRID = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
 
@@ -162,7 +162,7 @@ def test_seed_level_and_prompt_iqr_keep_their_meanings_apart():
 
 
 SWEEP_FILE = '''
-from icl_core.sweep import Preset, Study, Sweep
+from icl_core.interface.sweep import Preset, Study, Sweep
 
 STUDY = Study(
     name="widths",

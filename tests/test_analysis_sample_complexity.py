@@ -10,15 +10,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.sample_complexity import (
+from analysis.fitting.sample_complexity import (
     compare_architectures,
     error_curves,
     fit_gamma,
     n_star,
     n_star_table,
 )
-from analysis.store import load_rows
-from icl_core.store import Store, rows_table
+from analysis.reading.store import load_rows
+from icl_core.storage.store import Store, rows_table
 
 THRESHOLD = 1e-2
 STEPS = np.array([10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000])

@@ -13,17 +13,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import icl_core.artifacts
-from analysis import store as astore
-from analysis.store import (
+import icl_core.storage.artifacts
+from analysis.reading import store as astore
+from analysis.reading.store import (
     MissingResults,
     check_schema,
     load_artifact,
     read_rows,
     scan_rows,
 )
-from icl_core.artifacts import save_artifacts
-from icl_core.store import ROW_SCHEMA, Store, rows_table
+from icl_core.storage.artifacts import save_artifacts
+from icl_core.storage.store import ROW_SCHEMA, Store, rows_table
 
 SWEEP, STUDY = "width_scaling", "ls"
 ROW = {"metric": "mse", "statistic": "median", "value": 0.5, "step": 10, "predictor": "model"}
@@ -175,7 +175,7 @@ def test_schema_check_accepts_only_row_files():
 
 
 def test_load_artifact_is_the_core_loader(tmp_path):
-    assert load_artifact is icl_core.artifacts.load_artifact
+    assert load_artifact is icl_core.storage.artifacts.load_artifact
     s = Store(str(tmp_path))
     series = {"attn": [(10, np.ones((2, 2))), (20, np.zeros((2, 2)))]}
     save_artifacts(s, SWEEP, STUDY, "h1", series)
@@ -185,13 +185,13 @@ def test_load_artifact_is_the_core_loader(tmp_path):
 
 def test_rows_carry_the_samples_seen_at_their_step(tmp_path):
     """Issue 21: `samples` = step x train.batch_size in every row file, equal to what
-    analysis.sample_complexity derives."""
+    analysis.fitting.sample_complexity derives."""
     from conftest import tiny_member
 
-    from analysis.sample_complexity import samples_seen
-    from analysis.store import read_rows
-    from icl_core.config import resolve_member
-    from icl_core.trial import TrialSpec, run_trial
+    from analysis.fitting.sample_complexity import samples_seen
+    from analysis.reading.store import read_rows
+    from icl_core.running.trial import TrialSpec, run_trial
+    from icl_core.spec.config import resolve_member
 
     member = resolve_member(tiny_member(train__batch_size=8, train__steps=20))
     run_trial(TrialSpec("s", "st", str(tmp_path), [member.to_dict()], hashes=[member.hash]))

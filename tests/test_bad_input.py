@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from icl_core.catalog import load_sweep
+from icl_core.interface.catalog import load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 CYRILLIC_A = "\u0430"  # looks like the Latin a
@@ -96,12 +96,12 @@ def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, capsys, argv, mes
 
 @pytest.mark.parametrize("runner", ["catalog", "adaptive"])
 def test_the_catalog_and_adaptive_files_run_the_same_checks(tmp_path, capsys, runner):
-    """`python -m icl_core.catalog --run` and an adaptive sweep file refuse what the sweep
+    """`python -m icl_core.interface.catalog --run` and an adaptive sweep file refuse what the sweep
     files refuse, the same way: one line, exit 2, before Ray, nothing written."""
     import ray
 
-    from icl_core import catalog
-    from icl_core.adaptive import main as adaptive_main
+    from icl_core.interface import catalog
+    from icl_core.interface.adaptive import main as adaptive_main
     from sweeps.adaptive_depth import ADAPTIVE
 
     def run(argv):
@@ -137,7 +137,7 @@ def test_search_options_are_checked_before_ray(tmp_path, capsys):
 def test_planning_never_allocates_the_task(capsys):
     """`--set task.dim=1e9`: the planner sizes the model and its memory from shapes (a 1e9 x
     1e9 torch.eye would be 8e18 bytes) and refuses the member in one line, its estimate
-    against this machine's memory (icl_core.memory; tests/test_memory.py)."""
+    against this machine's memory (icl_core.planning.memory; tests/test_memory.py)."""
     sweep = load_sweep("depth_scaling")
     argv = ["--preset", "smoke", "--study", "least_squares", "--dry-run"]
     assert sweep.main(argv + ["--set", "task.dim=1e9"]) == 2
@@ -150,9 +150,9 @@ def test_every_task_config_knows_its_built_shape():
     task of every sweep file at every preset, it equals the built task's."""
     import torch
 
-    from icl_core.catalog import sweep_names
-    from icl_core.search import Search
-    from icl_core.study import PRESETS
+    from icl_core.interface.catalog import sweep_names
+    from icl_core.running.search import Search
+    from icl_core.spec.study import PRESETS
     from icl_core.tasks import build_task
     from icl_core.tasks.base import KnowsShape
 
@@ -186,7 +186,7 @@ def doc_commands() -> list[tuple[str, list[str]]]:
     as (file, argv); shell loop variables ($s) and what follows ; # or a backtick dropped;
     commands on a remote storage (s3://...) left out (they need the bucket).
     Adaptive sweep files (no SWEEP: their own main, tests/test_adaptive.py) are not here."""
-    from icl_core.catalog import sweep_names
+    from icl_core.interface.catalog import sweep_names
 
     sweeps, out = set(sweep_names()), []
     for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
@@ -215,7 +215,7 @@ def test_the_docs_show_commands_to_check():
 def test_every_documented_sweep_command_plans(tmp_path, capsys, name, argv):
     """As written, with --dry-run added: it plans (exit 0) and writes nothing. A paper preset
     (a cluster's, `ray job submit`) is planned for 8 GPUs: its largest members need more
-    memory than a small machine has (icl_core.memory refuses them there)."""
+    memory than a small machine has (icl_core.planning.memory refuses them there)."""
     cluster = ["--plan-gpus", "8"] if "paper" in argv else []
     assert load_sweep(name).main(argv + ["--dry-run", *cluster]) == 0, capsys.readouterr().err
     assert "total: " in capsys.readouterr().out
@@ -253,8 +253,8 @@ def test_token_auth_cluster_without_the_token_mode_is_one_line(ray_session, tmp_
 def test_the_reduced_preset_is_optional(tmp_path, capsys):
     """`--preset reduced` plans only the studies that declare it; a study or file without one
     is an error naming those that have it; the catalog skips files without one."""
-    from icl_core import catalog
-    from icl_core.study import Preset, Study
+    from icl_core.interface import catalog
+    from icl_core.spec.study import Preset, Study
 
     argv = ["--preset", "reduced", "--storage", str(tmp_path), "--dry-run"]
     assert load_sweep("preconditioned_gd").main(argv) == 0

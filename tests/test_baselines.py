@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from icl_core.baselines import gd, ls_grad, ls_loss, ols
+from icl_core.algorithms.baselines import gd, ls_grad, ls_loss, ols
 
 
 def problem(B=256, N=20, D=5, seed=0, dtype=torch.float64):

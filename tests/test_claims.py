@@ -13,10 +13,10 @@ from pathlib import Path
 from conftest import tiny_member
 from faults import race_two_drivers
 
-from icl_core.claims import Claims, Owner, holder, plan_claims, skipped_line
-from icl_core.config import resolve_member
-from icl_core.store import Store
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.spec.config import resolve_member
+from icl_core.storage.claims import Claims, Owner, holder, plan_claims, skipped_line
+from icl_core.storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 A, B = Owner("host-a", 11, "driver-a"), Owner("host-b", 22, "driver-b")
@@ -111,7 +111,7 @@ def squat(store: Store, sweep: str, study: str, h: str, age_s: float) -> Path:
 
 
 def test_an_expiry_further_than_a_lease_ahead_counts_from_the_files_age(tmp_path):
-    from icl_core.claims import TTL_S
+    from icl_core.storage.claims import TTL_S
 
     store = Store(str(tmp_path))
     squat(store, "sw", "st", "fresh", age_s=10)
@@ -128,7 +128,7 @@ def test_an_expiry_further_than_a_lease_ahead_counts_from_the_files_age(tmp_path
 
 def test_a_squatted_claim_is_taken_over_by_a_sweep_run(ray_session, tmp_path, capsys):
     """The year-3000 claim of another host no longer blocks its config: the run trains it."""
-    from icl_core.claims import TTL_S
+    from icl_core.storage.claims import TTL_S
     from sweeps.depth_scaling import SWEEP
 
     members = SWEEP.study("least_squares").members("smoke")
@@ -147,7 +147,7 @@ def test_a_squatted_claim_is_taken_over_by_a_sweep_run(ray_session, tmp_path, ca
 def test_icl_claims_lists_and_releases_only_when_confirmed(tmp_path, capsys, monkeypatch):
     import io
 
-    from icl_core.console import main as icl
+    from icl_core.interface.console import main as icl
 
     store = Store(str(tmp_path))
     squat(store, "depth_scaling", "least_squares", "a" * 16, age_s=30)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from icl_core.baselines import gd
-from icl_core.closed_forms import (
+from icl_core.algorithms.baselines import gd
+from icl_core.algorithms.closed_forms import (
     dist_to_identity,
     dist_to_identity_batch,
     gamma_star,

@@ -169,10 +169,10 @@ def test_bad_arguments_are_refused():
 
 
 def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples():
-    from icl_core.catalog import load_sweep
-    from icl_core.cli import build_parser
-    from icl_core.orchestrate import make_plans
-    from icl_core.pool import cost_model
+    from icl_core.interface.catalog import load_sweep
+    from icl_core.interface.cli import build_parser
+    from icl_core.running.plans import make_plans
+    from icl_core.running.trial_pool import cost_model
 
     trials = sim.plan_trials_for(["depth_scaling", "hpo_lr"], "smoke", gpus=8,
                                  only=["depth_scaling/least_squares", "hpo_lr"])

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from icl_core.catalog import load_sweep
-from icl_core.console import main as icl
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.interface.catalog import load_sweep
+from icl_core.interface.console import main as icl
+from icl_core.running.trial import TrialSpec, run_trial
 
 
 def test_icl_config_lists_each_field_with_type_default_and_doc(capsys):

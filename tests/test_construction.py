@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.baselines import gd, ls_grad, ols
-from icl_core.config import ConfigError, resolve_member
-from icl_core.device import generator
-from icl_core.evaluate import evaluate
+from icl_core.algorithms.baselines import gd, ls_grad, ols
+from icl_core.common.device import generator
 from icl_core.models import build_model, count_params
 from icl_core.models.construction import ConstructionFeatures, gd_step_layer
+from icl_core.spec.config import ConfigError, resolve_member
 from icl_core.tasks import build_task
 from icl_core.tasks.ls_features import Layout
+from icl_core.training.evaluate import evaluate
 
 CPU = torch.device("cpu")
 

@@ -11,9 +11,6 @@ import pytest
 import torch
 from torch import nn
 
-from icl_core.config import MemberConfig, resolve_member
-from icl_core.evaluate import evaluate
-from icl_core.flops import step_flops
 from icl_core.models import MODELS, build_model, count_params, num_params
 from icl_core.models.base import (
     CountsParams,
@@ -25,7 +22,7 @@ from icl_core.models.base import (
     ModelBase,
     ModelConfig,
 )
-from icl_core.stacked import stack_key
+from icl_core.spec.config import MemberConfig, resolve_member
 from icl_core.tasks import TASKS, build_task
 from icl_core.tasks.base import (
     Batch,
@@ -40,7 +37,10 @@ from icl_core.tasks.base import (
     TaskBase,
     TaskConfig,
 )
-from icl_core.train import MemberRun
+from icl_core.training.evaluate import evaluate
+from icl_core.training.flops import step_flops
+from icl_core.training.stacked import stack_key
+from icl_core.training.train import MemberRun
 
 CPU = torch.device("cpu")
 # a small valid task for every model, and a model for every task (what the sweeps pair)

@@ -1,5 +1,5 @@
-"""The cost model (icl_core.cost), cost-balanced packing (icl_core.resources), the pool's
-per-study bookkeeping (icl_core.pool) and the launch size limit (icl_core.cli)."""
+"""The cost model (icl_core.planning.cost), cost-balanced packing (icl_core.planning.resources), the pool's
+per-study bookkeeping (icl_core.running.trial_pool) and the launch size limit (icl_core.interface.cli)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 import pytest
 from conftest import tiny_member
 
-from icl_core import calibration, cost
-from icl_core.config import resolve_member
-from icl_core.flops import step_cost_flops, step_flops, step_shape
-from icl_core.pool import PoolStudy, StudyPool, study_rows
-from icl_core.resources import TrialResources, balanced_trials, plan_trials
-from icl_core.store import Store
-from icl_core.trainable import SPEC_KEY
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.planning import calibration, cost
+from icl_core.planning.resources import TrialResources, balanced_trials, plan_trials
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.running.trial_pool import PoolStudy, StudyPool, study_rows
+from icl_core.running.tune_trainable import SPEC_KEY
+from icl_core.spec.config import resolve_member
+from icl_core.storage.store import Store
+from icl_core.training.flops import step_cost_flops, step_flops, step_shape
 
 
 def member(**over):
@@ -184,10 +184,9 @@ def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypa
 
 
 def test_several_files_run_as_one_pool_through_the_catalog(ray_session, tmp_path, capsys):
-    """`python -m icl_core.catalog --run --only ...`: studies of two sweep files in one Tune
+    """`python -m icl_core.interface.catalog --run --only ...`: studies of two sweep files in one Tune
     run (one Tune folder for the pool), each reported with its own statuses."""
-    from icl_core import catalog
-
+    from icl_core.interface import catalog
     storage = tmp_path / "r"
     argv = ["--run", "--preset", "smoke", "--only", "depth_scaling/least_squares",
             "width_scaling/multiply_width", "--storage", str(storage), "--no-figures"]
@@ -212,7 +211,7 @@ def test_tiny_members_are_planned_within_25_percent(tmp_path, capsys):
     them) is within 25% of the median wall time those members measured (a first member pays
     the trial's imports, the trial's start-up, and is left out). Without the time beside the
     steps (a fixed 1 s a member before), the plan was ~5x this on a quiet machine."""
-    from icl_core.trial import TrialSpec, run_trial
+    from icl_core.running.trial import TrialSpec, run_trial
     from sweeps.depth_scaling import SWEEP
 
     assert SWEEP.main(["--preset", "smoke", "--study", "least_squares", "--num-samples", "250",

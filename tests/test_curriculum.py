@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.config import ConfigError, resolve_member
+from icl_core.algorithms.teacher_baseline import network_forward
 from icl_core.models import build_model
-from icl_core.stacked import StackedRun
+from icl_core.spec.config import ConfigError, resolve_member
 from icl_core.tasks import build_task, masked_mse
 from icl_core.tasks.base import SamplesTrainingBatches
-from icl_core.teacher_baseline import network_forward
-from icl_core.train import MemberRun, train_batch
+from icl_core.training.stacked import StackedRun
+from icl_core.training.train import MemberRun, train_batch
 
 CPU, F64 = torch.device("cpu"), torch.float64
 GARG = {"curriculum_dims_start": 2, "curriculum_dims_inc": 1, "curriculum_points_start": 2,

@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis.figures import FIGURES
-from analysis.figures_deep import fig3_ks
-from analysis.store import read_rows
-from icl_core import catalog
-from icl_core.trial import TrialSpec, run_trial
+from analysis.figures.by_name import FIGURES
+from analysis.figures.deep import fig3_ks
+from analysis.reading.store import read_rows
+from icl_core.interface import catalog
+from icl_core.running.trial import TrialSpec, run_trial
 
 
 @pytest.fixture(scope="module")

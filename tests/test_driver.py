@@ -1,4 +1,4 @@
-"""The one training driver (icl_core.train.train_until) and the one run path of a trial: a
+"""The one training driver (icl_core.training.train.train_until) and the one run path of a trial: a
 stack writes the artifacts a lone member writes (the final step's too); the trial's result
 carries each member's last training loss, the value its rows hold."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 from conftest import tiny_member
 
-from icl_core import catalog
-from icl_core.artifacts import load_artifact
-from icl_core.config import resolve_member
-from icl_core.trial import TrialSpec, run_trial_results
+from icl_core.interface import catalog
+from icl_core.running.trial import TrialSpec, run_trial_results
+from icl_core.spec.config import resolve_member
+from icl_core.storage.artifacts import load_artifact
 
 
 def lsa_pair() -> list[dict]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from icl_core import catalog
-from icl_core.report import report_statuses
-from icl_core.store import Store
+from icl_core.interface import catalog
+from icl_core.running.study_report import report_statuses
+from icl_core.storage.store import Store
 
 
 def status_of(tmp_path, statuses) -> int:

@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
-from analysis.figures import FIGURES
-from analysis.fit import fit_scaling
-from analysis.fit_forms import B_MAX
+from analysis.figures.by_name import FIGURES
+from analysis.fitting.fit import fit_scaling
+from analysis.fitting.forms import B_MAX
 from analysis.plotting import LOOKS, NOT_LEARNED_LABEL, baseline_line, draw_fit, fit_label, style
 from analysis.regenerate import fit_rows, write_fit_report
 
@@ -236,7 +236,7 @@ def test_heads_threshold_is_judged_by_the_threshold_rule(tmp_path):
 
 
 def test_censored_markers_offset_and_marked_per_model(tmp_path, monkeypatch):
-    import analysis.figures_retrieval as fr
+    import analysis.figures.retrieval as fr
 
     seen = {}
     real = fr.save

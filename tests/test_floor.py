@@ -1,4 +1,4 @@
-"""The floor (icl_core.floor): the Bayes posterior mean against closed forms, measured by the
+"""The floor (icl_core.algorithms.floor): the Bayes posterior mean against closed forms, measured by the
 evaluator like the trivial predictors; the `icl levels` command end to end."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from icl_core.evaluate import evaluate, floor_rows, trivial_rows
-from icl_core.floor import posterior_mean
-from icl_core.levels import main as levels_main
-from icl_core.levels import spans
-from icl_core.train import MemberRun
+from icl_core.algorithms.floor import posterior_mean
+from icl_core.interface.levels import main as levels_main
+from icl_core.interface.levels import spans
+from icl_core.training.evaluate import evaluate, floor_rows, trivial_rows
+from icl_core.training.train import MemberRun
 from tests.test_trivial_predictors import assert_mc, per_prompt, points, value
 
 F64 = torch.float64

@@ -1,5 +1,5 @@
-"""Pre-registered forecasts (analysis.forecast) on real Parquet row stores written with the
-row writer (icl_core.store): seal at an x not yet run, write the truth rows, score.
+"""Pre-registered forecasts (analysis.forecasts.forecast) on real Parquet row stores written with the
+row writer (icl_core.storage.store): seal at an x not yet run, write the truth rows, score.
 
 Synthetic laws y = a x^-b with log-normal seed noise: the sealed 90% interval covers the
 median of the later seeds at the right rate across laws; a wrong truth is a miss; a modified
@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.figures_forecast import forecast_frames
-from analysis.forecast import (
+from analysis.forecasts.figure import forecast_frames
+from analysis.forecasts.forecast import (
     ForecastError,
     Measure,
     content_hash,
@@ -28,7 +28,7 @@ from analysis.forecast import (
     seal,
     verify,
 )
-from icl_core.store import Store, rows_table
+from icl_core.storage.store import Store, rows_table
 
 SWEEP = "fc"
 XS = (8, 16, 32, 64, 128)

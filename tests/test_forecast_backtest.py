@@ -1,6 +1,6 @@
-"""Back-tested forecasts (analysis.forecast_interval, analysis.backtest): the synthetic
+"""Back-tested forecasts (analysis.backtests.interval, analysis.backtests.backtest): the synthetic
 calibration (laws with a known truth; no training) and the back-test command on a real Parquet
-row store written with the row writer (icl_core.store).
+row store written with the row writer (icl_core.storage.store).
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import math
 
 import numpy as np
 import pytest
-
-from analysis.backtest import TABLE_COLUMNS, backtest_store
 from analysis.forecast import main
-from analysis.forecast_interval import SeriesGrid, backtest_grid, interval_score, summarize
-from analysis.forecast_synthetic import synthetic_backtests
 from icl_core.console import main as icl_main
-from icl_core.store import Store, rows_table
+
+from analysis.backtests.backtest import TABLE_COLUMNS, backtest_store
+from analysis.backtests.interval import SeriesGrid, backtest_grid, interval_score, summarize
+from analysis.backtests.synthetic import synthetic_backtests
+from icl_core.storage.store import Store, rows_table
 
 SWEEP = "bt"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.config import resolve_member
 from icl_core.models import build_model
+from icl_core.spec.config import resolve_member
 
 transformers = pytest.importorskip("transformers")  # the dev extra installs it
 
@@ -145,7 +145,7 @@ def test_looped_state_stays_bounded_over_100_loops():
 def test_loop_norm_is_always_in_the_config_hash():
     """Rows of the looped model before the per-loop LayerNorm (same fields, no `loop_norm`)
     must not count as finished for the fixed model."""
-    from icl_core.config import config_hash
+    from icl_core.spec.config import config_hash
 
     member = resolve_member({"task": {"name": "rep_regression"}, "model": {"name": "looped"}})
     plain = member.to_dict()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from icl_core.store import Store
+from icl_core.storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.baselines import gd
-from icl_core.closed_forms import preconditioned_gd
-from icl_core.config import resolve_member
+from icl_core.algorithms.baselines import gd
+from icl_core.algorithms.closed_forms import preconditioned_gd
 from icl_core.models import build_model
+from icl_core.spec.config import resolve_member
 from icl_core.tasks import build_task
 
 CPU = torch.device("cpu")
@@ -78,8 +78,8 @@ def test_forms_nest():
 @pytest.mark.parametrize("form", ["sparse", pytest.param("full", marks=pytest.mark.slow)])
 def test_lbfgs_reaches_the_one_layer_optimum(form):
     """Isotropic, 1 layer: the trained test loss is within 5% of f* = d(d+1)/(n+d+1)."""
-    from icl_core.evaluate import evaluate
-    from icl_core.train import MemberRun
+    from icl_core.training.evaluate import evaluate
+    from icl_core.training.train import MemberRun
 
     member = resolve_member({
         "task": {"name": "linear_regression", "dim": 5, "n_points": 20},
@@ -99,10 +99,10 @@ def test_lbfgs_reaches_the_one_layer_optimum(form):
 def test_convergence_figure_from_a_real_smoke_run(tmp_path):
     """Smoke preset of Fig 1 trained for real (no Ray), then the figure from its rows and
     artifacts: Dist curves in [0, 1] at every recorded step, and f_3* as the reference."""
-    from analysis.figures_lsa import lsa_convergence_figure
-    from analysis.store import read_rows
-    from icl_core import catalog
-    from icl_core.trial import TrialSpec, run_trial
+    from analysis.figures.lsa import lsa_convergence_figure
+    from analysis.reading.store import read_rows
+    from icl_core.interface import catalog
+    from icl_core.running.trial import TrialSpec, run_trial
 
     study = catalog.load_sweep("preconditioned_gd").study("fig1_sparse")
     (member,) = study.members("smoke")

@@ -1,4 +1,4 @@
-"""The planner's peak-memory estimate (icl_core.memory) and the refusal of a member that fits
+"""The planner's peak-memory estimate (icl_core.planning.memory) and the refusal of a member that fits
 no node's memory, before Ray starts; a member that fails its calibration, in one line."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import tiny_member
 
-from icl_core.config import resolve_member
-from icl_core.memory import member_memory
-from icl_core.validation import ConfigError
+from icl_core.common.validation import ConfigError
+from icl_core.planning.memory import member_memory
+from icl_core.spec.config import resolve_member
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,7 +90,7 @@ def test_a_member_that_fits_is_planned_with_its_memory(tmp_path, capsys):
 def test_a_member_that_fails_its_calibration_is_one_line_naming_it():
     """device cuda:99 passes validation (a config may name a device) and fails when the member
     is built: the calibration says which member, in one line, and nothing is trained."""
-    from icl_core.pool import cost_model
+    from icl_core.running.trial_pool import cost_model
 
     bad = resolve_member({**tiny_member(train__steps=400_000), "device": "cuda:99"})
     with pytest.raises(ConfigError) as caught:

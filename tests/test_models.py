@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.config import resolve_member
 from icl_core.models import build_model, count_params, num_params
+from icl_core.spec.config import resolve_member
 
 
 def model_for(dtype=torch.float64, **model):

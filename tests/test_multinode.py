@@ -18,15 +18,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from icl_core.config import ConfigError
-from icl_core.orchestrate import check_storage_reach
+from icl_core.running.plans import check_storage_reach
+from icl_core.spec.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
 def test_a_sweep_survives_losing_a_worker_node(tmp_path):
-    from icl_core.trial import TrialSpec, run_trial
+    from icl_core.running.trial import TrialSpec, run_trial
 
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "multinode_sweep.py"),
                            str(tmp_path / "store")], capture_output=True, text=True,

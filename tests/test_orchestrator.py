@@ -15,20 +15,20 @@ import polars as pl
 import pytest
 from conftest import tiny_member
 
-from icl_core import catalog
-from icl_core.cli import build_parser
-from icl_core.config import resolve_member
-from icl_core.orchestrate import make_plans, plan_gpu_seconds
-from icl_core.resources import (
+from icl_core.interface import catalog
+from icl_core.interface.cli import build_parser
+from icl_core.planning.resources import (
     gpu_fraction,
     gpu_seconds,
     member_resources,
     plan_trials,
     step_flops,
 )
-from icl_core.search import Search, best_settings
-from icl_core.stacked import stack_key
-from icl_core.store import Store
+from icl_core.running.plans import make_plans, plan_gpu_seconds
+from icl_core.running.search import Search, best_settings
+from icl_core.spec.config import resolve_member
+from icl_core.storage.store import Store
+from icl_core.training.stacked import stack_key
 
 ROOT = Path(__file__).resolve().parent.parent
 

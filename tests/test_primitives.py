@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.config import ConfigError, resolve_member
+from icl_core.spec.config import ConfigError, resolve_member
 from icl_core.tasks import build_task
 from icl_core.tasks.primitives import Primitives, PrimitivesConfig
 
@@ -102,7 +102,7 @@ def test_config_validation_through_the_registry():
 
 
 def test_training_smoke_learns_affine():
-    from icl_core.train import MemberRun
+    from icl_core.training.train import MemberRun
 
     cfg = resolve_member({
         "task": {"name": "primitives", "op": "affine", "dim": 4, "n_points": 6},
@@ -119,8 +119,8 @@ def test_training_smoke_learns_affine():
 
 def test_evaluation_pools_the_error_over_all_tokens_and_outputs():
     """The paper's primitives metric: one MSE per prompt over all N x d_out entries."""
-    from icl_core.evaluate import eval_prompts, evaluate
     from icl_core.models import build_model
+    from icl_core.training.evaluate import eval_prompts, evaluate
 
     member = resolve_member({
         "task": {"name": "primitives", "op": "multiply", "dim": 4, "n_points": 5},

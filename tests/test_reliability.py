@@ -14,10 +14,10 @@ import pytest
 import torch
 from faults import kill, raylet_pid, trial_workers
 
-from icl_core.config import resolve_member
-from icl_core.launch import run_tune
-from icl_core.trainable import CHECKPOINT_FILE, load_state, save_state
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.running.ray_launch import run_tune
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.running.tune_trainable import CHECKPOINT_FILE, load_state, save_state
+from icl_core.spec.config import resolve_member
 
 ROW_KEYS = ["metric", "statistic", "predictor", "step", "position", "infer_iter", "test_dist"]
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.config import ConfigError, resolve_member
-from icl_core.models import build_model, count_params
-from icl_core.models.mixers import MIXERS
-from icl_core.tasks import build_task
-from icl_core.teacher_baseline import (
+from icl_core.algorithms.teacher_baseline import (
     batch_mean_r2,
     he_network,
     network_forward,
     pooled_r2,
     train_networks,
 )
+from icl_core.models import build_model, count_params
+from icl_core.models.mixers import MIXERS
+from icl_core.spec.config import ConfigError, resolve_member
+from icl_core.tasks import build_task
 
 CPU, F64 = torch.device("cpu"), torch.float64
 
@@ -161,8 +161,8 @@ def test_baseline_rows_per_epoch_and_best():
 
 
 def test_float64_run_evaluates_longer_prompts_than_trained():
-    from icl_core.evaluate import evaluate
-    from icl_core.train import MemberRun
+    from icl_core.training.evaluate import evaluate
+    from icl_core.training.train import MemberRun
 
     member = resolve_member({
         "task": {"name": "relu_teacher", "dim": 3, "n_points": 4, "hidden": 6,

@@ -17,11 +17,11 @@ import s3server
 from conftest import tiny_member
 from faults import race_two_drivers
 
-from icl_core.claims import ObjectClaims, Owner, holder, plan_claims
-from icl_core.config import resolve_member
-from icl_core.object_claims import unsupported
-from icl_core.searcher import journal_path
-from icl_core.store import Store
+from icl_core.running.optuna_searcher import journal_path
+from icl_core.spec.config import resolve_member
+from icl_core.storage.claims import ObjectClaims, Owner, holder, plan_claims
+from icl_core.storage.object_claims import unsupported
+from icl_core.storage.store import Store
 from sweeps.depth_scaling import SWEEP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +136,7 @@ def test_a_squatted_claim_on_s3_expires_a_lease_after_it_was_written(s3, storage
     """The local rule on objects too: an "expires" in the year 3000 is not believed; the claim
     counts as expiring a lease length after the object's LastModified, and says so."""
 
-    from icl_core.claims import TTL_S
+    from icl_core.storage.claims import TTL_S
 
     store = Store(storage)
     a = ObjectClaims(store, "sw", "st", A)
@@ -168,8 +168,8 @@ def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, 
     read back by a fresh process, and --resume extends the search from it."""
     import optuna
 
-    from icl_core import journal
-    from icl_core.catalog import load_sweep
+    from icl_core.interface.catalog import load_sweep
+    from icl_core.storage import journal
 
     sweep = load_sweep("hpo_lr")
     (point,) = sweep.study("width_lr").for_preset("smoke").points("smoke")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from icl_core.catalog import load_sweep
-from icl_core.searcher import journal_storage
+from icl_core.interface.catalog import load_sweep
+from icl_core.running.optuna_searcher import journal_storage
 
 
 def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys):
@@ -52,7 +52,7 @@ def test_preset_space_must_stay_within_its_steps():
     search = sweep.study("width_lr")
     for preset in ("smoke", "cpu", "gpu", "paper"):  # every preset's extremes validate
         search.for_preset(preset).points(preset)
-    from icl_core.config import ConfigError
+    from icl_core.spec.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"train.warmup_steps: must be in \[0, steps=20\]"):
         search.points("smoke")  # the base space (warmup to 10k) at 20 smoke steps
@@ -64,7 +64,7 @@ def test_a_repeated_search_config_reports_its_stored_loss(ray_session, tmp_path,
     (Tune refuses a result without its metric)."""
     import dataclasses
 
-    from icl_core.sweep import Sweep
+    from icl_core.interface.sweep import Sweep
 
     width_lr = load_sweep("hpo_lr").study("width_lr")
     search = dataclasses.replace(

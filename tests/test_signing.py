@@ -8,12 +8,12 @@ import stat
 
 import pytest
 
-from icl_core import catalog
-from icl_core.config import ConfigError
-from icl_core.resources import TrialResources
-from icl_core.search import run_search_tune
-from icl_core.signing import UntrustedState, key_path, sign, verify
-from icl_core.trial import TrialSpec
+from icl_core.interface import catalog
+from icl_core.planning.resources import TrialResources
+from icl_core.running.search import run_search_tune
+from icl_core.running.trial import TrialSpec
+from icl_core.spec.config import ConfigError
+from icl_core.storage.signing import UntrustedState, key_path, sign, verify
 
 
 class Planted:

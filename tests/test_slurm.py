@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.store import read_rows
+from analysis.reading.store import read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = ROOT / "cluster" / "slurm_local_setup.sh"

@@ -10,14 +10,14 @@ import polars as pl
 import pytest
 import torch
 
-from analysis.figures_retrieval import qk_contrast, reachable
-from icl_core.config import resolve_member
-from icl_core.device import generator
+from analysis.figures.retrieval import qk_contrast, reachable
+from icl_core.common.device import generator
 from icl_core.models import build_model
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.spec.config import resolve_member
 from icl_core.tasks import build_task
 from icl_core.tasks.sparse_retrieval import code_dim
-from icl_core.train import MemberRun
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.training.train import MemberRun
 
 CPU = torch.device("cpu")
 
@@ -223,7 +223,7 @@ def test_thresholds_below_the_runs_stop_are_not_shown():
 
 def test_planner_counts_the_ffn_once_per_prompt_and_attention_per_token():
     from icl_core.models import num_params
-    from icl_core.resources import step_flops
+    from icl_core.planning.resources import step_flops
 
     for name, tokens in (("ffn", 1), ("attention_mlp", 8)):
         m = member(model={"name": name})
@@ -236,9 +236,9 @@ def test_planner_counts_the_ffn_once_per_prompt_and_attention_per_token():
 def test_attention_figure_shows_the_median_seed_and_the_seeds_spread(tmp_path):
     """Fig 2 with 3 seeds: each panel draws the seed of median diagonal contrast and its title
     the contrast's median [min–max] over seeds (artifacts written through the real store)."""
-    from analysis.figures_retrieval import str_attention_figure
-    from icl_core.artifacts import save_artifacts
-    from icl_core.store import Store
+    from analysis.figures.retrieval import str_attention_figure
+    from icl_core.storage.artifacts import save_artifacts
+    from icl_core.storage.store import Store
 
     d, n, d_e = 2, 4, 3
     store, rows = Store(str(tmp_path)), []

@@ -1,4 +1,4 @@
-"""Stacked packing (icl_core.stacked): members trained at once with stacked weights write the
+"""Stacked packing (icl_core.training.stacked): members trained at once with stacked weights write the
 same numbers as members trained alone (float64, rtol 1e-10), for every model the sweep files
 use; a diverging member is masked while the others go on; a stacked checkpoint resumes
 stacked or unstacked to the same numbers; the grouping rule."""
@@ -13,13 +13,13 @@ import pytest
 import torch
 from conftest import tiny_member
 
-from analysis.store import read_rows
-from icl_core import catalog
-from icl_core.config import resolve_member, set_path
-from icl_core.search import Search
-from icl_core.stacked import StackedRun, stack_groups, stack_key
-from icl_core.train import MemberRun
-from icl_core.trial import TrialSpec, run_trial
+from analysis.reading.store import read_rows
+from icl_core.interface import catalog
+from icl_core.running.search import Search
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.spec.config import resolve_member, set_path
+from icl_core.training.stacked import StackedRun, stack_groups, stack_key
+from icl_core.training.train import MemberRun
 
 KEY = ["config_hash", "metric", "predictor", "statistic", "step", "test_dist", "position",
        "prompt_len", "loop_iter", "infer_iter"]

@@ -11,12 +11,12 @@ import torch
 from conftest import tiny_member
 from faults import full_tmpfs, unwritable_dir
 
-from icl_core.config import resolve_member
-from icl_core.launch import run_tune
-from icl_core.member_store import WRITE_TRIES
-from icl_core.store import Store
-from icl_core.trainable import CHECKPOINT_FILE, load_state, save_state
-from icl_core.trial import TrialSpec, run_trial_results
+from icl_core.running.ray_launch import run_tune
+from icl_core.running.trial import TrialSpec, run_trial_results
+from icl_core.running.tune_trainable import CHECKPOINT_FILE, load_state, save_state
+from icl_core.spec.config import resolve_member
+from icl_core.storage.member_store import WRITE_TRIES
+from icl_core.storage.store import Store
 
 
 def spec_at(storage: Path) -> TrialSpec:

@@ -1,4 +1,4 @@
-"""Compaction (icl_core.compaction) on real Parquet files: every row kept exactly once, the
+"""Compaction (icl_core.storage.compaction) on real Parquet files: every row kept exactly once, the
 resume check unchanged, a compaction killed between its rename and its deletions (and two at
 once) still read once and cleaned up by the next, a corrupt compacted file quarantined."""
 
@@ -11,11 +11,11 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.store import read_rows, scan_rows
-from icl_core import compaction
-from icl_core.compaction import compact, plan_compaction, write
-from icl_core.report import compact_study
-from icl_core.store import LAST_METRIC, Store, rows_table
+from analysis.reading.store import read_rows, scan_rows
+from icl_core.running.study_report import compact_study
+from icl_core.storage import compaction
+from icl_core.storage.compaction import compact, plan_compaction, write
+from icl_core.storage.store import LAST_METRIC, Store, rows_table
 
 SWEEP, STUDY = "width_scaling", "ls"
 
@@ -157,8 +157,7 @@ def test_a_study_is_compacted_at_its_end_from_compact_at_files(store, monkeypatc
 
 
 def test_icl_compact_names_what_it_merged_and_refuses_unknown_names(store, capsys):
-    from icl_core import console
-
+    from icl_core.interface import console
     assert console.main(["compact", SWEEP, "--study", STUDY, "--storage", store.uri]) == 0
     assert f"[{SWEEP}/{STUDY}] compacted 19 member files (152 rows) into " in \
         capsys.readouterr().out

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import tiny_member
 
-from icl_core.config import resolve_member
-from icl_core.store import Store, UntrustedRows, rows_table
-from icl_core.trial import TrialSpec, run_trial
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.spec.config import resolve_member
+from icl_core.storage.store import Store, UntrustedRows, rows_table
 
 
 def two_members():

@@ -8,11 +8,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analysis.figures import FIGURE_COLUMNS, FIGURES
-from analysis.store import read_rows
-from icl_core import console
+from analysis.figures.by_name import FIGURE_COLUMNS, FIGURES
+from analysis.reading.store import read_rows
+from icl_core.interface import console
 from icl_core.models import MODELS
-from icl_core.store import Store
+from icl_core.storage.store import Store
 from icl_core.tasks import TASKS
 from sweeps.depth_scaling import SWEEP
 
@@ -110,7 +110,7 @@ def test_bad_input_stops_before_any_trial(tmp_path, capsys, argv, message):
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     # (one study: the file's paper preset has members of ~30 GB, which a small machine's
-    # dry run refuses, icl_core.memory; tests/test_memory.py)
+    # dry run refuses, icl_core.planning.memory; tests/test_memory.py)
     assert SWEEP.main(["--preset", "paper", "--dry-run", "--storage", str(tmp_path),
                        "--study", "least_squares"]) == 0
     out = capsys.readouterr().out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_core.config import resolve_member
+from icl_core.spec.config import resolve_member
 from icl_core.tasks import build_task
 from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
 
@@ -68,7 +68,7 @@ def test_eval_grid_points_are_tasks():
         "model": {"name": "transformer", "width": 8, "depth": 1},
         "eval": {"grid": [{}, {"test_dist": "long", "n_points": 9}]},
     })
-    from icl_core.evaluate import eval_max_len
+    from icl_core.training.evaluate import eval_max_len
 
     assert eval_max_len(member) == 10  # positions sized for the longest evaluated prompt
 

@@ -1,5 +1,5 @@
 """Tracking: a sweep's trials leave Tune's logs, TensorBoard event files among them, whose
-hparams are each member's config flattened (icl_core.tracking), not the opaque trial spec.
+hparams are each member's config flattened (icl_core.running.tracking), not the opaque trial spec.
 
 The event files are read back as TFRecords (length, CRC, Event protobuf) with the protobuf
 classes tensorboardX ships: no TensorBoard install needed.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from icl_core.hparams import trial_hparams
-from icl_core.trainable import trial_config
-from icl_core.trial import TrialSpec
+from icl_core.running.hparams import trial_hparams
+from icl_core.running.trial import TrialSpec
+from icl_core.running.tune_trainable import trial_config
 from sweeps.depth_scaling import SWEEP
 
 
@@ -157,8 +157,8 @@ def test_smoke_sweep_logs_members_hparams_to_wandb_offline_and_mlflow(
 def test_logger_that_cannot_start_is_one_line_before_ray(tmp_path, monkeypatch, capsys):
     import ray
 
-    from icl_core.preflight import check_loggers
-    from icl_core.validation import ConfigError
+    from icl_core.common.validation import ConfigError
+    from icl_core.interface.preflight import check_loggers
 
     pytest.importorskip("wandb")
     for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SETUP_API_KEY_HOOK"):

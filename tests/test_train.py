@@ -8,12 +8,12 @@ import pytest
 import torch
 from conftest import tiny_member
 
-from icl_core.artifacts import load_artifact
-from icl_core.config import resolve_member
-from icl_core.store import Store
-from icl_core.train import MemberRun, lr_factor
-from icl_core.trainable import load_state, save_state
-from icl_core.trial import TrialFailed, TrialSpec, run_trial
+from icl_core.running.trial import TrialFailed, TrialSpec, run_trial
+from icl_core.running.tune_trainable import load_state, save_state
+from icl_core.spec.config import resolve_member
+from icl_core.storage.artifacts import load_artifact
+from icl_core.storage.store import Store
+from icl_core.training.train import MemberRun, lr_factor
 
 
 def f64(**over):
@@ -125,7 +125,7 @@ def test_float_dtypes_end_to_end(tmp_path, dtype):
 
 def test_evaluation_does_not_depend_on_chunking():
     """`eval.chunk` bounds memory only: same rows, same config hash."""
-    from icl_core.evaluate import evaluate
+    from icl_core.training.evaluate import evaluate
 
     small, big = f64(eval__chunk=7), f64(eval__chunk=500)
     assert small.hash == big.hash
@@ -134,7 +134,7 @@ def test_evaluation_does_not_depend_on_chunking():
     assert evaluate(run.model, small, run.device, run.dtype, 5, True) == evaluate(
         run.model, big, run.device, run.dtype, 5, True)
     # prompts drawn once and reused give the very same rows as drawing them again
-    from icl_core.evaluate import eval_prompts
+    from icl_core.training.evaluate import eval_prompts
 
     assert evaluate(run.model, small, run.device, run.dtype, 5, True, eval_prompts(small)) == \
         evaluate(run.model, small, run.device, run.dtype, 5, True)
@@ -152,8 +152,7 @@ def test_throughput_records_and_the_cached_matmul_peak(tmp_path, monkeypatch):
     import json
     import math
 
-    from icl_core import throughput
-
+    from icl_core.training import throughput
     monkeypatch.setenv("ICL_CACHE", str(tmp_path / "cache"))
     members = [resolve_member(tiny_member(train__steps=30, seed=s, dtype=dt)).to_dict()
                for s, dt in ((0, "float32"), (1, "bfloat16"))]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import tiny_member
 
-from icl_core.config import ConfigError, resolve_member
-from icl_core.trainable import spec_from_config, trial_config
-from icl_core.trial import TrialSpec
+from icl_core.running.trial import TrialSpec
+from icl_core.running.tune_trainable import spec_from_config, trial_config
+from icl_core.spec.config import ConfigError, resolve_member
 
 
 def spec_of(*members: dict, **kw) -> TrialSpec:

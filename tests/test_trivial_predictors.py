@@ -1,4 +1,4 @@
-"""Trivial predictors (icl_core.trivial): closed forms, the issue's numbers, every task."""
+"""Trivial predictors (icl_core.training.trivial): closed forms, the issue's numbers, every task."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from icl_core import trivial
-from icl_core.config import resolve_member
-from icl_core.evaluate import eval_prompts, evaluate, prediction_rows, trivial_rows
+from icl_core.spec.config import resolve_member
 from icl_core.tasks import TASKS
-from icl_core.train import MemberRun
+from icl_core.training import trivial
+from icl_core.training.evaluate import eval_prompts, evaluate, prediction_rows, trivial_rows
+from icl_core.training.train import MemberRun
 
 F64 = torch.float64
 
@@ -188,7 +188,7 @@ def test_every_task_gets_trivial_rows_shaped_like_the_models(name):
     rows = evaluate(run.model, member, run.device, run.dtype, 0, baselines=True)
     names = {"zero", "prompt_mean"} | ({"ridge"} if name in RIDGE else set()) | (
         {"no_retrieval"} if name == "qstr" else set())
-    floor = {"floor"} if name in FLOOR else set()  # icl_core.floor: not a trivial predictor
+    floor = {"floor"} if name in FLOOR else set()  # icl_core.algorithms.floor: not a trivial predictor
     assert {r["predictor"] for r in rows} == {"model"} | names | floor
     names |= floor
 

@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.fit import fit_scaling, fit_status
-from analysis.fit_forms import B_MAX
-from analysis.regime import (
+from analysis.fitting.fit import fit_scaling, fit_status
+from analysis.fitting.forms import B_MAX
+from analysis.reading.regime import (
     LEARNED_ERROR_RATIO,
     LEARNED_R2_GAP,
     NOT_TESTABLE,
@@ -23,7 +23,7 @@ from analysis.regime import (
     regime_notes,
     threshold_regime,
 )
-from analysis.spreads import seed_spreads, spread
+from analysis.reading.spreads import seed_spreads, spread
 from analysis.verdicts import MIN_SEEDS, OUTCOMES, ordering, verdict
 
 TRIVIAL_MSE = 3.0  # Var(y) of D = 3 least squares: what predicting the prompt mean costs

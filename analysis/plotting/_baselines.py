@@ -12,9 +12,9 @@ import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
 
-from analysis.frames import REFERENCES, reference_levels
 from analysis.plotting._core import PALETTE
-from analysis.regime import RIDGE_SOLVES, trivial_levels
+from analysis.reading.frames import REFERENCES, reference_levels
+from analysis.reading.regime import RIDGE_SOLVES, trivial_levels
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ LOOKS = {
     "newton_float64": Look("Newton–Schulz (tuned α)", PALETTE[3], "-.", "P", 1.2, _marks(0.05)),
     "teacher_net_float32": Look("trained N-layer net (best epoch)", PALETTE[1], (0, (5, 2)),
                                 "o", 1.2, _marks(0.11)),
-    # trivial predictors (analysis.regime.TRIVIAL): thin grey, one dash and marker each
+    # trivial predictors (analysis.reading.regime.TRIVIAL): thin grey, one dash and marker each
     "zero": Look("zero predictor", "0.55", (0, (1, 2)), "x", 0.9, _marks(0.23)),
     "prompt_mean": Look("prompt mean", "0.30", (0, (6, 2, 1, 2)), "+", 0.9, _marks(0.28)),
     "ridge": Look("ridge", "0.15", (0, (3, 1, 1, 1, 1, 1)), "1", 0.9, _marks(0.33)),
@@ -104,7 +104,7 @@ def draw_references(ax, final: pl.DataFrame, statistic: str = "median", inline: 
     """OLS / GD levels of these final rows (their `statistic` over prompts, median over
     members; GD at its largest iteration count) and every trivial predictor's, each in its
     own Look with its value in the legend (inline: on the line); {predictor: level}. On tasks
-    ridge solves (analysis.regime.RIDGE_SOLVES) its legend says so: a reference there, not
+    ridge solves (analysis.reading.regime.RIDGE_SOLVES) its legend says so: a reference there, not
     a bar."""
     refs = reference_levels(final, statistic=statistic)
     out = {}
@@ -130,7 +130,7 @@ def ridge_solves(rows: pl.DataFrame) -> bool:
 def trivial_lines(ax: Axes, levels, ridge_solves: bool = False, inline: bool = False
                   ) -> dict[str, float]:
     """Each trivial predictor's level (a frame of predictor, value: see
-    analysis.regime.trivial_levels) as a thin grey line; {predictor: level}. No rows (an
+    analysis.reading.regime.trivial_levels) as a thin grey line; {predictor: level}. No rows (an
     old store): nothing drawn. ridge_solves: ridge's legend says "solves the task"."""
     out = {}
     for predictor, value in levels.select("predictor", "value").iter_rows():

@@ -10,14 +10,14 @@ curves, reference lines, save.
 
 Every model in a figure that compares models is drawn with `seed_band` (or `seed_level` for a
 level that does not vary along x): the line is the median over seeds, the band the min–max
-over seeds (the project's spread of a cell, analysis.spreads), and the legend title
+over seeds (the project's spread of a cell, analysis.reading.spreads), and the legend title
 (`seed_caption`; the legend helpers add it themselves) says so and gives n. A band over test
 prompts (`band` with per-prompt q25/q75) means something else and is never drawn shaded next
 to a seed band: such figures draw the prompt IQR as ticks (`prompt_iqr`) and say so.
 
 Figures render off-screen (the Agg backend) and are saved as PNG and PDF side by side.
 Legends of fitted curves read like "b = 0.35 [0.32, 0.37]" (`fit_label`); a fit that is not
-resolved (`analysis.fit.fit_status`) reads "unresolved (at bound b=20)" and is drawn dotted.
+resolved (`analysis.fitting.fit.fit_status`) reads "unresolved (at bound b=20)" and is drawn dotted.
 
 One look everywhere: the colour-blind-safe `PALETTE` (one colour per label: `palette`). The
 rest of the figure toolkit, by what it draws, in the sibling private modules of
@@ -41,9 +41,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.fit import Fit
-from analysis.fit_forms import FORMS
-from analysis.spreads import seed_spreads
+from analysis.fitting.fit import Fit
+from analysis.fitting.forms import FORMS
+from analysis.reading.spreads import seed_spreads
 
 FORMATS = ("png", "pdf")
 DPI = 200
@@ -84,7 +84,7 @@ def band(ax: Axes, x, median, lo, hi, label: str, color: str | None = None):
     return line
 
 
-SEED_SPREAD = "min–max over seeds"  # the project's spread of a cell (analysis.spreads)
+SEED_SPREAD = "min–max over seeds"  # the project's spread of a cell (analysis.reading.spreads)
 
 
 def seed_band(ax: Axes, frame: pl.DataFrame, x: str, y: str = "value", label: str | None = None,
@@ -93,7 +93,7 @@ def seed_band(ax: Axes, frame: pl.DataFrame, x: str, y: str = "value", label: st
     """The seed spread of `y` along `x`, the one way every figure shows it: a line through
     each x's median over seeds and a shaded band from the seeds' min to their max (error bars
     instead with errorbars=True, for point markers). A seed's value in a cell is the median
-    of its rows there (analysis.spreads.seed_spreads); NaN / null values are left out. With
+    of its rows there (analysis.reading.spreads.seed_spreads); NaN / null values are left out. With
     one seed at every x there is no band and the label ends in "(1 seed)". The seed counts
     are remembered on the axes for `seed_caption` (the legend title saying what line and
     band mean). line_kw go to ax.plot (marker "o", markersize 4 unless given). Returns

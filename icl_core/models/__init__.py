@@ -4,6 +4,7 @@ import functools
 
 import torch
 
+from icl_core.common.registry import Registry
 from icl_core.models.base import ModelBase, ModelConfig, num_params
 from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
 from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
@@ -20,7 +21,6 @@ from icl_core.models.retrieval import (
     MHAMLPConfig,
 )
 from icl_core.models.transformer import Transformer, TransformerConfig
-from icl_core.registry import Registry
 
 MODELS = Registry("model")
 MODELS.register("transformer", TransformerConfig)(Transformer)

@@ -6,7 +6,7 @@ and built as `ModelClass(cfg, d_in=, d_out=, max_len=, causal=)`: an `nn.Module`
 `ModelConfig`, its class derives from `ModelBase`; both carry the class-level flags below with
 their defaults. Anything more is an optional capability: a model implements the methods of a
 Protocol here and the core asks `isinstance(model, Capability)`, never for a hook by name.
-Models never import tasks (what both need lives in icl_core.batch).
+Models never import tasks (what both need lives in icl_core.common.batch).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from icl_core.batch import Batch
+from icl_core.common.batch import Batch
 
 # ----------------------------------------------------------------------------- the contract
 
@@ -31,7 +31,7 @@ class ModelConfig:
     causal_ok: the model can be causal (False: it reads the whole sequence, e.g. the
       retrieval models); config validation refuses it for a task whose class is `causal`.
     whole_prompt: one pass over the flattened prompt, so each weight is applied once per prompt,
-      not once per token (the FFN); the planner (icl_core.flops) counts FLOPs accordingly.
+      not once per token (the FFN); the planner (icl_core.training.flops) counts FLOPs accordingly.
     trainable: the model has weights to train (False: a hand-built construction, which config
       validation runs with train.steps = 0 only).
     """
@@ -43,13 +43,13 @@ class ModelConfig:
 
     def layer_passes(self, seq_len: int) -> float:
         """Layer passes of one training step (what sets the launch floor of the planner's
-        wall-time estimate, icl_core.resources); one for a model without depth."""
+        wall-time estimate, icl_core.planning.resources); one for a model without depth."""
         return 1.0
 
     def mixing_flops(self, seq_len: int) -> float:
         """Forward FLOPs of one layer's token mixing per prompt beyond its weights (softmax
         attention's QK^T and AV: 4 x T^2 x width); counted by the cost model's FLOP fallback
-        (icl_core.cost), not by the 6 x params x tokens records. None here."""
+        (icl_core.planning.cost), not by the 6 x params x tokens records. None here."""
         return 0.0
 
 
@@ -57,7 +57,7 @@ class ModelConfig:
 class Model(Protocol):
     """What every model provides: `forward` (B, T, d_in) -> (B, T, d_out), shapes kept by
     every sequence mixer, and the `nn.Module` interface (parameters, state_dict, train/eval)
-    the trainer (icl_core.train), the stacker (icl_core.stacked) and the evaluator use."""
+    the trainer (icl_core.training.train), the stacker (icl_core.training.stacked) and the evaluator use."""
 
     def forward(self, x_BxTxI: torch.Tensor) -> torch.Tensor: ...
 
@@ -68,8 +68,8 @@ class ModelBase(nn.Module):
     """Base class of every registered model: the class-level flags, with their defaults.
 
     stackable: members of a trial that differ only in their seeds may train as one stack
-      (icl_core.stacked: torch.func.vmap over stacked weights); False for a model vmap cannot
-      batch (nn.GRU has no batching rule). Read by icl_core.stacked.stack_key on the class.
+      (icl_core.training.stacked: torch.func.vmap over stacked weights); False for a model vmap cannot
+      batch (nn.GRU has no batching rule). Read by icl_core.training.stacked.stack_key on the class.
     """
 
     stackable: ClassVar[bool] = True
@@ -81,8 +81,8 @@ class ModelBase(nn.Module):
 @runtime_checkable
 class HasArtifacts(Protocol):
     """Arrays recorded over training (e.g. LSA's weights, an attention map): {name: tensor},
-    recorded every train.artifact_every steps by icl_core.train.MemberRun.record_artifacts
-    and written by icl_core.artifacts."""
+    recorded every train.artifact_every steps by icl_core.training.train.MemberRun.record_artifacts
+    and written by icl_core.storage.artifacts."""
 
     def artifacts(self) -> dict[str, torch.Tensor]: ...
 
@@ -90,7 +90,7 @@ class HasArtifacts(Protocol):
 @runtime_checkable
 class LoopOutputs(Protocol):
     """A looped model's outputs after each of several loop counts, from one pass of its loops:
-    icl_core.evaluate writes rows per loop count (the loop_iter column) for
+    icl_core.training.evaluate writes rows per loop count (the loop_iter column) for
     `eval_loop_iters()`."""
 
     def eval_loop_iters(self) -> list[int]: ...
@@ -102,7 +102,7 @@ class LoopOutputs(Protocol):
 class HasTrainingLoss(Protocol):
     """The model's own training loss at an optimizer step (e.g. the looped models' window
     loss and loop curriculum) in place of the masked MSE of its outputs. Called by
-    icl_core.train.member_loss (alone and stacked)."""
+    icl_core.training.train.member_loss (alone and stacked)."""
 
     def training_loss(self, batch: Batch, step: int) -> torch.Tensor: ...
 
@@ -129,7 +129,7 @@ class LoopsBlock(Protocol):
     """A model *config* whose block of `layers` layers runs `loops` times with its weights
     tied, the last `window` iterations in the loss, between `pre_post_layers` of pre / post
     layers; `block_config()` is the block as a transformer config. The planner
-    (icl_core.flops) counts such a block's weights once per loop iteration."""
+    (icl_core.training.flops) counts such a block's weights once per loop iteration."""
 
     layers: int
     loops: int
@@ -145,7 +145,7 @@ class LoopsBlock(Protocol):
 @runtime_checkable
 class VmapAware(Protocol):
     """A layer with a vmap-friendly path (models/mixers.py), switched on by setting `stacked`
-    on a stack's copy of the model (icl_core.stacked)."""
+    on a stack's copy of the model (icl_core.training.stacked)."""
 
     stacked: bool
 

@@ -15,7 +15,7 @@ Every layer is a real `BaseConv` mixer (mixers.py) with set weights and a residu
   Σ x_i x_iᵀ over the N data tokens (its own features are zero);
 * one layer per GD step (conv = delta): gates M_jk · w_k and 1 · a_j, and the output
   projection adds (η/N)(a − M w) to w, i.e. w <- w − η ∇L(w) under the project's one GD
-  convention (icl_core.baselines: ∇L = (1/N) Xᵀ(Xw − y)).
+  convention (icl_core.algorithms.baselines: ∇L = (1/N) Xᵀ(Xw − y)).
 
 Causal state is O(D²), as the paper's lower bound (Thm D.32) says it must be. Layers 1-2 are
 also what `TransformerConfig.construction_layers` freezes in front of a trained model, and
@@ -30,10 +30,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from icl_core.batch import Layout
+from icl_core.common.batch import Layout
+from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.mixers import BaseConv
-from icl_core.validation import require
 
 
 def dim_from_width(width: int) -> int:

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from icl_core.batch import Batch, masked_mse
+from icl_core.common.batch import Batch, masked_mse
+from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.mixers import MIXERS
 from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class LoopedConfig(ModelConfig):
     curriculum_every: int = 500  # steps per +1 loop [code: Yang +2 every 500 steps; gap]
     # final LayerNorm at the end of every loop, as GPT2Model ends in ln_f [code: Yang]; False:
     # the ablation with one LayerNorm at the readout only (the state's norm grows with t).
-    # Always in the config hash (icl_core.config.ALWAYS_HASHED): rows of the model before the
+    # Always in the config hash (icl_core.spec.config.ALWAYS_HASHED): rows of the model before the
     # per-loop LayerNorm was added are never taken for this model's
     loop_norm: bool = True
 

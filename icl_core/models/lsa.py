@@ -19,8 +19,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)

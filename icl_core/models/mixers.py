@@ -44,7 +44,7 @@ class SoftmaxAttention(nn.Module):
         y = self.attend(q, k, v)  # (B, H, T, W/H)
         return self.out(y.transpose(1, 2).reshape(B, T, W))
 
-    stacked = False  # set on a stack's copy (icl_core.stacked): the model runs under vmap
+    stacked = False  # set on a stack's copy (icl_core.training.stacked): the model runs under vmap
 
     def attend(self, q, k, v) -> torch.Tensor:
         """(B, H, T, W/H) queries, keys, values -> (B, H, T, W/H) mixed values."""

@@ -29,8 +29,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
-from icl_core.validation import require
 
 
 def _refuse_causal(name: str, causal: bool) -> None:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.construction import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)

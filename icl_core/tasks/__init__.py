@@ -1,6 +1,6 @@
 """Task registry: every data-generating task, by short name."""
 
-from icl_core.registry import Registry
+from icl_core.common.registry import Registry
 from icl_core.tasks.base import Batch, RegressionProblem, Task, masked_mse
 from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
 from icl_core.tasks.ls_features import LSFeatures, LSFeaturesConfig

@@ -27,7 +27,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 
-from icl_core.batch import Batch, RegressionProblem, masked_mse  # noqa: F401  (re-exported)
+from icl_core.common.batch import Batch, RegressionProblem, masked_mse  # noqa: F401  (re-exported)
 
 # ----------------------------------------------------------------------------- the contract
 
@@ -36,7 +36,7 @@ class TaskConfig:
     """Base of every task config (the frozen dataclass a task registers with `TASKS`).
 
     Declares no dataclass fields (a config's fields, and so its config hash, are its own).
-    `curriculum` is read by `icl_core.config.resolve_member`: a task config whose training
+    `curriculum` is read by `icl_core.spec.config.resolve_member`: a task config whose training
     batches change with the step says so, and online training is then required."""
 
     name: str
@@ -52,7 +52,7 @@ class Task(Protocol):
     """What every task provides (built by `TASKS.build(cfg, task_seed=, device=, dtype=)`):
     the token widths, the prompt length, whether the model must be causal, the supervised
     tokens (`mask`) with their example counts (`positions`), and `sample`. The trainer
-    (icl_core.train) draws batches with `sample`; the evaluator (icl_core.evaluate) reads
+    (icl_core.training.train) draws batches with `sample`; the evaluator (icl_core.training.evaluate) reads
     `mask`, `positions` and `prompt_len`; config validation reads `causal` on the class."""
 
     d_in: int
@@ -69,12 +69,12 @@ class Task(Protocol):
 class TaskBase:
     """Base class of every registered task: the class-level flags, with their defaults.
 
-    pool_tokens: the evaluator (icl_core.evaluate) pools a prompt's error over all its
+    pool_tokens: the evaluator (icl_core.training.evaluate) pools a prompt's error over all its
       supervised tokens and outputs (one row, position null) instead of one per position.
-    trivial_ridge: icl_core.trivial fits the `ridge` trivial predictor on `context_problems`
+    trivial_ridge: icl_core.training.trivial fits the `ridge` trivial predictor on `context_problems`
       (False: the prompt's examples are not an (x, y) regression, e.g. AR(q)).
     baseline_names: the eval.baselines this task defines (None: any of BASELINES); checked
-      by icl_core.config.resolve_member.
+      by icl_core.spec.config.resolve_member.
     """
 
     causal: ClassVar[bool]
@@ -91,8 +91,8 @@ class TaskBase:
 @runtime_checkable
 class HasRegressionProblems(Protocol):
     """The least-squares problem behind each supervised token, so the classical baselines
-    (OLS, GD, ... in icl_core.baselines) run on the very test prompts. Called by
-    icl_core.evaluate (baseline_rows, tuned_steps); config validation accepts eval.baselines
+    (OLS, GD, ... in icl_core.algorithms.baselines) run on the very test prompts. Called by
+    icl_core.training.evaluate (baseline_rows, tuned_steps); config validation accepts eval.baselines
     only for a task with this or `HasBaselineErrors`."""
 
     def regression_problems(self, batch: Batch) -> list[RegressionProblem]: ...
@@ -102,7 +102,7 @@ class HasRegressionProblems(Protocol):
 class HasBaselineErrors(Protocol):
     """A task's own classical baselines: it says what they measure (e.g. the error of w
     rather than of a prediction). Yields (metric, infer_iter, (P,) errors) or finished row
-    dicts per baseline name and precision. Called by icl_core.evaluate.baseline_rows in place
+    dicts per baseline name and precision. Called by icl_core.training.evaluate.baseline_rows in place
     of `regression_problems`."""
 
     def baseline_errors(self, batch: Batch, name: str, precision: torch.dtype,
@@ -112,7 +112,7 @@ class HasBaselineErrors(Protocol):
 @runtime_checkable
 class HasPredictionMetrics(Protocol):
     """Rows the task computes from all predictions at once (e.g. R² pooled over prompts):
-    dicts with metric, statistic, value, position. Called by icl_core.evaluate for the model
+    dicts with metric, statistic, value, position. Called by icl_core.training.evaluate for the model
     and every trivial predictor."""
 
     def prediction_metrics(self, pred_PxTxO: torch.Tensor, batch: Batch) -> list[dict]: ...
@@ -122,7 +122,7 @@ class HasPredictionMetrics(Protocol):
 class Iterates(Protocol):
     """Iterative inference: w <- w - lr * predict(prompt with w), `steps` iteration counts
     reported as "w_mse" rows (infer_iter column) when eval.infer_steps is set. Called by
-    icl_core.evaluate.prediction_rows."""
+    icl_core.training.evaluate.prediction_rows."""
 
     def iterate(self, predict: Callable, batch: Batch, steps,
                 lr: float) -> dict[int, torch.Tensor]: ...
@@ -131,7 +131,7 @@ class Iterates(Protocol):
 @runtime_checkable
 class HasContextProblems(Protocol):
     """The in-context examples (x, y) available to each supervised token, read from the
-    inputs alone: icl_core.trivial fits the `prompt_mean` and `ridge` predictors on them."""
+    inputs alone: icl_core.training.trivial fits the `prompt_mean` and `ridge` predictors on them."""
 
     def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]: ...
 
@@ -139,17 +139,17 @@ class HasContextProblems(Protocol):
 @runtime_checkable
 class HasTrivialPredictors(Protocol):
     """A task's own trivial predictors {name: fn(inputs) -> outputs} (e.g. qSTR's
-    `no_retrieval`), scored by icl_core.evaluate beside the shared ones (icl_core.trivial)."""
+    `no_retrieval`), scored by icl_core.training.evaluate beside the shared ones (icl_core.training.trivial)."""
 
     def trivial_predictors(self) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]: ...
 
 
 @runtime_checkable
 class HasFloor(Protocol):
-    """The best predictor that knows the task's law (its Bayes posterior mean, icl_core.floor):
+    """The best predictor that knows the task's law (its Bayes posterior mean, icl_core.algorithms.floor):
     fn(inputs) -> outputs, or None where the task gives none at this config. Scored by
-    icl_core.evaluate (`floor_rows`) beside the trivial predictors, as predictor "floor"; a
-    task without it has floor 0 error (R² 1) in the learned-regime check (analysis.regime)."""
+    icl_core.training.evaluate (`floor_rows`) beside the trivial predictors, as predictor "floor"; a
+    task without it has floor 0 error (R² 1) in the learned-regime check (analysis.reading.regime)."""
 
     def floor_predictor(self) -> Callable[[torch.Tensor], torch.Tensor] | None: ...
 
@@ -158,7 +158,7 @@ class HasFloor(Protocol):
 class SamplesTrainingBatches(Protocol):
     """A training curriculum: the online training batch at optimizer step `step` (a pure
     function of the step, so a resumed run redraws the same batches). Called by
-    icl_core.train.train_batch (MemberRun and StackedRun); others train on `sample`."""
+    icl_core.training.train.train_batch (MemberRun and StackedRun); others train on `sample`."""
 
     def train_sample(self, batch_size: int, generator: torch.Generator, step: int) -> Batch: ...
 
@@ -175,7 +175,7 @@ class KnowsInputWidth(Protocol):
 @runtime_checkable
 class KnowsShape(Protocol):
     """A task *config* that gives its built task's (d_in, d_out, seq_len) without building
-    it, so planning never allocates a task's tensors (icl_core.flops); a config without it
+    it, so planning never allocates a task's tensors (icl_core.training.flops); a config without it
     is planned by building the task."""
 
     def shape(self) -> tuple[int, int, int]: ...
@@ -184,7 +184,7 @@ class KnowsShape(Protocol):
 @runtime_checkable
 class KnowsMemory(Protocol):
     """A task *config* that gives the bytes of the buffers its built task holds for good (a
-    d x d covariance, teacher weights), for the planner's memory estimate (icl_core.memory);
+    d x d covariance, teacher weights), for the planner's memory estimate (icl_core.planning.memory);
     a config without it holds none worth counting."""
 
     def fixed_bytes(self) -> float: ...

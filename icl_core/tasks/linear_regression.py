@@ -24,7 +24,8 @@ from typing import Literal
 
 import torch
 
-from icl_core.floor import bayes_predictor
+from icl_core.algorithms.floor import bayes_predictor
+from icl_core.common.validation import require
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
@@ -35,7 +36,6 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class LinearRegression(TaskBase):
         self.sigma = torch.eye(cfg.dim, dtype=torch.float64)
         self.x_map = self.w_map = None  # x = x̄ D U, w = w̄ D⁻¹ U (row vectors)
         if cfg.spectrum:
-            from icl_core.closed_forms import sigma_from_spectrum
+            from icl_core.algorithms.closed_forms import sigma_from_spectrum
 
             sigma, U = sigma_from_spectrum(cfg.spectrum, task_seed)
             D = torch.tensor(cfg.spectrum, dtype=torch.float64)
@@ -123,7 +123,7 @@ class LinearRegression(TaskBase):
         return prefix_problems(batch.extras["xs"], batch.extras["ys"], self.positions)
 
     def floor_predictor(self):
-        """The floor (icl_core.floor): the Bayes posterior mean of y_query given the examples
+        """The floor (icl_core.algorithms.floor): the Bayes posterior mean of y_query given the examples
         before each token. y = x·w + σε with w ~ N(0, C): ŵ = (XᵀX + σ² C⁻¹)⁻¹ Xᵀy, i.e.
         ridge with no intercept and prior precision C⁻¹ scaled by σ². w_law "identity":
         C = I, λ = σ² (whatever Σ of x: the prior is on w); "inverse": C = Σ⁻¹, penalty

@@ -45,10 +45,10 @@ from typing import Literal
 
 import torch
 
-from icl_core.baselines import gd, ls_grad, ols
-from icl_core.batch import Batch, Layout  # Layout: the construction's too
+from icl_core.algorithms.baselines import gd, ls_grad, ols
+from icl_core.common.batch import Batch, Layout  # Layout: the construction's too
+from icl_core.common.validation import require
 from icl_core.tasks.base import TaskBase, TaskConfig
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class LSFeatures(TaskBase):
         return Batch(self.tokens(xs, ys, w0), targets, self.mask.to(self.device),
                      extras={"xs": xs, "ys": ys, "w": w, "w0": w0})
 
-    # -- evaluation hooks (icl_core.evaluate) -------------------------------------------
+    # -- evaluation hooks (icl_core.training.evaluate) -------------------------------------------
     def iterate(self, predict, batch: Batch, steps, lr: float) -> dict[int, torch.Tensor]:
         """Iterative inference with the model as the gradient: {i: ‖w_i − w*‖²/D per prompt}.
 

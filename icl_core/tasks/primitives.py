@@ -37,9 +37,9 @@ from typing import Literal
 
 import torch
 
-from icl_core.device import derive_seed
+from icl_core.common.device import derive_seed
+from icl_core.common.validation import require
 from icl_core.tasks.base import Batch, TaskBase, TaskConfig
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """In-context learning of N-layer ReLU-network teachers (Wu et al. 2024, "Transformers are deep
 optimizers", App. G).
 
-Every prompt has its own teacher f (a fresh network, `icl_core.teacher_baseline.he_network`:
+Every prompt has its own teacher f (a fresh network, `icl_core.algorithms.teacher_baseline.he_network`:
 `depth` linear layers, ReLU between them, width `hidden`, no biases, He-normal weights, linear
 scalar output) and n + 1 points from the mixture ω₁ N(-m·1, I) + ω₂ N(+m·1, I) (ω₂ = `mix`,
 m = `mean`, each point's component drawn on its own); y = f(x), no label noise. Training uses
@@ -24,7 +24,7 @@ oracle early stopping, as the paper's); "ols" — least squares with an intercep
 
 Paper silent [gap] on the teacher's width, activation, bias, scale and output; defaults follow
 Garg et al.'s relu_2nn_regression [code] (ReLU, width 100, no bias, N(0, 2/fan_in) weights,
-linear output). Trivial predictors (`icl_core.trivial`, from `context_problems`): zero,
+linear output). Trivial predictors (`icl_core.training.trivial`, from `context_problems`): zero,
 prompt_mean (the mean of the y's before the token) and ridge with an intercept, each with R²
 rows like the model's. "N-layer" = N linear layers (N - 1 hidden ReLU layers) [inferred]. Means
 ±2·1 [inferred from "N(-2, I_d)"].
@@ -36,7 +36,15 @@ from dataclasses import dataclass
 
 import torch
 
-from icl_core.device import derive_seed
+from icl_core.algorithms.teacher_baseline import (
+    batch_mean_r2,
+    he_network,
+    network_forward,
+    pooled_r2,
+    train_networks,
+)
+from icl_core.common.device import derive_seed
+from icl_core.common.validation import require
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
@@ -47,14 +55,6 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
-from icl_core.teacher_baseline import (
-    batch_mean_r2,
-    he_network,
-    network_forward,
-    pooled_r2,
-    train_networks,
-)
-from icl_core.validation import require
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ class ReLUTeacher(TaskBase):
         n = sum(key.startswith("teacher_") for key in batch.extras)
         return [batch.extras[f"teacher_{i}"] for i in range(n)]
 
-    # -- evaluation hooks (icl_core.evaluate) -------------------------------------------
+    # -- evaluation hooks (icl_core.training.evaluate) -------------------------------------------
     def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]:
         """The k examples before each x-token, read from the inputs (trivial predictors)."""
         return prefix_problems(*deinterleave(inputs), self.positions)
@@ -236,7 +236,7 @@ class ReLUTeacher(TaskBase):
         xs, ys = batch.extras["xs"].to(precision), batch.extras["ys"].double()
         rows: list[dict] = []
         if name == "ols":
-            from icl_core.baselines import ols
+            from icl_core.algorithms.baselines import ols
 
             ones = torch.ones_like(xs[..., :1])
             feats = torch.cat([xs, ones], dim=-1)  # (P, n+1, d+1)

@@ -36,7 +36,7 @@ Leaky slope a = 0.01 [gap: the paper is silent; torch's default].
 
 Noise σ (`noise_std`): the paper explores σ ∈ {0, 0.1, 1}; targets carry the noise.
 
-Trivial predictors (`icl_core.trivial`, from `context_problems`: what a model that did not
+Trivial predictors (`icl_core.training.trivial`, from `context_problems`: what a model that did not
 learn the representation can still do), on the raw inputs, never the oracle Φ*:
 rep_regression: prompt_mean = the mean of the earlier y's; ridge = ridge with an intercept of y
 on raw x. rep_ar: prompt_mean = the mean of the earlier transitions' targets x_{q+1..t}; no
@@ -54,8 +54,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from icl_core.device import derive_seed
-from icl_core.floor import bayes_predictor
+from icl_core.algorithms.floor import bayes_predictor
+from icl_core.common.device import derive_seed
+from icl_core.common.validation import require
 from icl_core.tasks.base import (
     Batch,
     RegressionProblem,
@@ -66,7 +67,6 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
-from icl_core.validation import require
 
 
 def leaky_mlp(sizes: list[int], generator: torch.Generator, slope: float, batch: tuple = (),
@@ -164,7 +164,7 @@ class RepRegression(TaskBase):
         return prefix_problems(*deinterleave(inputs), self.positions)
 
     def floor_predictor(self):
-        """The floor (icl_core.floor): knowing Φ*, y = A·Φ*(x) + σε with A ~ N(0, I/d) is
+        """The floor (icl_core.algorithms.floor): knowing Φ*, y = A·Φ*(x) + σε with A ~ N(0, I/d) is
         Bayesian linear regression on Φ*(x): the posterior mean on the whitened features
         Φ*(x)/√d (A = Ā/√d, Ā ~ N(0, I)), noise σ²; exact (0) once k >= d at σ = 0."""
         cfg = self.cfg
@@ -246,7 +246,7 @@ class RepAR(TaskBase):
                 for k in range(T - q + 1)]
 
     def floor_predictor(self):
-        """The floor (icl_core.floor): knowing φ, x_{t+1} = A φ(window) + σε with the rows of
+        """The floor (icl_core.algorithms.floor): knowing φ, x_{t+1} = A φ(window) + σε with the rows of
         A ~ N(0, I/d) independent is Bayesian linear regression per output on φ(window)/√d
         (the AR likelihood factorises given the past, so the posterior of A is the
         regression's); its posterior mean from the k earlier transitions."""

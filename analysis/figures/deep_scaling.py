@@ -1,0 +1,203 @@
+"""The scale-up of Wu et al. 2024 (sweeps/deep_optimizers.py, study `scaleup`), beside
+analysis.figures.deep:
+
+* deep_scaling: 1 - R² at the training length vs depth, one curve per width (median over
+  seeds, min–max error bars), with a saturating fit c + a L^-b per width; and 1 - R² vs k per
+  model with a fit of the best; the trivial predictors' 1 - R² on both.
+
+R² is pooled over the test prompts (deep.STATISTIC); cells short of the learned-regime
+margin (analysis.reading.regime.LEARNED_R2_GAP) get a ring and the panel says "not testable at this
+scale". Fits that are not resolved (analysis.fitting.fit.fit_status) are drawn dotted.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+from analysis.figures.deep import STATISTIC
+from analysis.fitting.fit import Fit, fit_scaling
+from analysis.plotting import (
+    PALETTE,
+    baseline_curve,
+    baseline_line,
+    draw_fit,
+    fit_label,
+    grid_ticks,
+    hollow,
+    legend_title,
+    log_axes,
+    panel_note,
+    regime_note,
+    save,
+    seed_band,
+    study_title,
+    style,
+)
+from analysis.reading.frames import cell_regime
+from analysis.reading.regime import TRIVIAL, final_rows, regime_notes
+
+
+def _fit(x, y, groups, n_boot, seed=0):
+    """A saturating fit c + a x^-b with the claim b > 0 (1 - R² falls), or (None, why) when
+    there are too few points; a fit that is not resolved (at the bound |b| = B_MAX: a step or a
+    flat curve; CI nan or spanning 0) is returned with its status as the note."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = fit_scaling(x, y, groups, form="saturating", n_boot=n_boot, seed=seed)
+    except (ValueError, RuntimeError) as exc:
+        return None, f"no fit: {exc}"
+    fit.claim_sign = 1
+    if fit.status != "ok":
+        return fit, (f"no law: fit unresolved ({fit.status}; 1-R² spans "
+                     f"{np.min(y):.3g}..{np.max(y):.3g})")
+    return fit, ""
+
+
+def _trivial_error(rows: pl.DataFrame) -> pl.DataFrame:
+    """(predictor, position, err = 1 - R²) of the trivial predictors, means over members."""
+    triv = final_rows(rows, "r2", test_dist=None, position="all").filter(
+        pl.col("predictor").is_in(list(TRIVIAL)) & (pl.col("statistic") == STATISTIC))
+    return triv.group_by("predictor", "position").agg((1 - pl.col("value")).mean().alias(
+        "err")).sort("predictor", "position")
+
+
+@dataclass(frozen=True)
+class ScalingData:
+    """What `deep_scaling_figure` draws, shaped and fitted from the rows (no drawing): the
+    model's final 1 - R² rows, those at the training length, the trivial predictors' errors,
+    the regime table, a fit per width, the best model and its fit against k."""
+
+    ok: pl.DataFrame  # final r2 rows of the model, with err = 1 - R²
+    n_train: int
+    at_train: pl.DataFrame  # ok at position n_train
+    trivial: pl.DataFrame  # predictor, position, err
+    regime: pl.DataFrame
+    widths: list[tuple]  # (width, points by depth, fit or None) in width order
+    width_notes: list[str]
+    best: dict  # model.depth, model.width, err of the best model at n_train
+    fit_k: Fit | None
+    k_note: str
+
+
+def scaling_data(rows: pl.DataFrame, n_boot: int = 1000) -> ScalingData:
+    """The data of `deep_scaling_figure`: ValueError without final r2 rows of ok members."""
+    ok = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == "r2")
+                     & (pl.col("predictor") == "model") & (pl.col("statistic") == STATISTIC))
+    ok = ok.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+    if ok.height == 0:
+        raise ValueError("deep_scaling: no final r2 rows of ok members")
+    n_train = int(ok["task.n_points"].max())
+    ok = ok.with_columns((1 - pl.col("value")).alias("err"))
+    trivial = _trivial_error(rows)
+    regime = cell_regime(final_rows(rows, "r2", test_dist=None, position="all").filter(
+        pl.col("position") == n_train), ["model.width", "model.depth"], statistic=STATISTIC,
+        metric="r2")
+    widths, notes = [], []
+    at_train = ok.filter(pl.col("position") == n_train)
+    for width in sorted(at_train["model.width"].unique().to_list()):
+        pts = at_train.filter(pl.col("model.width") == width).sort("model.depth")
+        fit, note = _fit(pts["model.depth"].to_numpy(), pts["err"].to_numpy(),
+                         pts["seed"].to_numpy(), n_boot)
+        widths.append((width, pts, fit))
+        notes.append(f"width {width}: {note or '1-R² = ' + fit.label()}")
+    best = at_train.group_by("model.depth", "model.width").agg(pl.col("err").mean()).sort(
+        "err").row(0, named=True)
+    curve = ok.filter((pl.col("model.depth") == best["model.depth"])
+                      & (pl.col("model.width") == best["model.width"])
+                      & (pl.col("position") >= 1) & (pl.col("position") <= n_train))
+    fit_k, note_k = _fit(curve["position"].to_numpy(), curve["err"].to_numpy(),
+                         curve["seed"].to_numpy(), n_boot)
+    k_note = f"best model vs k: {note_k or '1-R² = ' + fit_k.label()}"
+    return ScalingData(ok, n_train, at_train, trivial, regime, widths, notes, best, fit_k,
+                       k_note)
+
+
+def _draw_depth(ax, data: ScalingData) -> None:
+    """Left panel: 1 - R² at the training length vs depth, one curve and fit per width."""
+    n_train, at_train, regime = data.n_train, data.at_train, data.regime
+    for width, pts, fit in data.widths:
+        line, _ = seed_band(ax, pts, "model.depth", "err", label=f"width {width}",
+                            linestyle="none", errorbars=True)
+        out = regime.filter((pl.col("model.width") == width) & pl.col("learned").not_())
+        hollow(ax, out["model.depth"], 1 - out["model"], line.get_color())
+        if fit is not None:
+            x = pts["model.depth"].to_numpy()
+            draw_fit(ax, fit, (x.min(), x.max()), label=fit_label(fit, f"w{width}"),
+                     color=line.get_color())
+    for predictor, value in data.trivial.filter(pl.col("position") == n_train).select(
+            "predictor", "err").iter_rows():
+        baseline_line(ax, predictor, value, f" (1 - R², k = {n_train})")
+    depths = sorted(at_train["model.depth"].unique().to_list())
+    ax.set_xticks(depths)
+    if at_train["err"].max() < 3 * at_train["err"].min():  # < half a decade: linear y reads
+        ax.set_yscale("linear")
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    panel_note(ax, [n for n in data.width_notes if "no " in n], fontsize=6)
+    part = regime.with_columns(pl.format("width {}", "model.width").alias("w"))
+    regime_note(ax, regime_notes(part, group="w", x="model.depth"))
+    ax.set_xlabel("transformer depth L")
+    ax.set_ylabel(f"1 - R² ({STATISTIC}) at k = {n_train}")
+    ax.legend(fontsize=6, **legend_title([ax]))
+
+
+def _draw_k(ax, data: ScalingData) -> None:
+    """Right panel: 1 - R² vs k for every model; a fit c + a k^-b of the best one (k >= 1)."""
+    ok, best, n_train = data.ok, data.best, data.n_train
+    models = ok.group_by("model.depth", "model.width", "position").agg(pl.col("err").mean())
+    for (depth, width), curve in sorted(models.group_by("model.depth", "model.width"),
+                                        key=lambda kv: kv[0]):
+        curve = curve.filter(pl.col("position") >= 1).sort("position")
+        is_best = depth == best["model.depth"] and width == best["model.width"]
+        ax.plot(curve["position"], curve["err"], lw=1.4 if is_best else 0.6,
+                alpha=1 if is_best else 0.4, color="k" if is_best else None,
+                label=f"best: L={depth}, w={width}" if is_best else None)
+    for predictor in TRIVIAL:
+        part = data.trivial.filter((pl.col("predictor") == predictor)
+                                   & (pl.col("position") >= 1))
+        if part.height:
+            baseline_curve(ax, predictor, part["position"], part["err"])
+    if data.fit_k is not None:
+        draw_fit(ax, data.fit_k, (1, float(ok["position"].max())),
+                 label=fit_label(data.fit_k, f"fit k ≤ {n_train}"), color=PALETTE[3])
+    ax.axvline(n_train, color="0.6", lw=0.8, ls="-.")
+    grid_ticks(ax, ok["position"].filter(ok["position"] >= 1).unique().to_list())
+    ax.set_xlabel("in-context examples k")
+    ax.set_ylabel(f"1 - R² ({STATISTIC})")
+    ax.legend(fontsize=6)
+
+
+def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
+                        n_boot: int = 1000, **_context) -> dict:
+    """1 - R² at the training length vs depth per width, with a saturating fit per width;
+    1 - R² vs k per model with a fit of the best; the trivial predictors' 1 - R² on both.
+    Fits that are not resolved are drawn dotted and labelled "unresolved (why)"."""
+    data = scaling_data(rows, n_boot)
+    style()
+    fig, (ax_l, ax_k) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    log_axes(ax_l)
+    log_axes(ax_k)
+    _draw_depth(ax_l, data)
+    _draw_k(ax_k, data)
+    fig.suptitle(study_title(rows), fontsize=9)
+    fig.tight_layout()
+    paths = save(fig, out_dir, name)
+    plt.close(fig)
+    fits = [fit for _, _, fit in data.widths if fit is not None]
+    if data.fit_k is not None:
+        fits.append(data.fit_k)
+    best = data.best
+    # "fit" stays None: these fits are of different curves, not alternative forms of one
+    return {"fit": None, "fits": fits, "excluded": 0, "paths": paths, "regime": data.regime,
+            "best_depth": best["model.depth"], "best_width": best["model.width"],
+            "best_err": float(best["err"]), "note": "; ".join([*data.width_notes, data.k_note])}
+
+
+SCALING_FIGURES = {"deep_scaling": deep_scaling_figure}

@@ -1,0 +1,339 @@
+"""Adaptive design: where the next trials of a study most shrink the uncertainty of its law.
+
+    goal = Goal("exponent", target=0.2)                     # b's 95% bootstrap CI width <= 0.2
+    goal = Goal("forecast", target=0.3, at=64)              # log10 width of the 90% band at x=64
+    x, y, seeds = member_points(rows, "model.depth")        # one measured value per member
+    now = assess(x, y, goal, form="power")                  # Status: width, reached, fit
+    choice = choose(x, y, seeds, lattice(1, 64, 12, integer=True), goal, n_trials=3)
+    choice.trials                                           # [(x, seed), ...] to run next
+
+The goal quantity. `exponent`: the width (97.5th - 2.5th percentile) of the fitted exponent
+(`param`, default the form's first exponent, e.g. b of a x^-b) over analysis.fitting.fit's bootstrap
+with every member its own group (members resampled across all x; analysis.fitting.sample_complexity's
+`fit_gamma`, which the n* figures use, instead fits per-x medians and resamples seeds within
+each x, and can give a different width for the same rows). `forecast`: log10(hi / lo) of the law's pointwise band at x = `at` over the same
+bootstrap curves (`Fit.predict_band`, level 0.9 as analysis.forecasts.forecast seals; the band of the
+law alone: seed noise at `at` is not shrunk by trials elsewhere). The study reaches its goal
+when that width is <= `target`.
+
+The criterion (`choose`): a greedy look-ahead over candidates, one trial at a time. A trial
+is one new seed at a candidate x (the smallest seed label not yet used at that x, as the
+driver will run it; the same x may be chosen again: that is how many seeds it gets). For each
+candidate, `fantasies` simulated outcomes are added: the current fit's prediction there times
+exp(sigma z), sigma the fit's RMS log residual (its seed noise), z ~ N(0, 1); each fantasy
+data set is refitted with analysis.fitting.fit.fit_scaling (the project's one fitter, `n_boot`
+bootstrap refits) and the goal quantity's bootstrap variance (var of the exponent, or of
+log10 y(at)) is measured. The candidate with the lowest mean variance after refit (or, with a
+`cost` per x, the largest variance reduction per unit cost) is chosen; each fantasy world keeps
+its own simulated value there, and the search repeats until the batch holds `n_trials`
+trials. Common random numbers make it deterministic for a seed and keep candidates comparable:
+every candidate of a step sees the same z and the same bootstrap resamples.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from analysis.fitting.fit import Fit, fit_scaling
+from analysis.fitting.forms import FORMS
+from analysis.forecasts.points import (
+    Measure,
+    add_measure_args,
+    exact,
+    measure_from_args,
+    member_values,
+)
+
+KINDS = ("exponent", "forecast")
+FORECAST_LEVEL = 0.9  # as analysis.forecasts.forecast seals
+EXPONENT_LEVEL = 0.95  # analysis.fitting.fit's CIs
+
+__all__ = ["Choice", "Goal", "Status", "assess", "choose", "goal_variance", "goal_width",
+           "lattice", "member_points"]
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the study must resolve: the exponent's CI width, or a forecast's log10 band width
+    at a larger x (`at`), at most `target`."""
+
+    kind: str
+    target: float
+    at: float | None = None  # forecast: the x of the forecast
+    param: str | None = None  # exponent: its name (default: the form's first exponent)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"goal kind: unknown {self.kind!r}; valid choices: {', '.join(KINDS)}")
+        if not (isinstance(self.target, (int, float)) and self.target > 0):
+            raise ValueError(f"goal target: must be > 0, got {self.target!r}")
+        if self.kind == "forecast" and not (self.at and self.at > 0):
+            raise ValueError("a forecast goal needs a positive x to forecast at (at=...)")
+
+    def describe(self) -> str:
+        if self.kind == "forecast":
+            return (f"log10 width of the {FORECAST_LEVEL:.0%} band at x = {self.at:g} "
+                    f"<= {self.target:g}")
+        return f"{EXPONENT_LEVEL:.0%} CI width of {self.param or 'the exponent'} <= {self.target:g}"
+
+
+def lattice(lo: float, hi: float, n: int, integer: bool = False) -> np.ndarray:
+    """n log-spaced candidate points in [lo, hi] (rounded and deduplicated when integer)."""
+    if not (0 < lo <= hi) or n < 1:
+        raise ValueError(f"lattice: need 0 < lo <= hi and n >= 1, got {lo}, {hi}, {n}")
+    points = np.geomspace(lo, hi, n) if n > 1 else np.array([float(lo)])
+    if integer:
+        points = np.unique(np.clip(np.round(points), math.ceil(lo), math.floor(hi)))
+    return np.unique(points.astype(float))
+
+
+def member_points(rows: pl.DataFrame, axis: str, measure: Measure | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, y, seed) of every measured member (analysis.forecasts.points: each member's final
+    query metric; censored members left out)."""
+    used = exact(member_values(rows, axis, measure or Measure("mse")))
+    return used["x"].to_numpy(), used["lo"].to_numpy(), used["seed"].to_numpy()
+
+
+def _param(goal: Goal, form: str) -> str:
+    return goal.param or FORMS[form].exponents[0]
+
+
+def goal_samples(fit: Fit, goal: Goal) -> np.ndarray:
+    """The goal quantity on every bootstrap refit: the exponent, or log10 y(at)."""
+    if fit.boot_theta is None or len(fit.boot_theta) == 0:
+        return np.empty(0)
+    shape = FORMS[fit.form]
+    if goal.kind == "exponent":
+        return np.asarray(shape.to_params(fit.boot_theta)[_param(goal, fit.form)], dtype=float)
+    log_y, _ = shape.log_model(fit.boot_theta, np.log(np.array([float(goal.at)])))
+    return log_y[:, 0] / math.log(10.0)
+
+
+def goal_variance(fit: Fit, goal: Goal) -> float:
+    """Bootstrap variance of the goal quantity (inf without refits)."""
+    samples = goal_samples(fit, goal)
+    return float(np.var(samples)) if samples.size > 1 else math.inf
+
+
+def goal_width(fit: Fit, goal: Goal) -> float:
+    """The goal's width: the exponent's 95% CI width, or log10(hi/lo) of the 90% band at `at`."""
+    samples = goal_samples(fit, goal)
+    if samples.size < 2:
+        return math.inf
+    level = EXPONENT_LEVEL if goal.kind == "exponent" else FORECAST_LEVEL
+    tail = 50.0 * (1.0 - level)
+    lo, hi = np.percentile(samples, [tail, 100.0 - tail])
+    return float(hi - lo)
+
+
+def _fit(x, y, form: str, n_boot: int, seed: int) -> Fit | None:
+    """fit_scaling, every member its own bootstrap group, without the held-out check; None
+    when the points cannot support the form."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return fit_scaling(x, y, np.arange(np.size(x)), form=form, n_boot=n_boot,
+                               seed=seed, holdout=0)
+        except (ValueError, RuntimeError):
+            return None
+
+
+@dataclass
+class Status:
+    """Where a study stands: its fit (None if it cannot be fitted yet), the goal's width."""
+
+    fit: Fit | None
+    width: float
+    target: float
+    n_points: int
+
+    @property
+    def reached(self) -> bool:
+        return self.width <= self.target
+
+
+def assess(x, y, goal: Goal, form: str = "power", n_boot: int = 400, seed: int = 0) -> Status:
+    """Fit the measured points and measure the goal's width (inf when they cannot be fitted)."""
+    fit = _fit(np.asarray(x, float), np.asarray(y, float), form, n_boot, seed)
+    width = goal_width(fit, goal) if fit is not None else math.inf
+    return Status(fit, width, goal.target, int(np.size(x)))
+
+
+@dataclass
+class Choice:
+    """The next trials ((x, seed) each, in the order chosen) and what the look-ahead expects:
+    the goal's bootstrap variance now and after each chosen trial (mean over fantasies)."""
+
+    trials: list[tuple[float, int]]
+    variance_now: float
+    variance_after: list[float] = field(default_factory=list)
+
+
+def next_seed(x: np.ndarray, seeds: np.ndarray, xv: float) -> int:
+    """The smallest seed label not yet used at x = xv."""
+    used = {int(g) for xi, g in zip(x, seeds, strict=True) if np.isclose(xi, xv)}
+    return next(s for s in range(len(used) + 1) if s not in used)
+
+
+@dataclass
+class _Worlds:
+    """The fantasy data sets of a look-ahead: the measured points plus each world's simulated
+    values at the trials chosen so far (x and seed labels are shared; y differs by world)."""
+
+    x: np.ndarray
+    seeds: np.ndarray
+    ys: list[np.ndarray]
+
+    def add(self, xv: float, label: int, values: np.ndarray) -> None:
+        self.x, self.seeds = np.append(self.x, xv), np.append(self.seeds, label)
+        self.ys = [np.append(y, v) for y, v in zip(self.ys, values, strict=True)]
+
+
+def _variance_after(worlds: _Worlds, xv: float, values: np.ndarray, goal: Goal, form: str,
+                    n_boot: int, seed: int) -> float:
+    """Mean over worlds of the goal's bootstrap variance after adding a point at xv."""
+    out = []
+    for y, value in zip(worlds.ys, values, strict=True):
+        fit = _fit(np.append(worlds.x, xv), np.append(y, value), form, n_boot, seed)
+        out.append(goal_variance(fit, goal) if fit is not None else math.inf)
+    return float(np.mean(out))
+
+
+def _variance_now(worlds: _Worlds, goal: Goal, form: str, n_boot: int, seed: int) -> float:
+    fits = [_fit(worlds.x, y, form, n_boot, seed) for y in worlds.ys]
+    return float(np.mean([goal_variance(f, goal) if f is not None else math.inf
+                          for f in fits]))
+
+
+def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
+           form: str = "power", fantasies: int = 4, n_boot: int = 100, seed: int = 0,
+           cost: Callable[[float], float] | None = None,
+           taken: Sequence[tuple[float, int]] = ()) -> Choice:
+    """The next `n_trials` trials (x, seed) by the greedy look-ahead of the module doc.
+
+    x, y, seeds: the measured points (one per member). `candidates`: the x values allowed (e.g.
+    `lattice`). `cost`: a trial's relative cost at x (default 1): with it the variance
+    reduction per unit cost is maximised. `taken`: (x, seed) of members that ran but are not
+    among the points (censored, diverged, failed): their seeds are not chosen again. Raises ValueError when the points cannot be fitted
+    with a bootstrap yet (too few distinct x or points for the form)."""
+    x, y, seeds = (np.asarray(x, float), np.asarray(y, float),
+                   np.asarray(seeds).astype(np.int64))
+    cand = np.unique(np.asarray(candidates, dtype=float))
+    if cand.size == 0 or n_trials < 1 or fantasies < 1:
+        raise ValueError("choose: need candidates, n_trials >= 1 and fantasies >= 1")
+    base = _fit(x, y, form, n_boot, seed)
+    if base is None or base.n_boot < 2:
+        raise ValueError(f"choose: the {len(x)} points cannot be fitted by {form} with a "
+                         f"bootstrap yet (distinct x >= {FORMS[form].min_x})")
+    sigma = max(base.rms_log_residual, 1e-6)
+    mean = np.log(base.predict(cand))
+    rng = np.random.default_rng(seed)
+    worlds = _Worlds(x, seeds, [y] * fantasies)
+    choice = Choice([], goal_variance(base, goal))
+    for step in range(n_trials):
+        z = rng.standard_normal(fantasies)  # one draw per world, shared by every candidate
+        boot_seed = seed + 1 + step
+        now = _variance_now(worlds, goal, form, n_boot, boot_seed) if cost else 0.0
+        scores = []
+        for xv, mu in zip(cand, mean, strict=True):
+            after = _variance_after(worlds, xv, np.exp(mu + sigma * z), goal, form, n_boot,
+                                    boot_seed)
+            scores.append((after, (now - after) / max(cost(xv), 1e-12) if cost else -after))
+        if cost and max(s[1] for s in scores) <= 0:  # no candidate helps: the least harm
+            scores = [(after, -after) for after, _ in scores]
+        best = int(np.argmax([s[1] for s in scores]))  # ties: the smaller x
+        xv = float(cand[best])
+        label = next_seed(np.append(worlds.x, [t[0] for t in taken]),
+                          np.append(worlds.seeds, [t[1] for t in taken]), xv)
+        worlds.add(xv, label, np.exp(mean[best] + sigma * z))
+        choice.trials.append((xv, label))
+        choice.variance_after.append(scores[best][0])
+    return choice
+
+
+def measured_cost(x, seconds) -> Callable[[float], float] | None:
+    """A trial's relative cost at x from the measured members' wall times: seconds = c x^k,
+    fitted by least squares in log-log (k clipped to [0, 3]); None (every x costs the same)
+    with fewer than 2 distinct x or no positive time."""
+    x, seconds = np.asarray(x, float), np.asarray(seconds, float)
+    keep = np.isfinite(x) & np.isfinite(seconds) & (x > 0) & (seconds > 0)
+    x, seconds = x[keep], seconds[keep]
+    if np.unique(x).size < 2:
+        return None
+    k, log_c = np.polyfit(np.log(x), np.log(seconds), 1)
+    k = float(np.clip(k, 0.0, 3.0))
+    log_c = float(np.mean(np.log(seconds) - k * np.log(x)))
+    return lambda xv: math.exp(log_c + k * math.log(xv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m analysis.forecasts.adaptive_design --sweep S --study T --x model.depth [--form power]: a study's
+    measured members, the goal widths (exponent; forecast with --at) and its device-hours."""
+    import argparse
+
+    from analysis.reading.store import MissingResults, read_rows
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.forecasts.adaptive_design", description=(
+        "Where a study stands on an adaptive goal (compare a dense grid with an adaptive run)."))
+    parser.add_argument("--storage", default="results")
+    parser.add_argument("--sweep", required=True)
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
+    parser.add_argument("--form", default="power", choices=sorted(FORMS))
+    parser.add_argument("--at", type=float, default=None, help="forecast goal: the x")
+    add_measure_args(parser, metric_default="mse")
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows, _ = read_rows(args.storage, args.sweep, args.study)
+    except MissingResults as exc:
+        print(f"error: {exc}")
+        return 2
+    measure = measure_from_args(args)
+    try:
+        x, y, _ = member_points(rows, args.x, measure)
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
+    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
+    hours = rows.group_by("config_hash").agg(wall.first().alias("s"))["s"]
+    goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
+    print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "
+          f"({x.size} measured), {float(hours.fill_null(0).sum()) / 3600:.4f} device-hours")
+    fit = _fit(np.asarray(x, float), np.asarray(y, float), args.form, 400, 0)  # as assess
+    for goal in goals:
+        width = goal_width(fit, goal) if fit is not None else math.inf
+        what = "exponent 95% CI width" if goal.kind == "exponent" else \
+            f"log10 width of the 90% band at {goal.at:g}"
+        print(f"  {args.form}: {what} {width:.4g} (members resampled)")
+    if measure.metric == "n_star":
+        _print_fit_gamma(rows, args.x, measure)
+    return 0
+
+
+def _print_fit_gamma(rows: pl.DataFrame, axis: str, measure: Measure) -> None:
+    """γ of n* ∝ N^γ by analysis.fitting.sample_complexity.fit_gamma, the n* figures' estimator."""
+    from analysis.fitting.sample_complexity import error_curves, fit_gamma, n_star_table
+
+    curves = error_curves(rows, measure.curve_metric, measure.statistic, measure.predictor,
+                          measure.test_dist)
+    try:
+        g = fit_gamma(n_star_table(curves, measure.threshold, [axis]), axis)
+    except ValueError as exc:
+        print(f"  fit_gamma: {exc}")
+        return
+    print(f"  fit_gamma (the n* figures' estimator: per-{axis} medians, seeds resampled within "
+          f"each): gamma {g.gamma:.4g} [{g.ci[0]:.4g}, {g.ci[1]:.4g}], 95% CI width "
+          f"{g.ci[1] - g.ci[0]:.4g}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

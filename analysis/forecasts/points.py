@@ -1,0 +1,137 @@
+"""What a forecast predicts and what scores it: one measured value per member, bounded when it
+is censored, and the truth at an x (the median over its seeds) with honest bounds.
+
+    members = member_values(rows, "model.depth", Measure("mse"))       # per config hash
+    truth = truth_at(members)                                          # per x
+
+A `Measure` is either a row metric at each member's final evaluation (its last step and last
+position, the query: analysis.reading.frames.final_eval; `statistic` over test prompts, `predictor`),
+or `n_star`: the samples a member needs to reach `threshold` on its recorded `curve_metric`
+curve (analysis.fitting.sample_complexity: n_star, right-censored at the run's cap when never reached,
+left-censored at its first point when reached at once).
+
+Bounds. Each member's value lies in [lo, hi]: lo = hi = value when measured, [cap, inf) when
+right-censored, (0, x_min] when left-censored. The median over seeds is monotone in every
+seed's value, so the median lies in [median(lo), median(hi)]: the truth at an x is exact when
+those agree, censored otherwise (its known bound is the finite end). Only exact members enter
+a fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import polars as pl
+
+from analysis.fitting.sample_complexity import error_curves, n_star_table
+from analysis.reading.frames import final_eval
+
+N_STAR = "n_star"
+MEMBER_SCHEMA = {"config_hash": pl.String, "x": pl.Float64, "seed": pl.Int64,
+                 "lo": pl.Float64, "hi": pl.Float64}
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What is measured per member: a final row metric, or n_star (with its threshold)."""
+
+    metric: str
+    statistic: str = "median"
+    predictor: str = "model"
+    test_dist: str = "train"
+    threshold: float | None = None  # n_star only
+    curve_metric: str = "mse"  # n_star only: the recorded curve it is read from
+
+    def __post_init__(self):
+        if self.metric == N_STAR and not (self.threshold and self.threshold > 0):
+            raise ValueError("metric n_star needs a positive threshold (--threshold)")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if self.metric != N_STAR:
+            out.pop("threshold")
+            out.pop("curve_metric")
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Measure:
+        return cls(**data)
+
+
+def add_measure_args(parser, metric_default: str | None = None) -> None:
+    """The command-line flags of a Measure (analysis.forecasts.forecast seal, analysis.forecasts.adaptive_design)."""
+    parser.add_argument("--metric", required=metric_default is None, default=metric_default,
+                        help=f"a row metric (mse, ...) or {N_STAR}")
+    parser.add_argument("--statistic", default="median")
+    parser.add_argument("--predictor", default="model")
+    parser.add_argument("--test-dist", default="train")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help=f"{N_STAR}: the target error")
+    parser.add_argument("--curve-metric", default="mse", help=f"{N_STAR}: the recorded curve")
+
+
+def measure_from_args(args) -> Measure:
+    return Measure(args.metric, args.statistic, args.predictor, args.test_dist,
+                   args.threshold, args.curve_metric)
+
+
+def _require(rows: pl.DataFrame, x: str) -> None:
+    if x not in rows.columns:
+        raise ValueError(f"rows lack the x column {x!r}")
+    if not rows.schema[x].is_numeric():
+        raise ValueError(f"x column {x!r} is not numeric ({rows.schema[x]})")
+
+
+def _final_values(rows: pl.DataFrame, x: str, m: Measure) -> pl.DataFrame:
+    final = final_eval(rows, m.metric, m.test_dist).filter(
+        (pl.col("predictor") == m.predictor) & (pl.col("statistic") == m.statistic))
+    per = final.group_by("config_hash").agg(
+        pl.col(x).first().cast(pl.Float64).alias("x"), pl.col("seed").first(),
+        pl.col("value").median().alias("lo"))
+    return per.with_columns(pl.col("lo").alias("hi"))
+
+
+def _n_star_values(rows: pl.DataFrame, x: str, m: Measure) -> pl.DataFrame:
+    curves = error_curves(rows, m.curve_metric, m.statistic, m.predictor, m.test_dist)
+    if curves.is_empty():
+        return pl.DataFrame(schema=MEMBER_SCHEMA)
+    table = n_star_table(curves, m.threshold, by=[x, "config_hash"])
+    lo = (pl.when(pl.col("censored")).then(pl.col("x_max"))
+          .when(pl.col("left_censored")).then(0.0).otherwise(pl.col("n_star")))
+    hi = pl.when(pl.col("censored")).then(math.inf).otherwise(pl.col("n_star"))
+    return table.select("config_hash", pl.col(x).cast(pl.Float64).alias("x"), "seed",
+                        lo.alias("lo"), hi.alias("hi"))
+
+
+def member_values(rows: pl.DataFrame, x: str, measure: Measure) -> pl.DataFrame:
+    """One row per ok member with an x value: config_hash, x, seed, lo, hi (lo == hi when the
+    value is measured; see the module doc), sorted by x and seed."""
+    _require(rows, x)
+    rows = rows.filter(pl.col(x).is_not_null())
+    shape = _n_star_values if measure.metric == N_STAR else _final_values
+    out = shape(rows, x, measure).cast(MEMBER_SCHEMA).select(list(MEMBER_SCHEMA))
+    return out.filter(pl.col("x").is_finite() & (pl.col("x") > 0)).sort("x", "seed")
+
+
+def exact(members: pl.DataFrame) -> pl.DataFrame:
+    """Members whose value is measured (not censored), finite and positive: what a fit uses."""
+    return members.filter((pl.col("lo") == pl.col("hi")) & pl.col("lo").is_finite()
+                          & (pl.col("lo") > 0))
+
+
+def truth_at(members: pl.DataFrame) -> pl.DataFrame:
+    """Per x: the median over seeds and its bounds (x, n_seeds, lo, hi, value, censored,
+    config_hashes); value is the median when exact, else null."""
+    records = []
+    for (xv,), part in members.group_by(["x"], maintain_order=True):
+        lo = float(np.median(part["lo"].to_numpy()))
+        hi = float(np.median(part["hi"].to_numpy()))
+        censored = not lo == hi
+        records.append({"x": float(xv), "n_seeds": part.height, "lo": lo, "hi": hi,
+                         "value": None if censored else lo, "censored": censored,
+                         "config_hashes": sorted(part["config_hash"].to_list())})
+    schema = {"x": pl.Float64, "n_seeds": pl.Int64, "lo": pl.Float64, "hi": pl.Float64,
+              "value": pl.Float64, "censored": pl.Boolean, "config_hashes": pl.List(pl.String)}
+    return pl.DataFrame(records, schema=schema).sort("x")

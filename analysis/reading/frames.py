@@ -1,0 +1,175 @@
+"""Data shaping shared by the figure modules (no drawing here): which members count (status
+"ok"), each member's final evaluation, the reference predictors' levels, readable hue labels,
+seed-level and cell-level tables, and the learned-regime check of a panel's cells.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import polars as pl
+
+from analysis.reading.regime import FLOOR, TRIVIAL, learned_regime
+
+# the classical references on the same test prompts (drawn in their analysis.plotting.LOOKS)
+REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
+GD = ("gd_float32", "gd_float64")
+OLS = ("ols_float32", "ols_float64")
+STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
+BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
+                "position", "test_dist", "predictor")
+PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
+__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "STATS", "cell_regime", "excluded_note",
+           "final_eval", "labels", "last_step", "levels", "member_counts", "members", "number",
+           "reference_levels", "require", "short", "var_y", "with_hue"]
+
+
+def member_counts(rows: pl.DataFrame) -> tuple[int, int]:
+    """(members with status "ok", members excluded: diverged or failed)."""
+    status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
+    ok = int((status == "ok").sum())
+    return ok, status.len() - ok
+
+
+def members(rows: pl.DataFrame, figure: str) -> tuple[int, int]:
+    """(ok, excluded) member counts; ValueError when no member is ok."""
+    ok, excluded = member_counts(rows)
+    if ok == 0:
+        raise ValueError(f"{figure} figure: no ok members ({excluded} excluded: "
+                         f"diverged/failed/pruned)")
+    return ok, excluded
+
+
+def excluded_note(excluded: int) -> list[str]:
+    return [f"{excluded} member(s) excluded (not ok: diverged/failed)"] if excluded else []
+
+
+def require(rows: pl.DataFrame, figure: str, columns) -> None:
+    """ValueError naming the figure and every column the rows lack."""
+    missing = [c for c in (*BASE_COLUMNS, *columns) if c not in rows.columns]
+    if missing:
+        raise ValueError(f"{figure} figure: rows lack the column(s) "
+                         f"{', '.join(repr(c) for c in missing)}")
+
+
+def final_eval(rows: pl.DataFrame, metric: str = "mse", test_dist: str = "train") -> pl.DataFrame:
+    """Rows of `ok` members at each member's last evaluated step and its last position
+    (the query after all in-context examples)."""
+    out = rows.filter(
+        (pl.col("status") == "ok") & (pl.col("metric") == metric)
+        & (pl.col("test_dist") == test_dist)
+    )
+    out = out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+    position = pl.col("position").fill_null(-1)
+    return out.filter(position == position.max().over("config_hash"))
+
+
+def last_step(rows: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Rows of ok members at each member's last evaluated step, every position."""
+    out = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == metric)
+                      & (pl.col("test_dist") == "train"))
+    return out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+
+
+def reference_levels(final: pl.DataFrame, names=REFERENCES, statistic: str = "median"
+                     ) -> dict[str, tuple[float, int | None]]:
+    """{predictor: (per-prompt `statistic` over members' median, GD iterations or None)};
+    iterative predictors at their largest iteration count (the converged reference)."""
+    it = pl.col("infer_iter").fill_null(-1)
+    refs = final.filter(pl.col("predictor").is_in(list(names))
+                        & (pl.col("statistic") == statistic))
+    refs = refs.filter(it == it.max().over("predictor"))
+    levels_ = refs.group_by("predictor").agg(pl.col("value").median(), pl.col("infer_iter").max())
+    return {r["predictor"]: (r["value"], r["infer_iter"]) for r in levels_.iter_rows(named=True)}
+
+
+def var_y(rows: pl.DataFrame) -> float:
+    """Var(y) of linear regression with x, w ~ N(0, I_D): D (+ noise_std^2); NaN if unknown."""
+    if "task.dim" not in rows.columns:
+        return math.nan
+    needed = [c for c in ("status", "task.dim", "task.noise_std") if c in rows.columns]
+    ok = rows.select(needed).filter(pl.col("status") == "ok")  # never a copy of every column
+    dims = ok["task.dim"].drop_nulls().unique().to_list()
+    noises = [0.0]
+    if "task.noise_std" in ok.columns:
+        noises = ok["task.noise_std"].drop_nulls().unique().to_list() or [0.0]
+    if len(dims) != 1 or len(noises) != 1:
+        warnings.warn(f"Var(y): members differ (task.dim {dims}, noise_std {noises})", stacklevel=2)
+        return math.nan
+    return float(dims[0]) + float(noises[0]) ** 2
+
+
+def labels(rows: pl.DataFrame, column: str) -> str:
+    """The column's distinct values joined by '/' ('?' if none)."""
+    if column not in rows.columns:
+        return "?"
+    return "/".join(str(v) for v in sorted(rows[column].drop_nulls().unique().to_list())) or "?"
+
+
+def short(column: str) -> str:
+    return column.rsplit(".", 1)[-1]
+
+
+def number(value: float) -> float | int:
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+def _hue_part(column: str) -> pl.Expr:
+    """One column's share of a hue label (null: left out of the label)."""
+    c = pl.col(column)
+    if column == "model.layer_norm":
+        return (pl.when(c.is_null()).then(pl.lit(None, pl.String))
+                .when(c.cast(pl.Boolean)).then(pl.lit("LN on")).otherwise(pl.lit("LN off")))
+    if column == "task.features":
+        return pl.lit("k=") + c.cast(pl.String)
+    if column == "model.construction_layers":  # trained from scratch: nothing to add
+        return pl.when(c > 0).then(pl.lit("frozen k=") + c.cast(pl.String))
+    if column in PLAIN_HUES:
+        return c.cast(pl.String)
+    return pl.lit(f"{short(column)}=") + c.cast(pl.String)
+
+
+def with_hue(frame: pl.DataFrame, hue: tuple[str, ...]) -> tuple[pl.DataFrame, list[str]]:
+    """frame with a readable "hue" label column ("baseconv, LN off", "attention, k=1"), and
+    the labels in the order of the hue columns' values."""
+    if not hue:
+        return frame.with_columns(pl.lit("model").alias("hue")), ["model"]
+    label = pl.concat_str([_hue_part(c) for c in hue], separator=", ", ignore_nulls=True)
+    frame = frame.with_columns(
+        pl.when(label == "").then(pl.lit("model")).otherwise(label).alias("hue"))
+    order = frame.select(*hue, "hue").unique().sort(list(hue), nulls_last=True)
+    return frame, order["hue"].unique(maintain_order=True).to_list()
+
+
+def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
+           ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(unit-level: keys, unit, median, q25, q75 (medians over configs sharing them);
+    key-level: medians over units of each statistic, n = units). unit "seed" for trained
+    members, "config_hash" for baselines (a median over members)."""
+    stats = frame.filter(pl.col("statistic").is_in(STATS))
+    empty = pl.DataFrame(schema={**{k: frame.schema[k] for k in keys},
+                                 **{s: pl.Float64 for s in STATS}, "n": pl.UInt32})
+    if stats.height == 0:
+        return empty.drop("n"), empty
+    per_unit = (stats.group_by(*keys, unit, "statistic").agg(pl.col("value").median())
+                .pivot(on="statistic", index=[*keys, unit], values="value"))
+    per_unit = per_unit.with_columns(
+        [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in per_unit.columns]
+    ).sort(*keys, unit)
+    table = per_unit.group_by(*keys).agg(
+        *[pl.col(s).median() for s in STATS], pl.col(unit).n_unique().alias("n")
+    ).sort(keys)
+    return per_unit, table
+
+
+def cell_regime(final: pl.DataFrame, keys: list[str], statistic: str = "median",
+                metric: str | None = None) -> pl.DataFrame:
+    """The learned-regime table (analysis.reading.regime.learned_regime) of the model's cells `keys`
+    in rows already picked (final evaluation), with the trivial predictors of the same
+    members (and their floor); `learned` is null everywhere when the rows hold no trivial
+    predictor."""
+    metric = metric or (final["metric"][0] if final.height else "mse")
+    picked = final.filter(pl.col("predictor").is_in(["model", *TRIVIAL, FLOOR]))
+    return learned_regime(picked, by=keys, metric=metric, statistic=statistic, final=False)

@@ -1,0 +1,6 @@
+"""What every layer stands on: config validation primitives and ConfigError (validation), the
+name -> (config, builder) registries (registry), the Batch contract between tasks and models
+(batch), devices, dtypes and seeds (device).
+
+Imports nothing of icl_core; no Ray, Optuna or analysis.
+"""

@@ -1,0 +1,96 @@
+"""The one command line every sweep file shares (`python sweeps/<axis>.py --help`): a thin
+layer over the Python API (icl_core.interface.api): it parses the options into `Options`, calls the API,
+prints a ConfigError as one line with exit status 2 and returns the run's exit status.
+
+Everything is validated (plans expanded, configs resolved, storage probed) before Ray starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from icl_core.interface.api import JOB_STORAGE, LOGGERS, Options, execute, make_plan
+from icl_core.spec.config import ConfigError
+from icl_core.spec.study import PRESETS
+from icl_core.training.stacked import STACK_MODES
+
+
+def pack_arg(text: str) -> int | str:
+    """--pack: an integer or 'auto' (checked in make_plans, so the error is ours)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def add_logger_arg(parser) -> None:
+    """--logger (repeatable), of the sweep files' and the adaptive studies' command lines."""
+    parser.add_argument(
+        "--logger", action="append", choices=LOGGERS, default=[],
+        help="also log trials to W&B or MLflow (extras [wandb], [mlflow]; repeatable); "
+        "TensorBoard, CSV and JSON logs are always written")
+
+
+def build_parser(sweep) -> argparse.ArgumentParser:
+    studies = "\n".join(f"  {s.name}: {s.doc}" for s in sweep.studies)
+    parser = argparse.ArgumentParser(
+        prog=f"sweeps/{sweep.name}.py",
+        description=f"Sweep {sweep.name!r}. Studies:\n{studies}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add("--preset", default="cpu", help=f"one of {', '.join(PRESETS)} (default: cpu)")
+    add("--study", help="run one study (default: all studies of this file)")
+    add("--storage", help="where rows go: a path or URI (s3://, gs://); default $ICL_STORAGE, "
+        f"else ./results ({JOB_STORAGE} under ray job submit)")
+    add("--address", help="Ray cluster address (default: embedded local Ray)")
+    add("--dry-run", action="store_true", help="print the plan, run nothing")
+    add("--plan-gpus", type=float, default=None,
+        help="--dry-run: plan for a cluster with this many GPUs (default: this machine's)")
+    add("--plan-cpus", type=float, default=None,
+        help="--dry-run: plan for a cluster with this many CPUs (default: this machine's)")
+    add("--trial-minutes", type=float, default=None,
+        help="--pack auto: a trial's planned duration (default: 3 on CPUs, 15 on GPUs)")
+    add("--yes", action="store_true",
+        help="launch a plan above 10,000 configs or 1,000 H100-hours (see --dry-run)")
+    add("--resume", action="store_true",
+        help="searches: finish an interrupted search (Tuner.restore), then add trials up to "
+        "--num-samples (extends a finished one); grids always skip finished configs, so a "
+        "plain re-run resumes them")
+    add("--max-concurrent", type=int, default=None, help="max trials at once")
+    add("--num-samples", type=int, default=None,
+        help="grids: seeds 0..K-1 (replaces the seed axis); searches: trials per search")
+    add("--pack", type=pack_arg, default="auto",
+        help="members per trial, or auto (default): about 4 trials per CPU/GPU slot, so "
+        "start-up is paid once per trial, not per member")
+    add("--stack", choices=STACK_MODES, default="auto",
+        help="train a trial's members that differ only in their seeds at once, weights "
+        "stacked: auto (default) on GPUs, always, never (one after another)")
+    add("--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field, e.g. --set model.width=128 (repeatable)")
+    add("--optuna-journal", metavar="FILE",
+        help="searches without Ray: plain Optuna with a JournalStorage file")
+    add("--seed", type=int, default=None,
+        help="searches: the Optuna sampler's seed (default 0); grids take --num-samples")
+    add("--figures", default=None, help="figure output folder (default: ./figures; under ray "
+        "job submit, <storage>/figures, since the job's working folder is a temporary copy)")
+    add("--no-figures", action="store_true", help="skip figure regeneration")
+    add_logger_arg(parser)
+    return parser
+
+
+def main(sweep, argv: list[str] | None = None) -> int:
+    """Parse, then print the plan (--dry-run) or run it; the exit status. Every input is
+    checked before Ray starts: a bad one is one line on stderr and exit status 2."""
+    opts = Options(**vars(build_parser(sweep).parse_args(argv)))
+    try:
+        if opts.dry_run:
+            make_plan(sweep, opts, echo=True)
+            return 0
+        return execute(sweep, opts).exit_status
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,319 @@
+"""The `icl` console command (pyproject [project.scripts]): the sweep files by name.
+
+    icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
+    icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
+    icl list [studies|sweeps|models|tasks]
+    icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...]
+                                   each field of the study's member config: its value under
+                                   the preset (or the grid's values), type, default and doc
+    icl regenerate [options]       = python -m analysis.regenerate [options]
+    icl backtest [options]         = python -m analysis.backtests backtest [options]
+    icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
+                                   a setting's trivial levels, floor and bar, untrained
+                                   (seconds; = python -m icl_core.interface.levels)
+    icl claims <sweep> [--study S] [--storage P] [--release [--yes]]
+                                   the claims (leases) on the sweep's configs: holder, age,
+                                   expiry; --release removes them (a dead driver's) after a y/N
+    icl compact <sweep> [--study S] [--storage P]
+                                   merge finished members' row files (icl_core.storage.compaction)
+
+It only finds things and hands them on: the sweep files' command line is icl_core.interface.cli.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import inspect
+import os
+import re
+import sys
+import typing
+
+from icl_core.common.validation import ConfigError
+
+USAGE = __doc__.split("\n\n")[1]
+FIELD = re.compile(r"^\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$")  # `name: type = default  # doc`
+ABOVE = re.compile(r"^\s+#\s?(.*)$")  # a comment line above a field (its doc if none after)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(f"usage:\n{USAGE}")
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    commands = {"run": run, "plan": plan, "list": list_things, "config": config,
+                "regenerate": regenerate, "levels": levels, "claims": claims,
+                "compact": compact, "backtest": backtest}
+    if command not in commands:
+        from icl_core.common.validation import unknown
+
+        print(f"error: {unknown('icl', 'command', command, commands)}", file=sys.stderr)
+        return 2
+    try:
+        return commands[command](rest)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `icl list studies | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _sweep(rest: list[str], command: str):
+    from icl_core.common.validation import unknown
+    from icl_core.interface.catalog import load_sweep, sweep_names
+
+    if not rest or rest[0].startswith("-"):
+        raise ConfigError(f"icl {command}: name a sweep; valid choices: "
+                          f"{', '.join(sweep_names())}")
+    names = sweep_names()
+    if rest[0] not in names:
+        raise unknown(f"icl {command}", "sweep", rest[0], names)
+    return load_sweep(rest[0])
+
+
+def run(rest: list[str]) -> int:
+    sweep = _sweep(rest, "run")
+    return sweep.main(rest[1:])
+
+
+def plan(rest: list[str]) -> int:
+    sweep = _sweep(rest, "plan")
+    extra = [] if "--dry-run" in rest else ["--dry-run"]
+    return sweep.main(rest[1:] + extra)
+
+
+def regenerate(rest: list[str]) -> int:
+    from analysis.regenerate import main as regenerate_main
+
+    return regenerate_main(rest, prog="icl regenerate")
+
+
+def backtest(rest: list[str]) -> int:
+    from analysis.backtests.backtest import main as backtest_main
+
+    return backtest_main(rest, prog="icl backtest")
+
+
+def levels(rest: list[str]) -> int:
+    from icl_core.interface.levels import main as levels_main
+
+    return levels_main(rest)
+
+
+def compact(rest: list[str]) -> int:
+    """Merge each study's finished member row files into one compacted file; one line per
+    study saying what was merged."""
+    from icl_core.common.validation import unknown
+    from icl_core.interface.api import default_storage
+    from icl_core.storage.compaction import compact as compact_study
+    from icl_core.storage.compaction import studies
+    from icl_core.storage.store import Store
+
+    parser = argparse.ArgumentParser(prog="icl compact", description=compact.__doc__)
+    parser.add_argument("sweep", help="a sweep in the store")
+    parser.add_argument("--study", help="one study (default: every study of the sweep)")
+    parser.add_argument("--storage", help="row store path or URI (default: $ICL_STORAGE, "
+                        "else ./results)")
+    args = parser.parse_args(rest)
+    store = Store(args.storage or default_storage())
+    stored = sorted(studies(store, ""))
+    if args.sweep not in stored:
+        raise unknown(f"icl compact (sweeps under {store.uri})", "sweep", args.sweep, stored)
+    names = studies(store, args.sweep)
+    if args.study and args.study not in names:
+        raise unknown(f"icl compact ({args.sweep} under {store.uri})", "study", args.study,
+                      names)
+    for name in [args.study] if args.study else names:
+        print(compact_study(store, args.sweep, name).line(), flush=True)
+    return 0
+
+
+def list_things(rest: list[str]) -> int:
+    from icl_core.common.validation import unknown
+    from icl_core.interface.catalog import load_sweep, sweep_names
+    from icl_core.models import MODELS
+    from icl_core.running.search import Search
+    from icl_core.tasks import TASKS
+
+    what = rest[0] if rest else "studies"
+    kinds = ("studies", "sweeps", "models", "tasks")
+    if what not in kinds or len(rest) > 1:
+        raise unknown("icl list", "", what, kinds)
+    if what in ("models", "tasks"):
+        registry = MODELS if what == "models" else TASKS
+        for name in registry.names():
+            cls, builder = registry.config_cls(name, what), registry.builder(name)
+            print(f"{name}: {_summary(cls, builder, sys.modules[builder.__module__])}")
+        return 0
+    for name in sweep_names():
+        sweep = load_sweep(name)
+        if what == "sweeps":
+            print(f"{name}: {', '.join(s.name for s in sweep.studies)}")
+            continue
+        for study in sweep.studies:
+            kind = "search" if isinstance(study, Search) else "grid"
+            print(f"{name}/{study.name} ({kind}): {study.doc}")
+    return 0
+
+
+def _summary(*objs) -> str:
+    """The first paragraph (up to ~110 characters) of the first own docstring among `objs` (classes, then their
+    module): not an inherited one, nor a dataclass's generated signature."""
+    for obj in objs:
+        doc = inspect.cleandoc(obj.__dict__.get("__doc__") or "") if isinstance(obj, type) \
+            else inspect.cleandoc(getattr(obj, "__doc__", None) or "")
+        if doc and not doc.startswith(f"{getattr(obj, '__name__', '')}("):
+            text = " ".join(doc.split("\n\n")[0].split())
+            return text if len(text) <= 110 else text[:110].rsplit(" ", 1)[0] + " ..."
+    return ""
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """A dataclass's field docs, by field name: the comment after the field
+    (`name: type = default  # doc`), else the comment lines just above it."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            lines = inspect.getsource(klass).splitlines()
+        except (OSError, TypeError):
+            continue
+        above: list[str] = []
+        for line in lines:
+            comment, field = ABOVE.match(line), FIELD.match(line)
+            if comment:
+                above.append(comment.group(1).strip())
+            elif field and "(" not in line.split(":")[0]:
+                doc = (field.group(2) or " ".join(above)).strip()
+                if doc:
+                    docs[field.group(1)] = doc
+                above = []
+            else:
+                above = []
+    return docs
+
+
+def _type_name(annotation) -> str:
+    text = str(annotation) if typing.get_origin(annotation) else getattr(
+        annotation, "__name__", str(annotation))
+    return text.replace("typing.", "")
+
+
+def config_fields(member) -> list[tuple[str, object, str, object, str]]:
+    """(dotted name, value, type, default, doc) of every field of a resolved member config."""
+    from icl_core.spec.config import MemberConfig, type_hints
+
+    out = []
+    sections = {"task": member.task, "model": member.model, "train": member.train,
+                "eval": member.eval}
+    for name, section in sections.items():
+        hints = type_hints(type(section))
+        docs = field_docs(type(section))
+        defaults = type(section)()
+        for f in dataclasses.fields(section):
+            out.append((f"{name}.{f.name}", getattr(section, f.name), _type_name(hints[f.name]),
+                        getattr(defaults, f.name), docs.get(f.name, "")))
+    hints, docs = type_hints(MemberConfig), field_docs(MemberConfig)
+    for f in dataclasses.fields(MemberConfig):
+        if f.name not in sections:
+            out.append((f.name, getattr(member, f.name), _type_name(hints[f.name]), f.default,
+                        docs.get(f.name, "")))
+    return out
+
+
+def config(rest: list[str]) -> int:
+    """The resolved member config of a study under a preset: each field's value (the grid's
+    values for an axis), type, default and doc; a field off its default is marked *."""
+    from icl_core.running.plans import parse_sets
+    from icl_core.running.search import Search
+    from icl_core.spec.study import PRESETS, apply_preset
+
+    sweep = _sweep(rest, "config")
+    parser = argparse.ArgumentParser(prog=f"icl config {sweep.name}")
+    parser.add_argument("--study", required=len(sweep.studies) > 1,
+                        help=f"one of {', '.join(s.name for s in sweep.studies)}")
+    parser.add_argument("--preset", default="cpu", help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(rest[1:])
+    study = sweep.study(args.study) if args.study else sweep.studies[0]
+    sets, search = parse_sets(args.set), isinstance(study, Search)
+    if search:
+        study = study.for_preset(args.preset)  # the preset's space
+    members = study.points(args.preset, sets) if search else study.members(args.preset, sets)
+    _base, grid = apply_preset(study.base, study.grid, study.presets, args.preset, sets)
+    axes = {}  # dotted key -> the grid's values (a zipped axis gives each key its column)
+    for key, values in grid.items():
+        for i, name in enumerate(key if isinstance(key, tuple) else (key,)):
+            axes[name] = [v[i] for v in values] if isinstance(key, tuple) else list(values)
+    print(f"{sweep.name}/{study.name} [{args.preset}]: {len(members)} member configs"
+          + ("; searched: " + "; ".join(f"{k} {v}" for k, v in study.space.items())
+             if search else ""))
+    for key, values in grid.items():
+        print(f"  grid {key}: {values}")
+    rows = config_fields(members[0])
+    width = max(len(r[0]) for r in rows)
+    for name, value, type_name, default, doc in rows:
+        shown = f"grid {list(dict.fromkeys(axes[name]))}" if name in axes else repr(value)
+        mark = "*" if name not in axes and value != default else " "
+        print(f"{mark} {name:<{width}}  {shown}  [{type_name}, default {default!r}]"
+              + (f"  {doc}" if doc else ""))
+    return 0
+
+
+def claims(rest: list[str]) -> int:
+    """List the claims on a sweep's configs; `--release` removes them after a y/N (`--yes`
+    skips it; without a terminal to ask on and no --yes: exit 2, nothing removed)."""
+    import time
+
+    from icl_core.common.validation import unknown
+    from icl_core.interface.api import default_storage
+    from icl_core.interface.preflight import open_store
+    from icl_core.storage import claims as leases
+
+    sweep = _sweep(rest, "claims")
+    names = [s.name for s in sweep.studies]
+    parser = argparse.ArgumentParser(prog=f"icl claims {sweep.name}")
+    parser.add_argument("--study", action="append", default=[],
+                        help=f"one of {', '.join(names)} (default: all)")
+    parser.add_argument("--storage", help="default $ICL_STORAGE, else ./results")
+    parser.add_argument("--release", action="store_true", help="remove the listed claims")
+    parser.add_argument("--yes", action="store_true", help="--release without asking")
+    args = parser.parse_args(rest[1:])
+    for name in args.study:
+        if name not in names:
+            raise unknown(f"icl claims {sweep.name} --study", "study", name, names)
+    store = open_store(args.storage or default_storage())
+    if "://" in store.uri:
+        print(f"no claims on {store.uri}: claims are kept on local and shared filesystems only")
+        return 0
+    found = leases.listed(store, sweep.name, args.study or names)
+    now = time.time()
+    n_live = sum(1 for c in found if c.live)
+    print(f"{sweep.name}: {len(found)} claim{'s' if len(found) != 1 else ''} in {store.uri} "
+          f"({n_live} live, {len(found) - n_live} expired or of a gone driver)")
+    for c in found:
+        print(c.line(now))
+    if not args.release or not found:
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"error: icl claims --release: stdin is not a terminal to confirm on; add "
+                  f"--yes to remove these {len(found)} claims", file=sys.stderr)
+            return 2
+        answer = input(f"remove these {len(found)} claims ({n_live} live: a running driver "
+                       "loses them, and another run may train its configs again)? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing removed")
+            return 0
+    print(f"removed {leases.remove(found)} claims")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Module paths from before the move into sub-packages (issue 31), still importable.
+
+`import icl_core.trial` or `python -m icl_core.catalog` (old paths) give the module at its new
+path (icl_core.running.trial, icl_core.interface.catalog): the same module object, not a copy,
+so pickles written before the move (Ray Tune's experiment state names `icl_core.trainable`)
+still load, and scripts, notebooks and sweep files outside this tree keep working. The one place
+old paths live; new code, docs and sweep files use the new paths (docs/developing.md, "Public
+imports"). `icl_core` installs the icl_core table, `analysis` the analysis one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+MOVED = {
+    "icl_core": {
+    "validation": "common.validation", "registry": "common.registry", "batch": "common.batch",
+    "device": "common.device", "baselines": "algorithms.baselines",
+    "closed_forms": "algorithms.closed_forms", "floor": "algorithms.floor",
+    "teacher_baseline": "algorithms.teacher_baseline", "optimizers": "algorithms.optimizers",
+    "config": "spec.config", "study": "spec.study", "train": "training.train",
+    "stacked": "training.stacked", "evaluate": "training.evaluate", "trivial": "training.trivial",
+    "flops": "training.flops", "throughput": "training.throughput", "store": "storage.store",
+    "artifacts": "storage.artifacts", "member_store": "storage.member_store",
+    "provenance": "storage.provenance", "claims": "storage.claims",
+    "object_claims": "storage.object_claims", "compaction": "storage.compaction",
+    "journal": "storage.journal", "signing": "storage.signing", "cost": "planning.cost",
+    "calibration": "planning.calibration", "resources": "planning.resources",
+    "schedule": "planning.schedule", "memory": "planning.memory", "orchestrate": "running.plans",
+    "launch": "running.ray_launch", "pool": "running.trial_pool", "trial": "running.trial",
+    "trainable": "running.tune_trainable", "search": "running.search",
+    "searcher": "running.optuna_searcher", "tracking": "running.tracking",
+    "trackers": "running.wandb_mlflow", "hparams": "running.hparams",
+    "report": "running.study_report", "preflight": "interface.preflight", "api": "interface.api",
+    "cli": "interface.cli", "console": "interface.console", "catalog": "interface.catalog",
+    "sweep": "interface.sweep", "adaptive": "interface.adaptive", "levels": "interface.levels",
+    "outcome": "interface.outcome", "plan_report": "interface.plan_cost",
+    "regenerate": "interface.regenerate_from_sweeps",
+    },
+    "analysis": {
+    "store": "reading.store", "frames": "reading.frames", "spreads": "reading.spreads",
+    "regime": "reading.regime", "fit": "fitting.fit", "fit_forms": "fitting.forms",
+    "fit_result": "fitting.result", "fit_solve": "fitting.solve",
+    "sample_complexity": "fitting.sample_complexity", "forecast": "forecasts.forecast",
+    "forecast_points": "forecasts.points", "forecast_score": "forecasts.score",
+    "forecast_seal": "forecasts.seal", "figures_forecast": "forecasts.figure",
+    "adaptive": "forecasts.adaptive_design", "figures_algoformer": "figures.algoformer",
+    "figures_axis": "figures.axis", "figures_construction": "figures.construction",
+    "figures_deep": "figures.deep", "figures_deep_depth": "figures.deep_depth",
+    "figures_deep_scaling": "figures.deep_scaling", "figures_lsa": "figures.lsa",
+    "figures_precision": "figures.precision", "figures_retrieval": "figures.retrieval",
+    },
+}
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module at its new path (for `python -m`, its code)."""
+
+    def __init__(self, new: str):
+        self.new = new
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.new)
+        self.spec = module.__spec__
+        return module
+
+    def exec_module(self, module) -> None:
+        module.__spec__ = self.spec  # the import machinery set the old path's spec
+
+    def get_code(self, name: str):  # runpy: `python -m <old path>` runs the new module
+        return importlib.util.find_spec(self.new).loader.get_code(self.new)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, package: str):
+        self.package, self.table = package, MOVED[package]
+
+    def find_spec(self, fullname, path=None, target=None):
+        head, _, rest = fullname.partition(".")
+        if head != self.package or rest not in self.table:
+            return None
+        new = f"{head}.{self.table[rest]}"
+        origin = importlib.util.find_spec(new).origin
+        return importlib.util.spec_from_loader(fullname, _Alias(new), origin=origin)
+
+
+def install(package: str) -> None:
+    """Old paths of `package` import from their new paths (once per process)."""
+    if not any(isinstance(f, _Finder) and f.package == package for f in sys.meta_path):
+        sys.meta_path.append(_Finder(package))

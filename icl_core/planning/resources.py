@@ -1,0 +1,181 @@
+"""The one resource planner: CPU/GPU per trial from the config, and members per trial.
+
+GPU share by model size, so small trials share a GPU: the work of one training step,
+6 x params x tokens (FLOPs; a looped block's weights count once per loop iteration), picks
+the fraction
+
+    < 1e9  -> 1/8     (launch-bound: eight such trials keep one GPU busy)
+    < 1e10 -> 1/4
+    < 1e11 -> 1/2
+    else   -> 1
+
+A member with device "cpu", or a cluster without GPUs, gets no GPU. Members of equal
+resources are packed `pack` to a trial (one process: start-up cost paid once), or with `auto`
+balanced by the cost model (icl_core.planning.cost) into trials of a target duration; a GPU trial
+stacks members that differ only in their seeds (icl_core.training.stacked) where that pays.
+
+`gpu_seconds`: the wall time of a study's members on one GPU by the same cost model (where
+nothing is measured, its H100 rate model); `--dry-run` prints it per study on a plan without
+GPUs, the --yes limit counts it, and the `gpu` presets are sized by it (<= 20 min a study).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from icl_core.planning.cost import CostModel, device_label
+from icl_core.spec.config import MemberConfig
+from icl_core.training.flops import step_flops
+
+FRACTION_STEPS = ((1e9, 0.125), (1e10, 0.25), (1e11, 0.5))
+
+
+@dataclass(frozen=True)
+class TrialResources:
+    cpu: float
+    gpu: float
+
+    def bundle(self) -> dict:
+        return {"CPU": self.cpu, "GPU": self.gpu} if self.gpu else {"CPU": self.cpu}
+
+    def __str__(self) -> str:
+        return f"{self.cpu:g} CPU" + (f" + {self.gpu:g} GPU" if self.gpu else "")
+
+
+def gpu_fraction(member: MemberConfig) -> float:
+    flops = step_flops(member)
+    for limit, fraction in FRACTION_STEPS:
+        if flops < limit:
+            return fraction
+    return 1.0
+
+
+def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float,
+                     cost: CostModel | None = None) -> TrialResources:
+    """CPUs, and on a GPU cluster a GPU share: by FLOPs (`gpu_fraction`), raised by the cost
+    model to what the member's measured memory and utilisation need (CostModel.gpu_share)."""
+    if member.device == "cpu" or cluster_gpus <= 0:
+        return TrialResources(cpu=cpus, gpu=0.0)
+    share = gpu_fraction(member) if cost is None else cost.gpu_share(member, gpu_fraction(member))
+    return TrialResources(cpu=cpus, gpu=min(share, cluster_gpus))
+
+
+TARGET_TRIAL_S = {"cpu": 180.0, "gpu": 900.0}  # --pack auto: a trial's planned duration
+# (a few minutes on CPUs: start-up, ~3-5 s, is paid once per trial; longer on GPUs, where a
+# trial also stacks)
+
+
+class PlannedTrial(NamedTuple):
+    """One trial of the plan: its members, resources, stack mode (icl_core.training.stacked) and the
+    cost model's estimate of its duration in seconds."""
+
+    members: list[MemberConfig]
+    res: TrialResources
+    stack: str
+    seconds: float
+
+
+def _units(group: list[MemberConfig], stack: str, gpu: float, cost) -> list[tuple[list, bool]]:
+    """Members in units that stay together: a stack of members that differ only in their
+    seeds where this trial kind stacks and the cost model says it pays (launch-bound), else
+    one member each; (members, stacked) per unit, first-seen order."""
+    from icl_core.training.stacked import stack_key, trial_stack_mode
+
+    if trial_stack_mode(stack, gpu) != "always":
+        return [([m], False) for m in group]
+    by_key: dict[str, list[MemberConfig]] = {}
+    for member in group:
+        by_key.setdefault(stack_key(member) or member.hash, []).append(member)
+    units = []
+    for members in by_key.values():
+        if len(members) > 1 and (stack == "always" or cost.stack_pays(members[0], len(members))):
+            units.append((members, True))
+        else:
+            units += [([m], False) for m in members]
+    return units
+
+
+def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, stack: str,
+                    cost, target_s: float) -> list[PlannedTrial]:
+    """--pack auto: units (`_units`) into trials of about `target_s` by longest-processing-
+    time bin packing (the longest unit first, into the least-loaded trial); a unit that alone
+    reaches the target is a trial of its own; at least one trial per slot while units last."""
+    units = [(u, stacked, cost.unit_seconds(u) if stacked else cost.member_seconds(u[0]))
+             for u, stacked in _units(group, stack, res.gpu, cost)]
+    alone = [u for u in units if u[2] >= target_s]
+    rest = sorted((u for u in units if u[2] < target_s), key=lambda u: -u[2])
+    n = max(math.ceil(sum(u[2] for u in rest) / target_s), min(slots, len(rest))) if rest else 0
+    bins: list[list] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for unit in rest:
+        k = loads.index(min(loads))
+        bins[k].append(unit)
+        loads[k] += unit[2]
+    trials = []
+    for units_of in [[u] for u in alone] + [b for b in bins if b]:
+        members = [m for u, _, _ in units_of for m in u]
+        stacks = any(stacked for _, stacked, _ in units_of)
+        trials.append(PlannedTrial(members, res, stack if stacks else "never",
+                                   sum(u[2] for u in units_of)))
+    return sorted(trials, key=lambda t: -t.seconds)
+
+
+def plan_trials(
+    members: list[MemberConfig], cluster_gpus: float, cpus: float = 1, pack: int | str = 1,
+    cluster_cpus: float = 1, stack: str = "auto", cost=None, target_s: float | None = None,
+) -> list[PlannedTrial]:
+    """Group members into trials with equal resources: `pack` members each (members that can
+    share a stack side by side where the trial stacks), or with "auto" cost-balanced
+    (`balanced_trials`, to `target_s`, default TARGET_TRIAL_S). `cost`: an icl_core.planning.cost
+    CostModel (default: the FLOP estimate of the cluster's device kind)."""
+    from icl_core.training.stacked import check_stack_mode, stack_key, trial_stack_mode
+
+    if pack != "auto" and (not isinstance(pack, int) or pack < 1):
+        raise ValueError(f"pack must be an integer >= 1 or 'auto', got {pack!r}")
+    check_stack_mode(stack)
+    if cost is None:
+        cost = CostModel(device_label("cuda" if cluster_gpus > 0 else "cpu", max(1, int(cpus))),
+                         max(1, int(cpus)))
+    groups: dict[TrialResources, list[MemberConfig]] = {}
+    for member in members:
+        groups.setdefault(member_resources(member, cluster_gpus, cpus, cost), []).append(member)
+    trials = []
+    for res, group in groups.items():
+        if pack == "auto":
+            kind = "gpu" if res.gpu else "cpu"
+            slots = max(1, math.floor(cluster_gpus / res.gpu) if res.gpu
+                        else math.floor(cluster_cpus / max(res.cpu, 1)))
+            trials += balanced_trials(group, res, slots, stack, cost,
+                                      target_s or TARGET_TRIAL_S[kind])
+            continue
+        if trial_stack_mode(stack, res.gpu) == "always":
+            keys = {id(m): stack_key(m) or m.hash for m in group}
+            order = {key: i for i, key in enumerate(dict.fromkeys(keys.values()))}
+            group = sorted(group, key=lambda m: order[keys[id(m)]])  # stable: first seen first
+        for i in range(0, len(group), pack):
+            chunk = group[i:i + pack]
+            trials.append(PlannedTrial(chunk, res, stack, trial_seconds(chunk, res, stack, cost)))
+    return trials
+
+
+def trial_seconds(members: list[MemberConfig], res: TrialResources, stack: str, cost) -> float:
+    """The cost model's duration of a trial: its stacks (icl_core.training.stacked) one after another."""
+    from icl_core.training.stacked import stack_groups, trial_stack_mode
+
+    mode = trial_stack_mode(stack, res.gpu)
+    return sum(cost.unit_seconds([members[i] for i in g]) for g in stack_groups(members, mode))
+
+
+# --------------------------------------------------------------- GPU wall-time estimate
+
+
+def gpu_seconds(members: list[MemberConfig], cost: CostModel | None = None) -> float:
+    """The wall time of `members` one after another on one GPU by the cost model `cost` (a
+    GPU's; default: an unmeasured one, the H100 rate model of icl_core.planning.cost), stacked where
+    the cost model says stacking pays, as --pack auto plans them: the estimate --dry-run
+    prints, the --yes limit counts and the gpu presets are sized by (<= 20 min a study)."""
+    if cost is None:
+        cost = CostModel(device_label("cuda", 1), 1)
+    return sum(cost.unit_seconds(unit) for unit, _ in _units(members, "auto", 1.0, cost))

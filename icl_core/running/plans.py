@@ -1,0 +1,351 @@
+"""Orchestration: plans of a sweep file's studies and their runs on Ray Tune (or Optuna alone).
+
+`make_plans` expands each study under a preset and the command line's options (every member
+config validated before anything starts); `run_plans` starts or joins Ray and runs the plans
+of one or several sweep files: every grid study's unfinished members in one pool of
+cost-balanced trials (icl_core.running.trial_pool), then each search's Optuna trials (`run_search`); or
+searches without Ray (`run_standalone`, --optuna-journal). Each study
+writes its manifest beside its rows first and finishes with its statuses reported and its
+figure drawn (icl_core.running.study_report). The command line (icl_core.interface.cli) parses and reports only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+from icl_core.common.validation import unknown
+from icl_core.planning.memory import check_memory
+from icl_core.running.search import Search
+from icl_core.running.study_report import write_manifest
+from icl_core.running.trial_pool import cluster_gpus
+from icl_core.spec.config import ConfigError
+from icl_core.spec.study import PRESETS
+from icl_core.storage.store import uri_join
+from icl_core.training.flops import step_shape
+
+# (flag, other flag, why they cannot go together): refused before anything starts
+CONFLICTS = (
+    ("optuna_journal", "address", "the journal runs searches without Ray"),
+    ("optuna_journal", "resume", "a journal search resumes by running it again"),
+)
+
+
+MAX_SEARCH_SAMPLES = 10_000  # --num-samples of a search: Optuna trials per search
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """`--set KEY=VALUE` pairs; a key given twice is refused (which one would win is a guess)."""
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        key, value = (part.strip() for part in pair.split("=", 1))
+        if key in out:
+            raise ConfigError(f"--set {key}: given twice ({out[key]!r} and {value!r}); "
+                              "give each key once")
+        out[key] = value
+    return out
+
+
+def check_options(sweep, args) -> None:
+    """The options that need no study: ranges and combinations."""
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ConfigError("--max-concurrent: must be >= 1")
+    if args.pack != "auto" and (not isinstance(args.pack, int) or args.pack < 1):
+        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {args.pack!r}")
+    for flag, other, why in CONFLICTS:
+        if getattr(args, flag) and getattr(args, other):
+            raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
+                              f"--{other.replace('_', '-')} ({why})")
+    if args.plan_gpus is not None and not args.dry_run:
+        raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
+    if args.plan_gpus is not None and not 0 <= args.plan_gpus < math.inf:
+        raise ConfigError(f"--plan-gpus: must be a number of GPUs >= 0, got {args.plan_gpus:g}")
+    if args.preset not in PRESETS:
+        raise unknown("--preset", "", args.preset, PRESETS)
+
+
+@dataclass
+class Plan:
+    study: object  # Study or Search
+    members: list  # grid: every member; search: the base member of each search
+    num_samples: int = 0  # searches only
+
+    @property
+    def is_search(self) -> bool:
+        return isinstance(self.study, Search)
+
+    @property
+    def trials(self) -> int:
+        return len(self.members) * self.num_samples if self.is_search else len(self.members)
+
+
+def chosen_studies(sweep, study: str | None, preset: str) -> list:
+    """The studies a run plans: `study`, or every study of the file; an optional preset
+    (`reduced`) picks the studies that have it, and a study without it is an error naming
+    those that do."""
+    studies = [sweep.study(study)] if study else list(sweep.studies)
+    having = [s for s in studies if preset in s.presets]
+    if having:
+        return having
+    others = [s.name for s in sweep.studies if preset in s.presets]
+    where = (f"studies with one: {', '.join(others)}" if others
+             else f"no study of {sweep.name} has one")
+    label = f"study {study!r}" if study else f"sweep {sweep.name!r}"
+    raise ConfigError(f"--preset: {label} has no {preset!r} preset ({where})")
+
+
+def make_plans(sweep, args) -> list[Plan]:
+    """Every chosen study's plan, each member validated; a ConfigError names the study."""
+    check_options(sweep, args)
+    sets = parse_sets(args.set)
+    studies = chosen_studies(sweep, args.study, args.preset)
+    searches = any(isinstance(s, Search) for s in studies)
+    if args.optuna_journal and not searches:
+        raise ConfigError("--optuna-journal: only searches use it; this file has none")
+    if getattr(args, "seed", None) is not None and not searches:
+        raise ConfigError("--seed: seeds an Optuna search's sampler, and no chosen study is a "
+                          "search; a grid's seeds are --num-samples K (seeds 0..K-1)")
+    if getattr(args, "seed", None) is None:
+        args.seed = 0  # the sampler's default seed (None on the command line: not given)
+    if args.num_samples is not None and searches and args.num_samples > MAX_SEARCH_SAMPLES:
+        raise ConfigError(f"--num-samples: a search takes at most {MAX_SEARCH_SAMPLES} trials, "
+                          f"got {args.num_samples}")
+    plans = []
+    for study in studies:
+        try:
+            if isinstance(study, Search):
+                study = study.for_preset(args.preset)  # the preset's space entries
+                points = study.points(args.preset, sets)
+                plans.append(Plan(study, points,
+                                  study.num_samples(args.preset, args.num_samples)))
+            else:
+                plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
+            for member in plans[-1].members:  # the planner can size it (never allocates)
+                step_shape(member)
+        except ConfigError as exc:
+            where = "" if args.study else "; --study picks studies"
+            raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
+        check_memory(f"{sweep.name}/{study.name}", plans[-1].members, planned_gpus(args),
+                     cluster=joins_cluster(args))
+    return plans
+
+
+def joins_cluster(args) -> bool:
+    """A launch that joins a cluster (--address, or under `ray job submit`) whose nodes are not
+    known before Ray: not a dry run, which plans for --plan-gpus or this machine."""
+    from icl_core.running.ray_launch import in_ray_job
+
+    return not getattr(args, "dry_run", False) and bool(getattr(args, "address", None) or in_ray_job())
+
+
+def planned_gpus(args) -> float:
+    """The GPUs a plan is for: --plan-gpus, else this machine's."""
+    import torch
+
+    gpus = getattr(args, "plan_gpus", None)
+    return gpus if gpus is not None else float(torch.cuda.device_count())
+
+
+def plan_gpu_seconds(plan: Plan, model=None) -> float:
+    """A study's wall time on one GPU by the cost model (icl_core.planning.resources.gpu_seconds;
+    `model`: a GPU's CostModel, default the cluster GPU's cached calibrations, else the H100
+    rate model); a search counts every Optuna trial to its end."""
+    from icl_core.planning.resources import gpu_seconds
+    from icl_core.running.trial_pool import cost_model
+
+    model = model or cost_model(1.0, max(1, int(plan.study.cpus_per_trial)))
+    if plan.is_search:  # trials differ in their sampled settings: none stack
+        return plan.num_samples * sum(gpu_seconds([p], model) for p in plan.members)
+    return gpu_seconds(plan.members, model)
+
+
+def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
+    """Start (or join) Ray; run the grid studies of every (sweep, plans) pair in `files` as one
+    pool (icl_core.running.trial_pool), then the searches; stop the Ray this started; the exit status. A
+    storage the cluster's nodes cannot share raises a ConfigError."""
+    from icl_core.running.ray_launch import init_ray
+    from icl_core.running.trial_pool import run_pool
+    from icl_core.storage.provenance import driver_provenance
+
+    started = init_ray(args.address)
+    print(f"storage: {store.uri}", flush=True)
+    if not args.no_figures:
+        print(f"figures: {os.path.abspath(args.figures or 'figures')}", flush=True)
+    provenance = driver_provenance()
+    try:
+        check_storage_reach(store.uri, node_hosts())
+    except ConfigError:  # raised to the caller (one line, exit 2), with the Ray this started stopped
+        if started:
+            import ray
+
+            ray.shutdown()
+        raise
+    grids = [(sweep, p) for sweep, plans in files for p in plans if not p.is_search]
+    label = label or files[0][0].name
+    tune_dir = uri_join(store.uri, files[0][0].name if len(files) == 1 else "_pool", "tune")
+    exit_code = 0
+    try:
+        if grids:
+            try:
+                exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
+            except ConfigError as exc:  # e.g. a member that fails its calibration: one line
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                exit_code |= 2
+            except Exception as exc:  # reported; the searches still run
+                exit_code |= study_crashed(label, exc)
+        for sweep, plans in files:
+            for plan in (p for p in plans if p.is_search):
+                try:
+                    exit_code |= run_search(sweep, plan, store, provenance, args)
+                except ConfigError as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    exit_code |= 2
+                except Exception as exc:  # reported; the other studies still run
+                    exit_code |= study_crashed(f"{sweep.name}/{plan.study.name}", exc)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    return exit_code
+
+
+SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
+             "cephfs", "glusterfs", "wekafs", "fuse.")  # fuse.*: gcsfuse, s3fs, juicefs, ...
+
+
+def node_hosts() -> set[str]:
+    """The addresses of the Ray cluster's alive nodes."""
+    import ray
+
+    return {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+
+
+def filesystem_type(path: str) -> str:
+    """The type of the filesystem holding `path` (the longest /proc/mounts prefix), or ''."""
+    best, kind = "", ""
+    try:
+        mounts = open("/proc/mounts").read().splitlines()
+    except OSError:
+        return ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) >= 3:
+            point = parts[1].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
+                best, kind = point, parts[2]
+    return kind
+
+
+def check_storage_reach(uri: str, hosts: set[str], fstype: str | None = None) -> None:
+    """On a cluster of several hosts every worker writes rows: a path on a node-local
+    filesystem would scatter them over the nodes, so it is refused before launch (a shared
+    filesystem or an s3:// / gs:// URI is needed). One host (a laptop, a single node, a
+    cluster simulated on one machine) takes any path."""
+    if "://" in uri or len(hosts) < 2:
+        return
+    kind = filesystem_type(uri) if fstype is None else fstype
+    if not any(kind == s or (s.endswith(".") and kind.startswith(s)) for s in SHARED_FS):
+        raise ConfigError(
+            f"--storage: {uri} is on a node-local filesystem ({kind or 'unknown'}) but the "
+            f"cluster has {len(hosts)} hosts; use a shared filesystem (NFS, Lustre, ...) "
+            "mounted on every node, or an s3:// / gs:// URI")
+
+
+def study_crashed(label: str, exc: Exception) -> int:
+    """An unexpected error of one study: its traceback and one line naming it; exit status 1."""
+    import traceback
+
+    traceback.print_exc()
+    print(f"error: [{label}] {type(exc).__name__}: {exc}; the other "
+          "studies go on", file=sys.stderr, flush=True)
+    return 1
+
+
+def search_template(sweep, plan, point, store, provenance, res):
+    from icl_core.running.trial import TrialSpec
+
+    return TrialSpec(sweep.name, plan.study.name, store.uri, [point.to_dict()],
+                     threads=max(1, int(res.cpu)), gpu=res.gpu, provenance=provenance,
+                     hashes=[point.hash], report_all=True)
+
+
+def run_search(sweep, plan: Plan, store, provenance, args) -> int:
+    from icl_core.planning.resources import member_resources
+    from icl_core.running.search import run_search_tune
+
+    search = plan.study
+    write_manifest(store, sweep, search)
+    tune_dir = uri_join(store.uri, sweep.name, search.name, "tune")
+    for point in plan.members:
+        label = f"{sweep.name}/{search.name}@{point.hash[:8]}"
+        print(f"[{label}] Optuna search: {plan.num_samples} trials", flush=True)
+        res = member_resources(point, cluster_gpus(), search.cpus_per_trial)
+        template = search_template(sweep, plan, point, store, provenance, res)
+        run_search_tune(search, point, template, tune_dir, plan.num_samples, args.seed,
+                        args.resume, args.max_concurrent, res, label, args.logger)
+    return summarize_search(sweep, search, store)
+
+
+def summarize_search(sweep, search, store) -> int:
+    statuses = store.statuses(sweep.name, search.name)  # each row file read once
+    counts = {}
+    for status, _ in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    print(f"[{sweep.name}/{search.name}] stored trials: "
+          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), flush=True)
+    return 0
+
+
+def run_standalone(sweep, plans, store, args) -> int:
+    """--optuna-journal: plain Optuna in this process, no Ray."""
+    from icl_core.running.search import run_search_optuna
+    from icl_core.storage.provenance import driver_provenance
+
+    provenance = driver_provenance()
+    searches = [plan for plan in plans if plan.is_search]
+    for plan in searches:
+        write_manifest(store, sweep, plan.study)
+        runner = standalone_runner(sweep, plan, store, provenance)
+        for point in plan.members:
+            study = run_search_optuna(plan.study, point, args.optuna_journal, plan.num_samples,
+                                      args.seed, runner)
+            print(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
+                  f" with {study.best_params} (journal: {args.optuna_journal})", flush=True)
+        summarize_search(sweep, plan.study, store)
+    return 0
+
+
+def standalone_runner(sweep, plan: Plan, store, provenance):
+    """objective(member, optuna_trial) -> final training loss; prunes through trial.report."""
+    import optuna
+
+    from icl_core.planning.resources import TrialResources
+    from icl_core.running.trial import StopMember, run_trial_results
+
+    name = plan.study.name
+    res = TrialResources(cpu=plan.study.cpus_per_trial, gpu=0.0)
+
+    def runner(member, trial) -> float:
+        spec = search_template(sweep, plan, member, store, provenance, res)
+
+        def report(metrics, _state):
+            if not metrics.get("member_done") and math.isfinite(metrics.get("loss", math.nan)):
+                trial.report(metrics["loss"], metrics["step"])
+                if trial.should_prune():
+                    raise StopMember(f"pruned by Optuna at step {metrics['step']}")
+
+        result = run_trial_results(spec, report)[member.hash]
+        if result.status == "pruned":
+            raise optuna.TrialPruned(result.reason)
+        if result.status != "ok":
+            raise RuntimeError(f"{member.hash}: {result.status}: {result.reason}")
+        if result.final_loss is None:  # the same config finished in an earlier trial
+            return store.final_train_loss(sweep.name, name, member.hash)[1]
+        return result.final_loss
+
+    return runner

@@ -1,0 +1,180 @@
+"""Ray Tune execution: embedded local Ray by default, a cluster under `ray job submit`.
+
+Trials are a grid over planned TrialSpecs in the one trial format (icl_core.running.tune_trainable: one
+JSON string each, so every trial is self-contained). Progress goes to the terminal as one line at most every few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Protocol
+
+from ray import tune
+from ray.tune import Callback
+
+from icl_core.running.tracking import tracking_callbacks
+from icl_core.running.trial import TrialSpec
+from icl_core.running.tune_trainable import SPEC_KEY, spec_from_config, tune_trainable
+
+
+class Pool(Protocol):
+    """The studies of one Tune run (icl_core.running.trial_pool.StudyPool)."""
+
+    total_seconds: float
+
+    def seconds(self, config: dict) -> float: ...
+
+    def trial_ended(self, config: dict) -> None: ...
+
+    def counts(self) -> str: ...
+
+
+def in_ray_job() -> bool:
+    """True when this driver was started by `ray job submit`."""
+    return bool(os.environ.get("RAY_JOB_SUBMISSION_ID") or os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"))
+
+
+def init_ray(address: str | None) -> bool:
+    """Connect or start Ray; returns True if this call started it (and should stop it)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address)
+    elif in_ray_job():
+        ray.init()  # the job's cluster
+    else:
+        # address="local": never join a stray running cluster by accident.
+        ray.init(address="local", include_dashboard=False, log_to_driver=True)
+    return True
+
+
+class Progress(Callback):
+    """Tune callback: done / running / failed / diverged / restarted and an ETA, rate-limited."""
+
+    def __init__(self, label: str, total: int, every_s: float = 10.0, pool: Pool | None = None):
+        self.label, self.total, self.every_s = label, total, every_s
+        self.pool = pool
+        self.start = time.time()
+        self.last = 0.0
+        self.done = self.failed = self.diverged = self.restarts = 0
+        self.running: set = set()
+        self.diverged_in: dict = {}  # trial id -> members of it that diverged
+        self.progress: dict = {}  # trial id -> share of its work done (0-1)
+        self.weight: dict = {}  # trial id -> its planned seconds (1 each without a pool)
+
+    def _weight(self, trial) -> float:
+        if trial.trial_id not in self.weight:
+            self.weight[trial.trial_id] = self.pool.seconds(trial.config) if self.pool else 1.0
+        return self.weight[trial.trial_id]
+
+    def _ended(self, trial) -> None:
+        self.running.discard(trial.trial_id)
+        self.progress[trial.trial_id] = 1.0
+        if self.pool is not None:
+            self.pool.trial_ended(trial.config)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.running.add(trial.trial_id)
+        self._weight(trial)
+        self._print()
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if "diverged_members" in result:  # cumulative per trial: no report may be missed
+            self.diverged_in[trial.trial_id] = result["diverged_members"]
+            self.diverged = sum(self.diverged_in.values())
+        if "progress" in result:
+            self.progress[trial.trial_id] = result["progress"]
+        self._print()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.done += 1
+        self._ended(trial)  # first, so the line printed counts this trial's work as done
+        self._print(force=self.done == self.total)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        """A trial's worker died; Tune restarts it from its last checkpoint (FailureConfig)."""
+        self.restarts += 1
+        self.running.discard(trial.trial_id)  # pending again until its restart begins
+        self._print(force=True)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.failed += 1
+        self._ended(trial)
+        self._print(force=True)
+
+    def _print(self, force: bool = False):
+        now = time.time()
+        if not force and now - self.last < self.every_s:
+            return
+        self.last = now
+        elapsed = now - self.start
+        # work in planned seconds (a pool) or trials; trials not started yet weigh the mean
+        if self.pool is not None:
+            total_work = self.pool.total_seconds
+            work = sum(p * self.weight.get(t, 0.0) for t, p in self.progress.items())
+        else:
+            total_work, work = float(self.total), sum(self.progress.values())
+        left = max(0.0, total_work - work)
+        eta = f"{elapsed / work * left:.0f}s" if work > 0.01 * total_work else "?"
+        studies = self.pool.counts() if self.pool is not None else ""
+        print(
+            f"[{self.label}] {self.done}/{self.total} trials done, {len(self.running)} running, "
+            f"{self.failed} failed, {self.diverged} members diverged, "
+            + (f"{self.restarts} restarted from a checkpoint, " if self.restarts else "")
+            + studies + f"elapsed {elapsed:.0f}s, ETA {eta}",
+            flush=True,
+        )
+
+
+def quiet() -> None:
+    """Our progress line replaces Tune's tables. Tune's loggers stay on (result.json,
+    progress.csv, TensorBoard: icl_core.running.tracking), unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    for name in ("ray.tune.analysis.experiment_analysis", "ray.tune.tune"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def trial_resources(config: dict) -> tune.PlacementGroupFactory:
+    """Resources of one trial, read from its own spec (set by icl_core.planning.resources)."""
+    spec = spec_from_config(config)
+    bundle = {"CPU": spec.threads, "GPU": spec.gpu} if spec.gpu else {"CPU": spec.threads}
+    return tune.PlacementGroupFactory([bundle])
+
+
+def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: int | None,
+             pool: Pool | None = None, loggers=()) -> Progress:
+    """Run the trials with Ray Tune, in the order given (Tune starts pending trials in order:
+    a pool lists the longest first); failures are recorded in rows, not raised here. `pool`:
+    the studies the trials belong to (per-study counts, each study's report as soon as its
+    own trials are done); `loggers`: --logger (icl_core.running.tracking). Returns the progress
+    counts (done, failed, diverged, restarts)."""
+    quiet()
+    trainable = tune.with_resources(tune_trainable, trial_resources)
+    name = time.strftime("run-%Y%m%d-%H%M%S")
+    progress = Progress(label, len(specs), pool=pool)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={SPEC_KEY: tune.grid_search([s.to_json() for s in specs])},  # trial_config
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            reuse_actors=False,
+            trial_dirname_creator=lambda trial: f"{trial.trial_id}",
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=tune_dir,
+            failure_config=tune.FailureConfig(max_failures=2),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[progress, *tracking_callbacks(loggers, specs[0].storage, label)],
+            verbose=0,
+        ),
+    )
+    tuner.fit()
+    sys.stdout.flush()
+    return progress

@@ -1,0 +1,338 @@
+"""Hyperparameter searches: Optuna through Ray Tune (OptunaSearch + ASHA), or Optuna alone.
+
+    SEARCH = Search(
+        name="width_lr",
+        base={...},                                   # a member config, as in a Study
+        space={"train.lr": ("loguniform", 1e-4, 1e-2),
+               "train.batch_size": ("choice", [32, 64, 128]),
+               "train.warmup_steps": ("int", 0, 500)},
+        grid={"model.width": [32, 64, 128]},          # one search per grid point
+        presets={"smoke": Preset(num_samples=3), ...},
+    )
+
+Every search trial is an ordinary member: it writes its rows to the same store as grid
+trials (`rows/<config_hash>.parquet`). Trials that ASHA stops early end inside Tune and leave
+only Tune's records (standalone Optuna records them as status "pruned"). The objective is the member's training loss on fresh
+prompts (online data, so it is a test loss), reported every `train.report_every` steps.
+`best_settings` reads the store back, e.g. a learning rate per width for a scaling sweep.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
+from icl_core.spec.study import Preset, apply_preset, check_preset_names, expand, parse_override
+from icl_core.storage.signing import UntrustedState, keep_signed, verify
+from icl_core.storage.store import uri_join
+
+KINDS = ("loguniform", "uniform", "int", "choice")
+
+
+@dataclass
+class Search:
+    name: str
+    base: dict
+    space: dict[str, tuple]
+    presets: dict[str, Preset]
+    grid: dict[str, list] = field(default_factory=dict)  # one search per point
+    metric: str = "loss"  # reported by every trial: mean training loss since the last report
+    mode: str = "min"
+    reduction_factor: int = 3  # ASHA
+    doc: str = ""
+    figure: str | None = None
+    figure_args: dict = field(default_factory=dict)  # keyword arguments of that figure
+    cpus_per_trial: int = 1
+
+    def __post_init__(self):
+        check_preset_names(f"search {self.name!r}", self.presets)
+
+    def for_preset(self, preset: str) -> Search:
+        """This search with the preset's space entries (Preset.space) in place."""
+        chosen = self.presets.get(preset)
+        if chosen is None or not chosen.space:
+            return self
+        unknown = sorted(set(chosen.space) - set(self.space))
+        if unknown:
+            raise ConfigError(f"presets.{preset}.space.{unknown[0]}: not in the search space; "
+                              f"searched: {', '.join(self.space)}")
+        return dataclasses.replace(self, space={**self.space, **chosen.space})
+
+    def points(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
+        """The base member of each search (one per grid point), validated with the space."""
+        for key in sets or {}:
+            if key in self.space:
+                raise ConfigError(f"--set {key}: is searched over; remove it from the space")
+        base, grid = apply_preset(self.base, self.grid, self.presets, preset, sets)
+        points = expand(base, grid) if grid else [resolve_member(base)]
+        for point in points:
+            self.check_space(point)
+        return points
+
+    def num_samples(self, preset: str, override: int | None = None) -> int:
+        n = override if override is not None else self.presets[preset].num_samples
+        if n is None or n < 1:
+            raise ConfigError(f"--num-samples: must be >= 1 for a search, got {n}")
+        return n
+
+    def check_space(self, point: MemberConfig) -> None:
+        """Every searched key exists, is well-typed, and its extremes give valid configs."""
+        raw = point.to_dict()
+        for key, spec in self.space.items():
+            if not isinstance(spec, tuple) or not spec or spec[0] not in KINDS:
+                raise ConfigError(f"space.{key}: expected (kind, ...) with kind in {', '.join(KINDS)}")
+            kind = spec[0]
+            values = list(spec[1]) if kind == "choice" else [spec[1], spec[2]]
+            if kind != "choice" and not spec[1] < spec[2]:
+                raise ConfigError(f"space.{key}: low must be < high, got {spec[1:]}")
+            if kind == "loguniform" and spec[1] <= 0:
+                raise ConfigError(f"space.{key}: loguniform needs low > 0")
+            for value in values:
+                trial = copy.deepcopy(raw)
+                parse_override(trial, key, str(value))  # the key exists and the type fits
+                set_path(trial, key, value)
+                resolve_member(trial)
+
+    def tune_space(self) -> dict[str, Any]:
+        from ray import tune
+
+        out = {}
+        for key, spec in self.space.items():
+            kind = spec[0]
+            out[key] = {
+                "loguniform": lambda s: tune.loguniform(s[1], s[2]),
+                "uniform": lambda s: tune.uniform(s[1], s[2]),
+                "int": lambda s: tune.randint(s[1], s[2] + 1),
+                "choice": lambda s: tune.choice(list(s[1])),
+            }[kind](spec)
+        return out
+
+    def suggest(self, trial) -> dict[str, Any]:
+        """Sample the space with a plain Optuna trial (standalone mode)."""
+        out = {}
+        for key, spec in self.space.items():
+            kind = spec[0]
+            if kind == "loguniform":
+                out[key] = trial.suggest_float(key, spec[1], spec[2], log=True)
+            elif kind == "uniform":
+                out[key] = trial.suggest_float(key, spec[1], spec[2])
+            elif kind == "int":
+                out[key] = trial.suggest_int(key, spec[1], spec[2])
+            else:
+                out[key] = trial.suggest_categorical(key, list(spec[1]))
+        return out
+
+
+def check_not_started(label: str, path: str) -> None:
+    """A search run that exists at `path` is finished with --resume, never started again."""
+    from ray import tune
+
+    if tune.Tuner.can_restore(path):
+        raise ConfigError(f"{label}: a search already exists at {path}; pass --resume to "
+                          "finish it (--resume --num-samples N: extend it to N trials)")
+
+
+def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
+                    max_concurrent, resources, label, loggers=()) -> None:
+    """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
+    study persisted beside the rows (icl_core.running.optuna_searcher). `resume`: finish an interrupted run
+    (Tuner.restore), then add trials until the study has `num_samples` (so `--resume
+    --num-samples N` extends a finished search to N)."""
+    import time
+
+    from ray import tune
+
+    from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+
+    trainable = _search_trainable(resources)
+    journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
+    name = study_name(search.name, point)
+    path = uri_join(tune_dir, f"search-{point.hash}")
+    run_name, todo, done = f"search-{point.hash}", num_samples, 0
+    if resume:
+        if not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
+            raise ConfigError(f"--resume: no search to resume at {path}")
+        if tune.Tuner.can_restore(path):
+            try:
+                verify(path)  # before anything of it is unpickled (icl_core.storage.signing)
+            except UntrustedState as exc:
+                raise ConfigError(f"--resume: {exc}") from None
+            with keep_signed(path):
+                tune.Tuner.restore(path, trainable, resume_unfinished=True,
+                                   resume_errored=True).fit()
+        done = finished_trials(journal, name)
+        if done >= num_samples:
+            return print_best(search, point, journal, label)
+        run_name = f"search-{point.hash}-from{done}-{time.strftime('%Y%m%d-%H%M%S')}"
+        todo = num_samples - done
+        print(f"[{label}] extending the search from {done} to {num_samples} trials",
+              flush=True)
+    else:
+        check_not_started(label, path)
+    # an extension's sampler is seeded apart from the first run's, whose first draws it would
+    # repeat (a repeated config is a finished member: it trains nothing and reports nothing)
+    searcher = _searcher(search, point, seed + done, journal, max_concurrent)
+    tuner = tune.Tuner(
+        trainable,
+        param_space=_trial_space(search, spec_template),
+        tune_config=_search_tune_config(search, point, searcher, todo),
+        run_config=_search_run_config(run_name, tune_dir, label, todo, loggers,
+                                      spec_template.storage),
+    )
+    with keep_signed(uri_join(tune_dir, run_name)):  # --resume checks it before unpickling
+        tuner.fit()
+    print_best(search, point, journal, label)
+
+
+def _search_trainable(resources):
+    from ray import tune
+
+    from icl_core.running.ray_launch import quiet
+    from icl_core.running.tune_trainable import tune_trainable
+
+    quiet()
+    return tune.with_resources(tune_trainable,
+                               tune.PlacementGroupFactory([resources.bundle()]))
+
+
+def _trial_space(search, spec_template) -> dict:
+    from icl_core.running.tune_trainable import trial_config
+
+    return trial_config(spec_template, search.tune_space())
+
+
+def _searcher(search, point, seed, journal, max_concurrent):
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter
+
+    from icl_core.running.optuna_searcher import HashedOptunaSearch, journal_storage, study_name
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # our lines say what it does
+    if "://" not in journal:
+        import os
+
+        os.makedirs(os.path.dirname(journal), exist_ok=True)
+    storage = journal_storage(journal)
+    searcher = HashedOptunaSearch(point, metric=search.metric, mode=search.mode, seed=seed,
+                                  storage=storage, study_name=study_name(search.name, point))
+    return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent) if max_concurrent \
+        else searcher
+
+
+def _search_tune_config(search, point, searcher, num_samples):
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    # reports per trial: one per report_every steps, then the final one after the rows are
+    # written; ASHA stops a trial at max_t, so max_t must count that final report too.
+    max_t = math.ceil(point.train.steps / point.train.report_every) + 1
+    return tune.TuneConfig(
+        metric=search.metric, mode=search.mode, num_samples=num_samples, search_alg=searcher,
+        scheduler=ASHAScheduler(max_t=max_t, grace_period=1,
+                                reduction_factor=search.reduction_factor),
+        reuse_actors=False, trial_dirname_creator=lambda trial: f"{trial.trial_id}",
+    )
+
+
+def _search_run_config(run_name, tune_dir, label, num_samples, loggers, storage):
+    from ray import tune
+
+    from icl_core.running.ray_launch import Progress
+    from icl_core.running.tracking import tracking_callbacks
+
+    return tune.RunConfig(
+        name=run_name, storage_path=tune_dir,
+        failure_config=tune.FailureConfig(max_failures=1),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[Progress(label, num_samples),
+                   *tracking_callbacks(loggers, storage, label.split("@")[0])], verbose=0,
+    )
+
+
+def print_best(search, point, journal, label) -> None:
+    """The best finished trial of a persisted search: its value, settings and config hash
+    (a journal on a URI uploaded first: icl_core.storage.journal)."""
+    import optuna
+
+    from icl_core.running.optuna_searcher import journal_storage, study_name
+    from icl_core.storage.journal import flush_journals
+
+    flush_journals()
+
+    study = optuna.load_study(study_name=study_name(search.name, point),
+                              storage=journal_storage(journal))
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not done:
+        print(f"[{label}] no finished trial yet (journal: {journal})", flush=True)
+        return
+    best = study.best_trial
+    opener = f"icl_core.storage.journal.journal_storage({journal!r})" if "://" in journal else \
+        f"JournalStorage(JournalFileBackend({journal!r}))"
+    print(f"[{label}] best {search.metric} {best.value:.4g} with {best.params} "
+          f"(config_hash {best.user_attrs.get('config_hash', '?')}; {len(done)} complete "
+          f"of {len(study.trials)} trials; optuna.load_study(study_name={study.study_name!r}, "
+          f"storage={opener}))", flush=True)
+
+
+def finished_points(sweep_name, search, points, storage_uri, num_samples) -> list:
+    """The grid points whose persisted search already has `num_samples` finished trials;
+    each is said, before anything starts."""
+    from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+
+    journal = journal_path(storage_uri, sweep_name, search.name)
+    done = []
+    for point in points:
+        k = finished_trials(journal, study_name(search.name, point))
+        if k >= num_samples:
+            print(f"[{sweep_name}/{search.name}@{point.hash[:8]}] finished: {k} of {num_samples} Optuna trials (journal: "
+                  f"{journal}); --resume --num-samples N extends it to N", flush=True)
+            done.append(point)
+    return done
+
+
+def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -> Any:
+    """Standalone Optuna (no Ray): trials run one after another in this process and the
+    study persists in a JournalStorage file (open it with `optuna-dashboard <file>`)."""
+    import optuna
+
+    from icl_core.running.optuna_searcher import journal_storage, study_name
+
+    study = optuna.create_study(
+        study_name=study_name(search.name, point),
+        storage=journal_storage(journal),
+        direction="minimize" if search.mode == "min" else "maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(),
+        load_if_exists=True,
+    )
+
+    def objective(trial):
+        return trial_runner(with_settings(point.to_dict(), search.suggest(trial)), trial)
+
+    study.optimize(objective, n_trials=num_samples)
+    return study
+
+
+def best_settings(storage: str, sweep: str, study: str, by: str, params: list[str]) -> dict:
+    """{value of `by`: {param: value}} of the finished search trial with the lowest final
+    training loss at each value of `by` (e.g. a learning rate per model.width)."""
+    import polars as pl
+
+    from analysis.reading.store import load_rows
+
+    rows = load_rows(storage, sweep, study)
+    final = (
+        rows.filter((pl.col("metric") == "train_loss") & (pl.col("status") == "ok"))
+        .sort("step")
+        .group_by("config_hash")
+        .agg(pl.col("value").last().alias("loss"), *[pl.col(c).first() for c in [by, *params]])
+        .filter(pl.col("loss").is_finite())
+        .sort("loss")
+        .group_by(by, maintain_order=True)
+        .first()
+    )
+    return {row[by]: {p: row[p] for p in params} for row in final.iter_rows(named=True)}

@@ -1,0 +1,118 @@
+"""What a study leaves beside its rows and says when it ends: its manifest (what analysis needs
+of a study, so analysis never imports the orchestration) and its statuses, figure and fit
+report (`report_study`, called by the pool as soon as the study's own trials are done).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from icl_core.running.search import Search
+from icl_core.spec.config import ConfigError, to_plain
+from icl_core.spec.study import PRESETS
+
+
+def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
+    """What analysis needs of a study, written beside its rows when it runs (read by
+    analysis.regenerate, which never imports this module): its place in the sweep file, kind,
+    figure and figure arguments, grid axes (a zipped axis as a list of keys), doc, and per
+    preset the sorted config hashes of its plan ("expected"; grid studies only). `strict`:
+    a preset that does not expand raises; otherwise it is recorded as None."""
+    search = isinstance(study, Search)
+    expected = {}
+    for preset in [p for p in presets if p in study.presets] if not search else ():
+        try:
+            expected[preset] = sorted(m.hash for m in study.members(preset))
+        except ConfigError:
+            if strict:
+                raise
+            expected[preset] = None
+    return {
+        "sweep": sweep.name, "study": study.name,
+        "order": [s.name for s in sweep.studies].index(study.name),
+        "kind": "search" if search else "grid", "figure": study.figure,
+        "figure_args": to_plain(study.figure_args),
+        "grid": [list(k) if isinstance(k, tuple) else k for k in study.grid],
+        "doc": study.doc, "expected": expected,
+    }
+
+
+def write_manifest(store, sweep, study) -> None:
+    """The study's manifest (every preset's plan) into the store, before it runs."""
+    store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
+
+
+def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
+    """A grid study's statuses, figure and fit report, once its trials are done (`others`:
+    {hash: host:pid} of configs another driver holds, counted as claimed); never raises (a
+    study's report must not end the pool's other studies)."""
+    study = plan.study
+    label = f"{sweep.name}/{study.name}"
+    try:
+        statuses = store.member_status(sweep.name, study.name, [m.hash for m in plan.members])
+        statuses.update((h, ("claimed", f"by another driver ({who})"))
+                        for h, who in (others or {}).items() if statuses[h][0] == "missing")
+        compact_study(store, sweep.name, study.name)
+        return report_statuses(label, statuses, sweep, study, store, args)
+    except Exception as exc:
+        print(f"[{label}] report failed: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+        return 1
+
+
+def compact_study(store, sweep: str, study: str) -> None:
+    """Merge a finished study's member row files (icl_core.storage.compaction) when there are at
+    least COMPACT_AT of them; says what it merged; a failure is one line, never raised (the
+    member files stay and remain the truth)."""
+    from icl_core.storage.compaction import COMPACT_AT, compact
+
+    try:
+        result = compact(store, sweep, study, min_files=COMPACT_AT)
+    except Exception as exc:
+        print(f"[{sweep}/{study}] compaction failed ({type(exc).__name__}: {exc}); the member "
+              "files stay", file=sys.stderr, flush=True)
+        return
+    if result.merged or result.removed or result.rewritten:
+        print(result.line(), flush=True)
+
+
+def report_statuses(label, statuses, sweep, study, store, args) -> int:
+    kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
+    counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
+    record(args, label, counts=counts)
+    print(f"[{label}] finished: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")), flush=True)
+    for h, (status, reason) in statuses.items():
+        if status in ("failed", "diverged", "missing"):
+            print(f"[{label}]   {status} {h}: {reason}", flush=True)
+    failed_figure = False
+    if study.figure and not args.no_figures and counts["ok"]:
+        from analysis.regenerate import regenerate
+
+        try:
+            summaries = regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
+            record(args, label, figures=[str(p) for s in summaries
+                                         for p in (*s.get("paths", ()), *s.get("report", ()))])
+        except Exception as exc:  # the rows are stored; say what failed and how to retry
+            failed_figure = True
+            print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
+                  f"python -m analysis.regenerate {sweep.name} --study {study.name} "
+                  f"--storage {store.uri}", file=sys.stderr, flush=True)
+    return exit_status(label, counts, failed_figure)
+
+
+def record(args, label: str, **what) -> None:
+    """Keep a study's outcome (its status counts, the figures written) in `args.outcomes`
+    where the options have one (icl_core.interface.api.Options: the Python API's RunResult)."""
+    outcomes = getattr(args, "outcomes", None)
+    if outcomes is not None:
+        outcomes.setdefault(label, {}).update(what)
+
+
+def exit_status(label: str, counts: dict, failed_figure: bool) -> int:
+    """1 when a member failed or is missing, the figure failed, or no member ended ok but
+    some diverged (a study of nothing but diverged members); else 0."""
+    if counts["diverged"] and not counts["ok"] and not counts["failed"] + counts["missing"]:
+        print(f"[{label}] every member diverged: exit status 1", file=sys.stderr, flush=True)
+        return 1
+    return 1 if counts["failed"] or counts["missing"] or failed_figure else 0

@@ -1,0 +1,115 @@
+"""The function Ray Tune runs (`tune_trainable`), and the one trial format it reads.
+
+Grids and searches hand Tune the same config: {"spec": TrialSpec JSON} plus, in a search, the
+sampled settings as dotted keys ({"spec": ..., "train.lr": 3e-4}), which override the spec's
+single member before it is resolved (`spec_from_config`). The trial checkpoint is one file,
+written atomically (`save_state` / `load_state`, weights only: nothing in it runs code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import tempfile
+import time
+
+import torch
+
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.spec.config import with_settings
+
+CHECKPOINT_FILE = "member_state.pt"
+PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
+SPEC_KEY = "spec"
+LEGACY_SPEC_KEY = "base"  # searches started before the one format kept their spec here;
+# Tune restores a search's param space from its own state, so `--resume` of such a search
+# still reads it
+
+
+def trial_config(spec: TrialSpec, sampled: dict | None = None) -> dict:
+    """A trial's Tune config: its spec, and a search's sampled (or to-be-sampled) settings."""
+    return {SPEC_KEY: spec.to_json(), **(sampled or {})}
+
+
+def spec_from_config(config: dict) -> TrialSpec:
+    """The TrialSpec of a trial config (`trial_config`); sampled settings, if any, are set on
+    its single member, which is then resolved (validated) and hashed again."""
+    key = SPEC_KEY if SPEC_KEY in config else LEGACY_SPEC_KEY
+    spec = TrialSpec.from_json(config[key])
+    sampled = {k: v for k, v in config.items() if k not in (SPEC_KEY, LEGACY_SPEC_KEY)}
+    if key == LEGACY_SPEC_KEY:
+        spec.report_all = True
+    if not sampled:
+        return spec
+    if len(spec.members) != 1:
+        raise ValueError(f"sampled settings {sorted(sampled)} need a spec with one member, "
+                         f"got {len(spec.members)}")
+    member = with_settings(spec.members[0], sampled)
+    spec.members, spec.hashes = [member.to_dict()], [member.hash]
+    return spec
+
+
+def save_state(directory: str, state: dict) -> None:
+    """Atomic checkpoint write: to a temporary file, then rename; a failed write (a full
+    disk) removes the temporary file and leaves the previous checkpoint as it was."""
+    path = os.path.join(directory, CHECKPOINT_FILE)
+    tmp = path + ".tmp"
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def load_state(directory: str) -> dict:
+    return torch.load(os.path.join(directory, CHECKPOINT_FILE), weights_only=True)
+
+
+def tune_trainable(config: dict) -> None:
+    """The function Ray Tune runs, for grid and search trials alike."""
+    import ray
+    from ray import tune
+
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    spec = spec_from_config(config)
+    assigned = ray.get_runtime_context().get_assigned_resources()
+    spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
+                       "assigned_gpu": float(assigned.get("GPU", 0.0)),
+                       "assigned_cpu": float(assigned.get("CPU", 0.0))}
+    last, saw_loss = [-math.inf], [False]
+    checkpoint = tune.get_checkpoint()
+    state = None
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d:
+            state = load_state(d)
+
+    def report(metrics: dict, ckpt_state: dict | None) -> None:
+        saw_loss[0] = saw_loss[0] or "loss" in metrics
+        now = time.monotonic()
+        if ckpt_state is None:
+            # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
+            # grid trial's reports only feed the progress line (its rows are the results), so
+            # at most one every PROGRESS_EVERY_S, except checkpoints and the trial's last.
+            last_member = metrics.get("member_done") and metrics.get("progress", 0) >= 1
+            if spec.report_all or last_member or now - last[0] >= PROGRESS_EVERY_S:
+                last[0] = now
+                tune.report(metrics)
+            return
+        last[0] = now
+        with tempfile.TemporaryDirectory() as d:
+            save_state(d, ckpt_state)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+
+    run_trial(spec, report, state)
+    if spec.report_all and not saw_loss[0]:
+        # a search sampled a config that an earlier trial finished: its rows exist, so nothing
+        # trained; the searcher still needs the trial's metric (Tune refuses a result without)
+        from icl_core.storage.store import Store
+
+        step, loss = Store(spec.storage).final_train_loss(spec.sweep, spec.study, spec.hashes[0])
+        tune.report({"loss": loss, "step": step, "member_done": True, "progress": 1.0})

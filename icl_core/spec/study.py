@@ -1,0 +1,189 @@
+"""Declarative studies: a Study is a base config, a grid and presets (a Sweep, icl_core.interface.sweep,
+holds the studies of one sweep file).
+
+    STUDY = Study(
+        name="least_squares",
+        figure="depth",                    # analysis figure it regenerates
+        base={"task": {...}, "model": {...}, "train": {...}, "eval": {...}},
+        grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]},
+        presets={"smoke": Preset(...), "cpu": Preset(...), "gpu": Preset(...),
+                 "paper": Preset(...)},
+    )
+    SWEEP = Sweep("depth_scaling", [STUDY])
+    if __name__ == "__main__":
+        SWEEP.main()
+
+Every study has the four presets of REQUIRED_PRESETS: smoke (seconds: tests, CI), cpu (minutes
+on a 2-core laptop), gpu (one H100-class GPU, <= 20 min a study by the planner's estimate,
+icl_core.planning.resources.gpu_seconds) and paper (the paper's own settings). A study whose cpu
+preset cannot reach the learned regime may add `reduced`: the smallest change of scale (d, prompt
+length, teacher, model, steps) at which every compared model learns on a 2-core machine in <= 2
+hours; every verdict drawn from it names that scale.
+A preset's `overrides` (dotted keys) change the base config and its `grid` replaces axes of
+the study grid. Planning expands the grid, applies CLI `--set` overrides, and validates
+every member config before anything is launched.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from icl_core.spec.config import (
+    ConfigError,
+    MemberConfig,
+    coerce,
+    resolve_member,
+    set_path,
+    type_hints,
+    unknown,
+)
+
+PRESETS = ("smoke", "cpu", "reduced", "gpu", "paper")  # every name --preset takes
+REQUIRED_PRESETS = ("smoke", "cpu", "gpu", "paper")  # every study has these; reduced is optional
+MAX_SEEDS = 1000  # --num-samples of a grid: seeds 0..K-1 at every grid point
+MAX_MEMBERS = 100_000  # members of one study's grid (the paper presets: ~2,200 in all files)
+
+
+@dataclass
+class Preset:
+    overrides: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
+    grid: dict[str, list] = field(default_factory=dict)  # dotted key -> values (replaces axes)
+    num_samples: int | None = None  # searches: trials per search (grids use the seed axis)
+    space: dict[str, tuple] = field(default_factory=dict)  # searches: replaces entries of the
+    # search space (e.g. a warmup range within this preset's train.steps)
+
+
+@dataclass
+class Study:
+    name: str
+    base: dict
+    grid: dict[str, list]
+    presets: dict[str, Preset]
+    figure: str | None = None  # name in analysis.figures.by_name.FIGURES
+    figure_args: dict = field(default_factory=dict)  # keyword arguments of that figure
+    doc: str = ""  # the figure it regenerates, shown by --help and --dry-run
+    cpus_per_trial: int = 1
+
+    def __post_init__(self):
+        check_preset_names(f"study {self.name!r}", self.presets)
+
+    def members(
+        self, preset: str, sets: dict[str, str] | None = None, num_samples: int | None = None
+    ) -> list[MemberConfig]:
+        """Every member config of this study under a preset, validated."""
+        base, grid = self.base_and_grid(preset, sets, num_samples)
+        return expand(base, grid)
+
+    def base_and_grid(self, preset, sets=None, num_samples=None) -> tuple[dict, dict]:
+        """The preset's base config and grid, with CLI overrides applied (not yet expanded)."""
+        base, grid = apply_preset(self.base, self.grid, self.presets, preset, sets)
+        if num_samples is not None:
+            if num_samples < 1:
+                raise ConfigError(f"--num-samples: must be >= 1, got {num_samples}")
+            if num_samples > MAX_SEEDS:
+                raise ConfigError(f"--num-samples: a grid takes at most {MAX_SEEDS} seeds per "
+                                  f"point, got {num_samples}")
+            grid["seed"] = list(range(num_samples))
+        size = math.prod(len(v) if isinstance(v, (list, tuple)) else 1 for v in grid.values())
+        if size > MAX_MEMBERS:
+            raise ConfigError(f"grid: {size:,} members (at most {MAX_MEMBERS:,} per study); "
+                              "shrink an axis or --num-samples")
+        return base, grid
+
+
+def check_preset_names(label: str, presets: dict) -> None:
+    """A study's presets: every required one, no name outside PRESETS."""
+    missing = [p for p in REQUIRED_PRESETS if p not in presets]
+    if missing:
+        raise ValueError(f"{label} lacks presets {missing}")
+    extra = sorted(set(presets) - set(PRESETS))
+    if extra:
+        raise ValueError(f"{label}: unknown presets {extra} (valid: {', '.join(PRESETS)})")
+
+
+def apply_preset(base, grid, presets, preset, sets=None) -> tuple[dict, dict]:
+    """Base config and grid of a preset, then the CLI's `--set` overrides: an override of a
+    grid axis collapses it (within a zipped axis, it replaces that component)."""
+    if preset not in presets:
+        raise unknown("--preset", "", preset, presets)
+    chosen = presets[preset]
+    base = copy.deepcopy(base)
+    for key, value in chosen.overrides.items():
+        set_path(base, key, value)
+    grid = {**grid, **chosen.grid}
+    for key, text in (sets or {}).items():
+        value = parse_override(base, key, text)
+        zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
+        if key in grid:
+            grid[key] = [value]
+        elif zipped is not None:
+            i = zipped.index(key)
+            grid[zipped] = list(dict.fromkeys(t[:i] + (value,) + t[i + 1:] for t in grid[zipped]))
+        else:
+            set_path(base, key, value)
+    return base, grid
+
+
+def expand(base: dict, grid: dict) -> list[MemberConfig]:
+    """The cartesian product of the grid's axes over `base`, validated and deduplicated.
+
+    An axis is a dotted key with a list of values, or a tuple of keys with a list of tuples
+    (zipped axes, e.g. ("train.steps", "train.step_size"): [(1000, 10), (10000, 100)]).
+    """
+    for key, values in grid.items():
+        name = ",".join(key) if isinstance(key, tuple) else key
+        if not isinstance(values, (list, tuple)) or len(values) == 0:
+            raise ConfigError(f"grid.{name}: must be a non-empty list, got {values!r}")
+        if isinstance(key, tuple) and any(
+            not isinstance(v, (list, tuple)) or len(v) != len(key) for v in values
+        ):
+            raise ConfigError(f"grid.{name}: each value must be a tuple of {len(key)} values")
+    keys = list(grid)
+    out, seen = [], set()
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        raw = copy.deepcopy(base)
+        for key, value in zip(keys, combo, strict=True):
+            if isinstance(key, tuple):
+                for sub, v in zip(key, value, strict=True):
+                    set_path(raw, sub, v)
+            else:
+                set_path(raw, key, value)
+        member = resolve_member(raw)
+        if member.hash not in seen:
+            seen.add(member.hash)
+            out.append(member)
+    return out
+
+
+def parse_override(base: dict, key: str, text: str) -> Any:
+    """Parse a `--set key=value` string against the declared type of `key`."""
+    from icl_core.models import MODELS
+    from icl_core.tasks import TASKS
+
+    parts = key.split(".")
+    hints = type_hints(MemberConfig)
+    if parts[0] not in hints:
+        raise unknown(f"--set {key}", "field", parts[0], sorted(hints), "valid fields", False)
+    if len(parts) == 1:
+        if parts[0] in ("task", "model", "train", "eval"):
+            raise ConfigError(f"--set {key}: name a field, e.g. {key}.<field>")
+        return coerce(text, hints[parts[0]], f"--set {key}", from_cli=True)
+    section, what = parts[0], "field"
+    if section in ("task", "model"):
+        registry = TASKS if section == "task" else MODELS
+        name = text if parts[1] == "name" else base.get(section, {}).get("name")
+        cls = registry.config_cls(name, f"{section}.name")
+        what = f"field of {section} {name!r}"
+    else:
+        cls = hints[section] if section in ("train", "eval") else None
+    if cls is None or len(parts) != 2:
+        raise ConfigError(f"--set {key}: unknown field")
+    names = [f.name for f in dataclasses.fields(cls)]  # not the class-level flags (ClassVar)
+    if parts[1] not in names:
+        raise unknown(f"--set {key}", what, parts[1], names, "valid fields", False)
+    return coerce(text, type_hints(cls)[parts[1]], f"--set {key}", from_cli=True)

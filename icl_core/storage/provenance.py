@@ -1,0 +1,45 @@
+"""Provenance columns: which code, packages and device produced a row."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("torch", "ray", "optuna", "polars", "numpy")
+
+
+def code_version() -> str:
+    """`git describe` of the checkout holding icl_core (+dirty), else the package version."""
+    root = Path(__file__).resolve().parents[2]  # <root>/icl_core/storage/
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=root, capture_output=True, text=True, timeout=10, check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        try:
+            return metadata.version("icl-sweeps")
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+
+def driver_provenance() -> dict:
+    """Computed once on the driver (workers may not have the git checkout)."""
+    info = {"code_version": code_version(), "python_version": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            info[f"{name}_version"] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            info[f"{name}_version"] = None
+    return info
+
+
+def worker_provenance(device) -> dict:
+    import torch
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    return {"hostname": socket.gethostname(), "device_type": device.type, "device_name": name}

@@ -1,0 +1,216 @@
+"""Stacked packing: K members of one architecture trained at once, their weights stacked.
+
+Small models are launch-bound on a GPU: one 4-layer, 64-wide transformer leaves most of it
+idle. Members that differ only in their seeds (same model, training, task, dtype and device
+config) train as one `StackedRun`: their weights are stacked along a leading member axis
+(`torch.func.stack_module_state`), one vmapped forward and backward
+(`torch.func.functional_call`) and one optimizer step train all of them.
+
+Nothing else changes for a member:
+- it is initialised by its own `MemberRun` (same seed, same weights as alone) and draws its
+  batches from its own generator, so it sees the data it would see alone;
+- Adam / AdamW are elementwise, so a member's optimizer state is its slice of the stacked
+  state; gradient clipping is per member (its own norm);
+- a member whose loss turns non-finite is recorded as diverged at that step, exactly as
+  alone; the others go on (its slice is garbage from then on, and no operation mixes slices);
+- checkpoints hold one ordinary `MemberRun.state_dict()` per member, so a stacked trial can
+  resume stacked or one member after another.
+
+Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
+checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
+Adam/AdamW training without step skipping or torch.compile, on a model whose class does not opt out
+(`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from icl_core.common.batch import Batch
+from icl_core.common.device import resolve_device
+from icl_core.models.base import VmapAware
+from icl_core.spec.config import MemberConfig, to_plain
+from icl_core.training.train import (
+    FIXED_BATCH,
+    OPTIMIZERS,
+    MemberRun,
+    lr_factor,
+    member_loss,
+    still_training,
+    train_batch,
+    train_until,
+)
+
+STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
+
+
+def stack_key(member: MemberConfig) -> str | None:
+    """Members with equal keys can be trained as one stack; None: this one trains alone."""
+    from icl_core.models import MODELS
+
+    cfg = member.train
+    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None \
+            or cfg.compile:
+        return None
+    if not MODELS.builder(member.model.name).stackable:
+        return None
+    plain = to_plain(member)
+    return json.dumps({k: plain[k] for k in ("model", "train", "task", "dtype", "device")},
+                      sort_keys=True)
+
+
+def check_stack_mode(mode: str) -> None:
+    if mode not in STACK_MODES:
+        raise ValueError(f"stack mode {mode!r}; valid choices: {', '.join(STACK_MODES)}")
+
+
+def trial_stack_mode(mode: str, gpu_share: float) -> str:
+    """What `mode` means for a trial planned with `gpu_share` of a GPU: always or never."""
+    return "always" if mode == "always" or (mode == "auto" and gpu_share > 0) else "never"
+
+
+def stack_groups(members: list[MemberConfig], mode: str) -> list[list[int]]:
+    """Indices of `members` grouped into stacks (groups of one train alone), in order; `auto`
+    stacks members whose device resolves to CUDA."""
+    check_stack_mode(mode)
+    groups: dict[str, list[int]] = {}
+    out: list[list[int]] = []
+    for i, member in enumerate(members):
+        key = None if mode == "never" else stack_key(member)
+        if key is None or (mode == "auto" and resolve_device(member.device).type != "cuda"):
+            out.append([i])
+            continue
+        if key not in groups:
+            groups[key] = []
+            out.append(groups[key])
+        groups[key].append(i)
+    return out
+
+
+class _Loss(torch.nn.Module):
+    """The member's training loss as a module, so functional_call can swap its weights."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs, targets, extras, mask, step):
+        return member_loss(self.model, Batch(inputs, targets, mask, extras), step)
+
+
+class StackedRun:
+    """Train the `MemberRun`s of one stack at once; they hold every result, as alone."""
+
+    def __init__(self, runs: list[MemberRun]):
+        steps = {r.step for r in runs}
+        if len(steps) != 1:
+            raise ValueError(f"stacked members must be at the same step, got {sorted(steps)}")
+        self.runs, self.step = runs, runs[0].step
+        self.cfg = cfg = runs[0].member.train
+        self.device, self.dtype = runs[0].device, runs[0].dtype
+        params, buffers = stack_module_state([r.model for r in runs])
+        self.params = {f"model.{k}": v for k, v in params.items()}
+        self.buffers = {f"model.{k}": v for k, v in buffers.items()}
+        self.loss_module = _Loss(copy.deepcopy(runs[0].model))  # structure; weights swapped in
+        for module in self.loss_module.modules():
+            if isinstance(module, VmapAware):  # a layer with a vmap-friendly path (mixers.py)
+                module.stacked = True
+        self.trainable = [p for p in self.params.values() if p.requires_grad]
+        self.optimizer = OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_factor(s, cfg))
+        self.scheduler.load_state_dict(runs[0].scheduler.state_dict())
+        self._load_optimizer_states([r.optimizer.state_dict() for r in runs])
+        self.tokens_per_step = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.runs)
+
+    def active(self) -> list[int]:
+        """Members still training (not diverged, not stopped by a stop rule)."""
+        return still_training(self.runs)
+
+    # -- training ---------------------------------------------------------------------
+    def _losses(self, step: int) -> torch.Tensor:
+        batches = [train_batch(r.task, self.cfg.batch_size, r.data_gen, step) for r in self.runs]
+        inputs = torch.stack([b.inputs for b in batches])
+        targets = torch.stack([b.targets for b in batches])
+        extras = {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras}
+        mask = batches[0].mask  # one per step: a curriculum's mask depends on the step only
+        self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
+
+        def one(params, buffers, x, y, ex):
+            return functional_call(self.loss_module, (params, buffers), (x, y, ex, mask, step))
+
+        return vmap(one)(self.params, self.buffers, inputs, targets, extras)  # (K,)
+
+    def _clip(self) -> None:
+        """torch.nn.utils.clip_grad_norm_ applied to each member's own gradients."""
+        grads = [p.grad for p in self.trainable if p.grad is not None]
+        K = self.size
+        norm = torch.stack([g.reshape(K, -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+        coef = (self.cfg.grad_clip / (norm + 1e-6)).clamp(max=1.0)  # (K,)
+        for g in grads:
+            g.mul_(coef.view(K, *([1] * (g.dim() - 1))))
+
+    def train_until(self, target_step: int) -> list[float]:
+        """Train every member up to `target_step`; per member, the mean loss over these steps
+        (icl_core.training.train.train_until, the driver a lone member trains by too)."""
+        return train_until(self, target_step)
+
+    def train_mode(self) -> None:
+        self.loss_module.train()
+
+    def take_step(self, step: int) -> tuple[torch.Tensor, int]:
+        """One vmapped forward and backward and one optimizer step for every member:
+        (losses (K,) on the device, tokens per member)."""
+        losses = self._losses(step)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        if self.cfg.grad_clip is not None:
+            self._clip()
+        self.optimizer.step()
+        self.scheduler.step()
+        return losses.detach(), self.tokens_per_step
+
+    def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
+        return False  # epoch training (the one stop rule inside training) never stacks
+
+    # -- members' own state -----------------------------------------------------------
+    def sync_member(self, k: int, optimizer: bool = True) -> MemberRun:
+        """Copy member k's weights into its MemberRun (for evaluation and artifacts), and with
+        `optimizer` its optimizer and scheduler state too (for checkpoints); returns it."""
+        run = self.runs[k]
+        with torch.no_grad():
+            for name, p in run.model.named_parameters():
+                p.copy_(self.params[f"model.{name}"][k])
+            for name, b in run.model.named_buffers():
+                b.copy_(self.buffers[f"model.{name}"][k])
+        if not optimizer:
+            return run
+        stacked = self.optimizer.state_dict()
+        state = {}
+        for i, slots in stacked["state"].items():
+            # every member gets its own tensors (Adam's `step` too: it is updated in place)
+            state[i] = {key: (v if key == "step" else v[k]).clone() if torch.is_tensor(v) else v
+                        for key, v in slots.items()}
+        run.optimizer.load_state_dict({"state": state, "param_groups": stacked["param_groups"]})
+        run.scheduler.load_state_dict(self.scheduler.state_dict())
+        return run
+
+    def _load_optimizer_states(self, states: list[dict]) -> None:
+        """Stack the members' optimizer states (a resumed stack), slot by slot."""
+        if not states[0]["state"]:
+            return
+        stacked = {
+            i: {key: torch.stack([s["state"][i][key] for s in states])
+                if key != "step" and torch.is_tensor(v) else v
+                for key, v in slots.items()}
+            for i, slots in states[0]["state"].items()
+        }
+        self.optimizer.load_state_dict({"state": stacked, "param_groups": states[0]["param_groups"]})
