@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from analysis.forecast import main
-from icl_core.console import main as icl_main
+from analysis.backtests.__main__ import main
+from icl_core.interface.console import main as icl_main
 
 from analysis.backtests.backtest import TABLE_COLUMNS, backtest_store
 from analysis.backtests.interval import SeriesGrid, backtest_grid, interval_score, summarize
