@@ -75,6 +75,12 @@ DEPTH_WIDTH = Study(
     },
 )
 
+# reduced (issue #35; chosen by sweeps/depth_scaling_reduced.py, docs/REPRODUCTION.md): the
+# smallest change of scale at which the compared models clear the unchanged learned-regime bar
+LS_REDUCED = {**bases.CPU_LS}
+GRADIENT_REDUCED = {**bases.CPU_FEATURES}
+FEATURES_REDUCED = {**bases.CPU_FEATURES, "train.steps": 6000, "train.step_size": 2000}
+
 # Liu et al. Figs 2 and 10: the same fixed-N least squares, softmax attention vs BaseConv.
 LS_MIXER = Study(
     name="ls_mixer_depth",
@@ -89,6 +95,8 @@ LS_MIXER = Study(
                       grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         # the paper's N = 20, D = 5, width 64, batch 256 (bases.GPU_LS); depths to 12 at 16k
         # steps
+        "reduced": Preset(overrides=LS_REDUCED, grid={"model.depth": [2, 4, 8],
+                                                      "seed": [0, 1, 2]}),
         "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 16_000, "train.step_size": 1600},
                       grid={"model.depth": [1, 2, 4, 8, 12], "seed": [0, 1, 2]}),
         "paper": Preset(),
@@ -152,6 +160,10 @@ FEATURES_DEPTH = Study(
         "cpu": Preset(overrides=bases.CPU_FEATURES, grid={"model.depth": [1, 2, 4],
                                                     "seed": [0, 1, 2]}),
         # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
+        # Fig 6's Transformer half: k = 0 vs 2 at depths 2 and 4
+        "reduced": Preset(overrides=FEATURES_REDUCED,
+                          grid={"task.features": [0, 2], "model.mixer": ["attention"],
+                                "model.depth": [2, 4], "seed": [0, 1, 2]}),
         "gpu": Preset(overrides=bases.GPU_FEATURES, grid={"model.depth": [1, 2, 4, 8],
                                                     "seed": [0, 1, 2]}),
         "paper": Preset(),
@@ -185,6 +197,11 @@ EXPLICIT_GRADIENT = Study(
                         grid={**gradient_models([2], frozen_depth=3), "seed": [0]}),
         "cpu": Preset(overrides=bases.CPU_FEATURES, grid={**gradient_models([1, 2, 3]),
                                                     "seed": [0, 1, 2]}),
+        # Fig 7 (a) only: the three models trained from scratch at depth 3
+        "reduced": Preset(overrides=GRADIENT_REDUCED, grid={
+            ("model.depth", "model.mixer", "model.layer_norm", "model.construction_layers"):
+            [(3, "attention", True, 0), (3, "baseconv", True, 0), (3, "baseconv", False, 0)],
+            "seed": [0, 1, 2]}),
         # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
         "gpu": Preset(overrides=bases.GPU_FEATURES, grid={**gradient_models([1, 2, 3, 4, 6, 8]),
                                                     "seed": [0, 1, 2]}),
