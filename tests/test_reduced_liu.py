@@ -26,7 +26,7 @@ def test_the_reduced_liu_presets_plan_what_their_verdicts_compare(tmp_path, caps
         assert not {m.hash for m in members} <= cpu, f"{name}: reduced is the cpu preset"
     ls = _study(sweep, "ls_mixer_depth").members("reduced")
     assert {m.model.mixer for m in ls} == {"attention", "baseconv"}
-    assert len({m.model.depth for m in ls}) >= 3  # saturation: the top two depths and one below
+    assert {m.model.depth for m in ls if m.model.mixer == "attention"} == {4, 8}
     grad = _study(sweep, "explicit_gradient").members("reduced")
     assert ("baseconv", False, 3) in {(m.model.mixer, m.model.layer_norm, m.model.depth)
                                       for m in grad}
@@ -42,5 +42,5 @@ def test_the_searches_behind_the_reduced_liu_presets_plan(tmp_path, capsys):
     for preset in ("smoke", "reduced"):
         assert sweep.main(["--preset", preset, "--storage", str(tmp_path), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "ls_lr_search [reduced]" in out and "gradient_lr_search [reduced]" in out
+    assert "ls_probe [reduced]" in out and "gradient_lr_search [reduced]" in out
     assert not any(tmp_path.iterdir())
