@@ -9,12 +9,12 @@ import math
 
 import numpy as np
 import pytest
-from analysis.backtests.__main__ import main
-from icl_core.interface.console import main as icl_main
 
+from analysis.backtests.__main__ import main
 from analysis.backtests.backtest import TABLE_COLUMNS, backtest_store
 from analysis.backtests.interval import SeriesGrid, backtest_grid, interval_score, summarize
 from analysis.backtests.synthetic import synthetic_backtests
+from icl_core.interface.console import main as icl_main
 from icl_core.storage.store import Store, rows_table
 
 SWEEP = "bt"
