@@ -9,8 +9,10 @@ analysis.frames.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,7 +30,7 @@ from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
 from analysis.frames import (
-    BASE_COLUMNS,
+    SHARED_COLUMNS,
     STATS,
     cell_regime,
     final_eval,
@@ -52,6 +54,7 @@ from analysis.plotting import (
 from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3
+COLUMNS = ("model.depth", "task.name", "task.dim", "task.noise_std")  # the depth figure's
 
 
 def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -143,16 +146,6 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
     }
 
 
-# The columns a figure reads, where declared: regenerate reads only these from the store
-# (projection pushdown; a study of 100,000 members then fits in memory). A figure not listed
-# gets every column. A declaration must name every column the figure (and the helpers it
-# calls) looks at, including those it only checks for (tests/test_store_compaction.py
-# compares the narrow and the full read).
-FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "depth": (*BASE_COLUMNS, "sweep", "study", "infer_iter", "loop_iter", "model.depth",
-              "task.name", "task.dim", "task.noise_std", "dtype"),
-}
-
 # name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
 FIGURES: dict[str, Callable[..., dict]] = {
     "depth": depth_figure,
@@ -170,3 +163,26 @@ FIGURES: dict[str, Callable[..., dict]] = {
     # algo_examples, algo_loops, algo_layers_heads, algo_newton (AlgoFormer)
     **ALGOFORMER_FIGURES,
 }
+
+
+def figure_columns(fn) -> tuple[str, ...]:
+    """The columns figure `fn` reads: the shared ones (analysis.frames.SHARED_COLUMNS), its
+    module's COLUMNS and, for a figure made with functools.partial (mse_vs_axis), the columns
+    its arguments name (x, hue, facet). Every figure module declares COLUMNS."""
+    func, named = fn, []
+    while isinstance(func, partial):
+        named += [v for value in func.keywords.values()
+                  for v in (value if isinstance(value, (list, tuple)) else [value])
+                  if isinstance(v, str) and "." in v]
+        func = func.func
+    module = sys.modules[func.__module__]
+    return tuple(dict.fromkeys([*SHARED_COLUMNS, *module.COLUMNS, *named]))
+
+
+# The columns each figure reads: regenerate reads only these from the store (projection
+# pushdown; a study of 100,000 members then fits in memory), with the study's grid axes and
+# figure arguments. A module's COLUMNS must name every config column its figures (and the
+# helpers they call) look at, including those only checked for
+# (tests/test_figure_columns.py compares each figure from these columns and from all).
+FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {name: figure_columns(fn)
+                                              for name, fn in FIGURES.items()}

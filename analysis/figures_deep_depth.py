@@ -35,6 +35,10 @@ from analysis.plotting import (
 from analysis.regime import TRIVIAL, final_rows, regime_notes
 from analysis.spreads import spread_keys
 
+# The config columns this module's figures read besides analysis.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.depth", "model.mixer", "task.n_points",)
+
 
 @dataclass(frozen=True)
 class DepthData:

@@ -45,6 +45,11 @@ from analysis.regime import TRIVIAL, final_rows, threshold_regime, trivial_level
 from analysis.sample_complexity import compare_architectures, error_curves, n_star_table
 from icl_core.artifacts import load_artifact
 
+# The config columns this module's figures read besides analysis.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("eval.stop_below", "model.heads", "model.name", "task.code_dim", "task.dim", "task.n_points",
+           "task.q", "task.simple",)
+
 N_COL, ARCH = "task.n_points", "model.name"
 NAMES = {"attention_mlp": "transformer (full W_QK)", "mha_mlp": "transformer (peer MHA)",
          "ffn": "FFN", "bigru": "bidirectional GRU"}
