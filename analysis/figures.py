@@ -30,6 +30,7 @@ from analysis.figures_precision import PRECISION_FIGURES
 from analysis.figures_retrieval import RETRIEVAL_FIGURES
 from analysis.fit import Fit, fit_scaling
 from analysis.frames import (
+    HELPER_COLUMNS,
     SHARED_COLUMNS,
     STATS,
     cell_regime,
@@ -54,7 +55,8 @@ from analysis.plotting import (
 from analysis.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3
-COLUMNS = ("model.depth", "task.name", "task.dim", "task.noise_std")  # the depth figure's
+COLUMNS = ("model.depth",)  # the depth figure's, besides SHARED_COLUMNS
+NARROW_COLUMNS = True  # it reads no HELPER_COLUMNS (tests/test_sweep_e2e.py, test_figure_columns.py)
 
 
 def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -166,9 +168,10 @@ FIGURES: dict[str, Callable[..., dict]] = {
 
 
 def figure_columns(fn) -> tuple[str, ...]:
-    """The columns figure `fn` reads: the shared ones (analysis.frames.SHARED_COLUMNS), its
-    module's COLUMNS and, for a figure made with functools.partial (mse_vs_axis), the columns
-    its arguments name (x, hue, facet). Every figure module declares COLUMNS."""
+    """The columns figure `fn` reads: the shared ones (analysis.frames.SHARED_COLUMNS, and
+    HELPER_COLUMNS unless its module sets NARROW_COLUMNS), its module's COLUMNS and, for a
+    figure made with functools.partial (mse_vs_axis), the columns its arguments name (x, hue,
+    facet). Every figure module declares COLUMNS."""
     func, named = fn, []
     while isinstance(func, partial):
         named += [v for value in func.keywords.values()
@@ -176,7 +179,8 @@ def figure_columns(fn) -> tuple[str, ...]:
                   if isinstance(v, str) and "." in v]
         func = func.func
     module = sys.modules[func.__module__]
-    return tuple(dict.fromkeys([*SHARED_COLUMNS, *module.COLUMNS, *named]))
+    helpers = () if getattr(module, "NARROW_COLUMNS", False) else HELPER_COLUMNS
+    return tuple(dict.fromkeys([*SHARED_COLUMNS, *helpers, *module.COLUMNS, *named]))
 
 
 # The columns each figure reads: regenerate reads only these from the store (projection
@@ -186,3 +190,8 @@ def figure_columns(fn) -> tuple[str, ...]:
 # (tests/test_figure_columns.py compares each figure from these columns and from all).
 FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {name: figure_columns(fn)
                                               for name, fn in FIGURES.items()}
+# Figures drawn the same from strings read as Categorical (4 bytes a row where a config's
+# value repeats on each of its rows): what keeps 100,000 members of a study within 2 GB. Not
+# every figure: a sort or tie-break on a Categorical follows its categories, not the text, and
+# string operations (.str) refuse it (tests/test_figure_columns.py checks those listed).
+CATEGORICAL_FIGURES = frozenset({"depth"})

@@ -12,6 +12,9 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from analysis.figures_deep import (
+    COLUMNS as DEEP_COLUMNS,
+)
+from analysis.figures_deep import (
     MIXER_LABEL,
     STATISTIC,
     _mix,
@@ -37,7 +40,7 @@ from analysis.spreads import spread_keys
 
 # The config columns this module's figures read besides analysis.frames.SHARED_COLUMNS
 # (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
-COLUMNS = ("model.depth", "model.mixer", "task.n_points",)
+COLUMNS = (*DEEP_COLUMNS, "model.depth", "model.mixer", "task.n_points")  # and figures_deep's
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,9 @@ from icl_core.artifacts import load_artifact
 
 # The config columns this module's figures read besides analysis.frames.SHARED_COLUMNS
 # (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
-COLUMNS = ("eval.stop_below", "model.heads", "model.name", "task.code_dim", "task.dim", "task.n_points",
-           "task.q", "task.simple",)
+COLUMNS = ("eval.stop_below", "model.heads", "model.name", "task.code_dim", "task.dim",
+           "task.n_points", "task.q", "task.simple",
+           "train.batch_size")  # analysis.sample_complexity's
 
 N_COL, ARCH = "task.n_points", "model.name"
 NAMES = {"attention_mlp": "transformer (full W_QK)", "mha_mlp": "transformer (peer MHA)",

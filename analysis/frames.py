@@ -19,15 +19,18 @@ OLS = ("ols_float32", "ols_float64")
 STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
 BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
                 "position", "test_dist", "predictor")
-# What every figure may read (the row columns, and the config columns the shared steps here,
-# analysis.regime and analysis.plotting read); a figure module's own COLUMNS add to these
-# (analysis.figures.FIGURE_COLUMNS). A declared column a store lacks is simply not read.
-SHARED_COLUMNS = (*BASE_COLUMNS, "sweep", "study", "member", "task_seed", "prompt_len",
-                  "loop_iter", "infer_iter", "dtype", "model.name", "model.mixer",
-                  "model.depth", "model.construction_layers", "model.layer_norm", "task.name",
-                  "task.op", "task.dim", "task.features", "task.noise_std", "eval.seed")
+# What every figure reads (the row columns and the config columns of the study title and
+# the reference levels), and what the shared helpers here, analysis.regime and
+# analysis.plotting may read besides (hue labels, learned-regime cells, seeds): a figure
+# module's COLUMNS add to both, or to the first only where its module says NARROW_COLUMNS
+# (analysis.figures.figure_columns). A declared column a store lacks is simply not read.
+SHARED_COLUMNS = (*BASE_COLUMNS, "sweep", "study", "infer_iter", "loop_iter", "dtype",
+                  "task.name", "task.dim", "task.noise_std")
+HELPER_COLUMNS = ("member", "task_seed", "prompt_len", "eval.seed", "model.name",
+                  "model.mixer", "model.depth", "model.construction_layers",
+                  "model.layer_norm", "task.op", "task.features")
 PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
-__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "SHARED_COLUMNS", "STATS", "cell_regime", "excluded_note",
+__all__ = ["BASE_COLUMNS", "GD", "HELPER_COLUMNS", "OLS", "REFERENCES", "SHARED_COLUMNS", "STATS", "cell_regime", "excluded_note",
            "final_eval", "labels", "last_step", "levels", "member_counts", "members", "number",
            "reference_levels", "require", "short", "var_y", "with_hue"]
 
