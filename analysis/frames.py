@@ -11,6 +11,7 @@ import warnings
 import polars as pl
 
 from analysis.regime import FLOOR, TRIVIAL, learned_regime
+from analysis.store import member_statuses
 
 # the classical references on the same test prompts (drawn in their analysis.plotting.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
@@ -37,7 +38,7 @@ __all__ = ["BASE_COLUMNS", "GD", "HELPER_COLUMNS", "OLS", "REFERENCES", "SHARED_
 
 def member_counts(rows: pl.DataFrame) -> tuple[int, int]:
     """(members with status "ok", members excluded: diverged or failed)."""
-    status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
+    status = member_statuses(rows)
     ok = int((status == "ok").sum())
     return ok, status.len() - ok
 

@@ -28,7 +28,7 @@ PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this oft
 # loses nothing a resumed trial needs: finished members have their rows, and a member whose
 # newest state was not sent trains again from the last one sent (or from step 0) to the same
 # numbers. `ICL_CHECKPOINT_MIN_S` overrides it (0: every checkpoint, as before).
-CHECKPOINT_MIN_S = float(os.environ.get("ICL_CHECKPOINT_MIN_S", "30"))
+CHECKPOINT_MIN_S = float(os.environ.get("ICL_CHECKPOINT_MIN_S", "60"))
 SPEC_KEY = "spec"
 LEGACY_SPEC_KEY = "base"  # searches started before the one format kept their spec here;
 # Tune restores a search's param space from its own state, so `--resume` of such a search
