@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.fs as pafs
 
-from analysis.figures.by_name import FIGURE_COLUMNS, FIGURES
+from analysis.figures.by_name import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURES
 from analysis.fitting.fit import Fit, compare_forms
 from analysis.reading.frames import cell_regime, final_eval, member_counts
 from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
@@ -231,14 +231,14 @@ def generic_fits(rows: pl.DataFrame, study: dict, n_boot: int = 1000, seed: int 
     return summary
 
 
-def study_columns(study: dict) -> list[str] | None:
-    """The columns regenerate reads of a study (None: all): its figure's (FIGURE_COLUMNS), or
-    for a study without a figure the fixed row columns and its grid axes (`generic_fits`)."""
+def study_columns(study: dict) -> list[str]:
+    """The columns regenerate reads of a study: its figure's (FIGURE_COLUMNS), its grid axes
+    and the columns its figure arguments name; for a study without a figure the fixed row
+    columns and its grid axes (`generic_fits`)."""
     figure = study["figure"]
-    if figure in FIGURES:
-        columns = FIGURE_COLUMNS.get(figure)
-        return None if columns is None else [*columns, *_figure_arg_columns(study)]
     keys = [k for key in study["grid"] for k in (key if isinstance(key, list) else [key])]
+    if figure in FIGURES:
+        return [*FIGURE_COLUMNS[figure], *keys, *_figure_arg_columns(study)]
     return [*ROW_SCHEMA.names, *keys]
 
 
@@ -271,7 +271,7 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
         try:
             rows, coverage = read_rows(storage, sweep, name, expected,
                                        columns=study_columns(s),
-                                       categorical=figure in FIGURE_COLUMNS)
+                                       categorical=figure in CATEGORICAL_FIGURES)
         except MissingResults:
             if study:
                 raise

@@ -3,6 +3,7 @@ timed side by side against the same members in a plain loop without Ray.
 
     python benchmarks/tune_scale.py                  # 5,000 members (loop alone: 31 min, busy 2 cores)
     python benchmarks/tune_scale.py --members 200    # a quick look
+    python benchmarks/tune_scale.py --members 300 --baseline /path/to/older/checkout  # before/after
 
 Both sides train the same members with the same member code (`icl_core.running.trial.run_trial`):
 `depth_scaling/explicit_gradient` under `--preset smoke` as it is (20 training steps of a
@@ -158,6 +159,9 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a member config override for both sides (repeatable)")
     parser.add_argument("--keep", action="store_true", help="keep the two stores")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also run the Tune side from this checkout (e.g. a worktree of "
+                        "an older commit): a before/after in one run, against the same loop")
     parser.add_argument("--loop-worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop_worker:
@@ -173,13 +177,16 @@ def main() -> int:
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}; log {log.name}",
           flush=True)
 
-    def tune_procs(preexec):
-        cmd = [sys.executable, "-m", f"sweeps.{SWEEP}", "--preset", PRESET, "--study", STUDY,
-               "--num-samples", str(num_samples), "--storage", str(tmp / "tune"),
-               *(a for s in args.set for a in ("--set", s)),
-               "--no-figures", "--yes"]
-        return [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, preexec_fn=preexec,
-                                 stderr=subprocess.STDOUT, text=True)]
+    def tune_procs_of(root: Path, store: str):
+        def tune_procs(preexec):
+            cmd = [sys.executable, "-m", f"sweeps.{SWEEP}", "--preset", PRESET, "--study", STUDY,
+                   "--num-samples", str(num_samples), "--storage", str(tmp / store),
+                   *(a for s in args.set for a in ("--set", s)),
+                   "--no-figures", "--yes"]
+            return [subprocess.Popen(cmd, cwd=root, env={**env, "PYTHONPATH": str(root)},
+                                     stdout=subprocess.PIPE, preexec_fn=preexec,
+                                     stderr=subprocess.STDOUT, text=True)]
+        return tune_procs
 
     def loop_procs(preexec):
         return [subprocess.Popen([sys.executable, __file__, "--loop-worker", str(tmp / "loop"),
@@ -193,14 +200,20 @@ def main() -> int:
     log.flush()
     loop_wall, loop_cpu, _, how = timed(loop_procs, log, "loop")
     print(f"loop: {loop_wall:.1f} s wall, {loop_cpu:.1f} CPU-s", flush=True)
+    base = None
+    if args.baseline:
+        log.write(f"== tune, baseline {args.baseline}\n")
+        base = timed(tune_procs_of(Path(args.baseline).resolve(), "base"), log, "base")
+        print(f"tune (baseline {args.baseline}): {base[0]:.1f} s wall, {base[1]:.1f} CPU-s",
+              flush=True)
     log.write("== tune\n")
-    tune_wall, tune_cpu, lines, how = timed(tune_procs, log, "tune")
+    tune_wall, tune_cpu, lines, how = timed(tune_procs_of(ROOT, "tune"), log, "tune")
     print(f"tune: {tune_wall:.1f} s wall, {tune_cpu:.1f} CPU-s", flush=True)
     log.close()
 
     from icl_core.storage.store import Store
 
-    for side in ("loop", "tune"):
+    for side in ("loop", "tune") + (("base",) if base else ()):
         done = Store(str(tmp / side)).finished(SWEEP, STUDY)
         if done != expected:
             raise SystemExit(f"{side}: {len(done & expected)} of {len(expected)} members "
@@ -213,9 +226,14 @@ def main() -> int:
           f"(--pack auto); load average now {os.getloadavg()[0]:.1f}")
     print(f"| side | wall s | CPU-s ({how}) | members/s (wall) |")
     print("|---|---|---|---|")
-    for name, wall, cpu in ((f"plain loop, {args.workers} processes", loop_wall, loop_cpu),
-                            ("Ray Tune sweep", tune_wall, tune_cpu)):
+    sides = [(f"plain loop, {args.workers} processes", loop_wall, loop_cpu)]
+    if base:
+        sides.append((f"Ray Tune sweep, baseline {args.baseline}", base[0], base[1]))
+    sides.append(("Ray Tune sweep", tune_wall, tune_cpu))
+    for name, wall, cpu in sides:
         print(f"| {name} | {wall:.1f} | {cpu:.1f} | {len(expected) / wall:.1f} |")
+    if base:
+        print(f"| baseline / loop | {base[0] / loop_wall:.3f}x | {base[1] / loop_cpu:.3f}x | |")
     print(f"| Tune / loop | {tune_wall / loop_wall:.3f}x | {tune_cpu / loop_cpu:.3f}x | |")
     if start is not None and end is not None:
         print(f"Tune run phases: start-up, planning and claims {start:.1f} s; Tune "

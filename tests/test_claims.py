@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
 from conftest import tiny_member
 from faults import race_two_drivers
 
@@ -55,6 +56,29 @@ def test_a_member_claimed_by_another_live_driver_is_not_trained(tmp_path):
     assert store.finished("sw", "st") == set()
     spec.driver = "driver-a"  # the claim's own driver trains it
     assert run_trial(spec) == {member.hash: "ok"}
+
+
+def test_the_refresher_releases_finished_members_and_extends_only_the_others(tmp_path):
+    store = Store(str(tmp_path))
+    members = [resolve_member(tiny_member(seed=s)) for s in range(3)]
+    done, failed, running = (m.hash for m in members)
+    claims = Claims(store, "sw", "st", A)
+    for h in (done, failed, running):
+        assert claims.take(h) is None
+    folder = tmp_path / "sw/st/claims"
+    for name in os.listdir(folder):  # claims written a while ago
+        os.utime(folder / name, (time.time() - 100, time.time() - 100))
+    spec = TrialSpec("sw", "st", str(tmp_path), [members[0].to_dict()], driver="driver-a")
+    assert run_trial(spec) == {done: "ok"}  # its row file is written
+    store.write_rows(store.rows_path("sw", "st", failed, "failed"),
+                     pl.read_parquet(store.rows_path("sw", "st", done)).with_columns(
+                         config_hash=pl.lit(failed)).to_arrow())  # a failed/ record
+    claims.refresh()
+    assert claims.held == {failed, running}  # a failed member may be trained again
+    assert sorted(p.name for p in folder.glob("*.claim")) == sorted(
+        [f"{failed}.claim", f"{running}.claim"])
+    assert all(time.time() - p.stat().st_mtime < 50 for p in folder.glob("*.claim"))
+    claims.release()
 
 
 def test_two_drivers_started_at_once_train_each_config_exactly_once(tmp_path):

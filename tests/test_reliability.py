@@ -12,11 +12,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 import torch
+from conftest import tiny_member
 from faults import kill, raylet_pid, trial_workers
 
 from icl_core.running.ray_launch import run_tune
 from icl_core.running.trial import TrialSpec, run_trial
-from icl_core.running.tune_trainable import CHECKPOINT_FILE, load_state, save_state
+from icl_core.running.tune_trainable import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_MIN_S,
+    load_state,
+    save_state,
+)
 from icl_core.spec.config import resolve_member
 
 ROW_KEYS = ["metric", "statistic", "predictor", "step", "position", "infer_iter", "test_dist"]
@@ -77,6 +83,20 @@ def test_killed_trial_worker_resumes_from_its_checkpoint_with_identical_rows(ray
     assert set(got["status"]) == {"ok"}
     # model, optimizer, scheduler and data stream came back: the same numbers, bit for bit
     assert got["value"].to_list() == ref["value"].to_list()
+
+
+def test_a_grid_trial_of_tiny_members_checkpoints_once_not_after_every_member(ray_session,
+                                                                            tmp_path):
+    """Each member would checkpoint at step 10 of 20; Tune gets the first of those only
+    (CHECKPOINT_MIN_S): each one makes its driver save the whole experiment state."""
+    members = [resolve_member(tiny_member(seed=s)).to_dict() for s in range(4)]
+    spec = TrialSpec("sw", "st", str(tmp_path / "run"), members)
+    progress = run_tune([spec], "tiny", str(tmp_path / "tune"), None)
+    assert progress.done == 1 and not progress.failed
+    assert CHECKPOINT_MIN_S >= 10
+    (saved,) = glob.glob(str(tmp_path / "tune" / "*" / "*" / "checkpoint_*"))
+    assert saved.endswith("checkpoint_000000")  # the trial's first and only checkpoint
+    assert len(glob.glob(str(tmp_path / "run" / "sw" / "st" / "rows" / "*.parquet"))) == 4
 
 
 def test_checkpoints_are_atomic_and_loaded_without_unpickling_code(tmp_path):

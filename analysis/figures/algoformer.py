@@ -49,6 +49,11 @@ from analysis.reading.frames import cell_regime
 from analysis.reading.regime import TRIVIAL, regime_notes
 from analysis.reading.spreads import spread_keys
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.depth", "model.heads", "model.layers", "model.loops", "model.name", "model.window",
+           "task.name", "task.noise_std",)
+
 MODEL_LABEL = {"transformer": "standard transformer", "looped": "looped transformer",
                "algoformer": "AlgoFormer"}
 MODEL_COLOR = {"transformer": PALETTE[5], "looped": PALETTE[1], "algoformer": PALETTE[0]}

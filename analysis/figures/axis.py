@@ -53,6 +53,10 @@ from analysis.reading.frames import (
 from analysis.reading.frames import members as _members
 from analysis.reading.regime import FLOOR, TRIVIAL, regime_notes
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("task.name", "task.op",)
+
 MIN_FIT_X = 3  # distinct x values a hue needs before it is fitted
 # Panels in the paper's order; other facets are sorted.
 FACET_ORDER = {"task.op": ("read", "affine", "multiply")}

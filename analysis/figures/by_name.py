@@ -1,16 +1,18 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
-The registry `FIGURES` imports the figure modules (precision, construction,
-retrieval, deep, deep_depth, deep_scaling, algoformer,
-lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
+The registry `FIGURES` imports the figure modules (figures_precision, figures_construction,
+figures_retrieval, figures_deep, figures_deep_depth, figures_deep_scaling, figures_algoformer,
+figures_lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
 members count, each member's final evaluation, the reference predictors' levels) live in
 analysis.reading.frames.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -41,7 +43,8 @@ from analysis.plotting import (
     style,
 )
 from analysis.reading.frames import (
-    BASE_COLUMNS,
+    HELPER_COLUMNS,
+    SHARED_COLUMNS,
     STATS,
     cell_regime,
     final_eval,
@@ -52,6 +55,8 @@ from analysis.reading.frames import (
 from analysis.reading.regime import regime_notes
 
 MIN_FIT_DEPTHS = 3
+COLUMNS = ("model.depth",)  # the depth figure's, besides SHARED_COLUMNS
+NARROW_COLUMNS = True  # it reads no HELPER_COLUMNS (tests/test_sweep_e2e.py, test_figure_columns.py)
 
 
 def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -143,16 +148,6 @@ def depth_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "depth",
     }
 
 
-# The columns a figure reads, where declared: regenerate reads only these from the store
-# (projection pushdown; a study of 100,000 members then fits in memory). A figure not listed
-# gets every column. A declaration must name every column the figure (and the helpers it
-# calls) looks at, including those it only checks for (tests/test_store_compaction.py
-# compares the narrow and the full read).
-FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "depth": (*BASE_COLUMNS, "sweep", "study", "infer_iter", "loop_iter", "model.depth",
-              "task.name", "task.dim", "task.noise_std", "dtype"),
-}
-
 # name -> fn(rows, out_dir, name=..., n_boot=..., storage=...) -> summary (see depth_figure)
 FIGURES: dict[str, Callable[..., dict]] = {
     "depth": depth_figure,
@@ -170,3 +165,33 @@ FIGURES: dict[str, Callable[..., dict]] = {
     # algo_examples, algo_loops, algo_layers_heads, algo_newton (AlgoFormer)
     **ALGOFORMER_FIGURES,
 }
+
+
+def figure_columns(fn) -> tuple[str, ...]:
+    """The columns figure `fn` reads: the shared ones (analysis.reading.frames.SHARED_COLUMNS, and
+    HELPER_COLUMNS unless its module sets NARROW_COLUMNS), its module's COLUMNS and, for a
+    figure made with functools.partial (mse_vs_axis), the columns its arguments name (x, hue,
+    facet). Every figure module declares COLUMNS."""
+    func, named = fn, []
+    while isinstance(func, partial):
+        named += [v for value in func.keywords.values()
+                  for v in (value if isinstance(value, (list, tuple)) else [value])
+                  if isinstance(v, str) and "." in v]
+        func = func.func
+    module = sys.modules[func.__module__]
+    helpers = () if getattr(module, "NARROW_COLUMNS", False) else HELPER_COLUMNS
+    return tuple(dict.fromkeys([*SHARED_COLUMNS, *helpers, *module.COLUMNS, *named]))
+
+
+# The columns each figure reads: regenerate reads only these from the store (projection
+# pushdown; a study of 100,000 members then fits in memory), with the study's grid axes and
+# figure arguments. A module's COLUMNS must name every config column its figures (and the
+# helpers they call) look at, including those only checked for
+# (tests/test_figure_columns.py compares each figure from these columns and from all).
+FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {name: figure_columns(fn)
+                                              for name, fn in FIGURES.items()}
+# Figures drawn the same from strings read as Categorical (4 bytes a row where a config's
+# value repeats on each of its rows): what keeps 100,000 members of a study within 2 GB. Not
+# every figure: a sort or tie-break on a Categorical follows its categories, not the text, and
+# string operations (.str) refuse it (tests/test_figure_columns.py checks those listed).
+CATEGORICAL_FIGURES = frozenset({"depth"})

@@ -58,6 +58,11 @@ from analysis.reading.frames import (
 from analysis.reading.frames import members as _members
 from analysis.reading.regime import regime_notes, trivial_levels
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.construction_layers", "model.depth", "model.layer_norm", "model.mixer", "model.name",
+           "model.steps",)
+
 CONSTRUCTION_COLORS = {"construction float32": COLORS["model"], "construction float64": PALETTE[1]}
 
 

@@ -46,6 +46,10 @@ from analysis.reading.frames import cell_regime
 from analysis.reading.regime import TRIVIAL, final_rows
 from analysis.reading.spreads import seed_spreads, spread_keys
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.depth", "model.mixer", "model.width", "task.depth", "task.n_points",)
+
 MIXER_LABEL = {"relu_attention": "ReLU attention", "attention": "softmax attention"}
 MIXER_COLORS = {"relu_attention": PALETTE[0], "attention": PALETTE[3]}
 NET, OLS = "teacher_net_float32", "ols_float64"

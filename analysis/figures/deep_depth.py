@@ -12,6 +12,9 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from analysis.figures.deep import (
+    COLUMNS as DEEP_COLUMNS,
+)
+from analysis.figures.deep import (
     MIXER_LABEL,
     STATISTIC,
     _mix,
@@ -34,6 +37,10 @@ from analysis.plotting import (
 from analysis.reading.frames import cell_regime
 from analysis.reading.regime import TRIVIAL, final_rows, regime_notes
 from analysis.reading.spreads import spread_keys
+
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = (*DEEP_COLUMNS, "model.depth", "model.mixer", "task.n_points")  # and figures_deep's
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,10 @@ from analysis.plotting import (
 from analysis.reading.frames import cell_regime
 from analysis.reading.regime import TRIVIAL, final_rows, regime_notes
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.depth", "model.width", "task.n_points",)
+
 
 def _fit(x, y, groups, n_boot, seed=0):
     """A saturating fit c + a x^-b with the claim b > 0 (1 - R² falls), or (None, why) when

@@ -38,6 +38,10 @@ from analysis.reading.frames import cell_regime
 from analysis.reading.regime import final_rows, regime_notes, trivial_levels
 from icl_core.storage.artifacts import load_artifact
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.form", "model.layers", "task.dim", "task.n_points", "task.spectrum", "task.w_law",)
+
 
 def dist_to_identity(a):  # icl_core.algorithms.closed_forms imports torch: only when a figure needs it
     from icl_core.algorithms.closed_forms import dist_to_identity as dist

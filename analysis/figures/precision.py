@@ -54,6 +54,11 @@ from analysis.reading.frames import (
 from analysis.reading.frames import members as _members
 from analysis.reading.regime import TRIVIAL, regime_notes, trivial_levels
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("model.depth", "model.heads", "model.layer_norm", "model.mixer", "model.mlp_ratio",
+           "model.width", "task.dim", "task.features", "task.op", "train.steps",)
+
 # ------------------------------------------------------------------------------ icl_prefix
 
 

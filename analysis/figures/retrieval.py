@@ -45,6 +45,12 @@ from analysis.reading.frames import excluded_note, members
 from analysis.reading.regime import TRIVIAL, final_rows, threshold_regime, trivial_levels
 from icl_core.storage.artifacts import load_artifact
 
+# The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
+# (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
+COLUMNS = ("eval.stop_below", "model.heads", "model.name", "task.code_dim", "task.dim",
+           "task.n_points", "task.q", "task.simple",
+           "train.batch_size")  # analysis.fitting.sample_complexity's
+
 N_COL, ARCH = "task.n_points", "model.name"
 NAMES = {"attention_mlp": "transformer (full W_QK)", "mha_mlp": "transformer (peer MHA)",
          "ffn": "FFN", "bigru": "bidirectional GRU"}

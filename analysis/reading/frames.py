@@ -11,6 +11,7 @@ import warnings
 import polars as pl
 
 from analysis.reading.regime import FLOOR, TRIVIAL, learned_regime
+from analysis.reading.store import member_statuses
 
 # the classical references on the same test prompts (drawn in their analysis.plotting.LOOKS)
 REFERENCES = ("ols_float32", "ols_float64", "gd_float32", "gd_float64")
@@ -19,15 +20,25 @@ OLS = ("ols_float32", "ols_float64")
 STATS = ("median", "q25", "q75")  # statistics over test prompts a band needs
 BASE_COLUMNS = ("config_hash", "status", "seed", "metric", "statistic", "value", "step",
                 "position", "test_dist", "predictor")
+# What every figure reads (the row columns and the config columns of the study title and
+# the reference levels), and what the shared helpers here, analysis.reading.regime and
+# analysis.plotting may read besides (hue labels, learned-regime cells, seeds): a figure
+# module's COLUMNS add to both, or to the first only where its module says NARROW_COLUMNS
+# (analysis.figures.figure_columns). A declared column a store lacks is simply not read.
+SHARED_COLUMNS = (*BASE_COLUMNS, "sweep", "study", "infer_iter", "loop_iter", "dtype",
+                  "task.name", "task.dim", "task.noise_std")
+HELPER_COLUMNS = ("member", "task_seed", "prompt_len", "eval.seed", "model.name",
+                  "model.mixer", "model.depth", "model.construction_layers",
+                  "model.layer_norm", "task.op", "task.features")
 PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
-__all__ = ["BASE_COLUMNS", "GD", "OLS", "REFERENCES", "STATS", "cell_regime", "excluded_note",
+__all__ = ["BASE_COLUMNS", "GD", "HELPER_COLUMNS", "OLS", "REFERENCES", "SHARED_COLUMNS", "STATS", "cell_regime", "excluded_note",
            "final_eval", "labels", "last_step", "levels", "member_counts", "members", "number",
            "reference_levels", "require", "short", "var_y", "with_hue"]
 
 
 def member_counts(rows: pl.DataFrame) -> tuple[int, int]:
     """(members with status "ok", members excluded: diverged or failed)."""
-    status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
+    status = member_statuses(rows)
     ok = int((status == "ok").sum())
     return ok, status.len() - ok
 

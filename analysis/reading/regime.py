@@ -137,7 +137,9 @@ def bar_levels(frame: pl.DataFrame, keys: Sequence[str], r2: bool) -> pl.DataFra
     reach (`REACH`). Used by `learned_regime` and by `icl levels` (no model rows)."""
     keys = list(keys)
     best = (_median_level(_bar_rows(frame), keys, "trivial_predictor")
-            .sort("value", descending=r2, nulls_last=True)
+            # ties (two trivial predictors at one level) go by name, not by group order
+            .sort(pl.col("value"), pl.col("trivial_predictor").cast(pl.String),
+                  descending=[r2, False], nulls_last=True)
             .group_by(keys, maintain_order=True).first().rename({"value": "trivial"}))
     if best.height == 0:
         best = best.cast({"trivial_predictor": pl.String, "trivial": pl.Float64})

@@ -1,4 +1,4 @@
-"""Read a sweep's row files (see icl_core/storage/store.py for the layout) as one Polars frame.
+"""Read a sweep's row files (see icl_core/store.py for the layout) as one Polars frame.
 
     frame = scan_rows("results", "depth_scaling")[0]       # a LazyFrame over every row file
     rows, coverage = read_rows("results", "depth_scaling", expected=plan_size)
@@ -42,13 +42,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from icl_core.storage.artifacts import load_artifact  # noqa: F401  (re-exported: arrays per member)
-from icl_core.storage.store import COMPACTED, COMPACTED_KEY, ROW_SCHEMA, Store
+from icl_core.storage.store import COMPACTED, COMPACTED_KEY, LAST_METRIC, ROW_SCHEMA, Store
 
 FOLDERS = ("rows", "failed")  # finished (ok / diverged) and failed members
 DEFAULT_STORAGE = "results"
 
 __all__ = ["FOLDERS", "Coverage", "Location", "MissingResults", "concat_rows", "load_artifact",
-           "load_rows", "locate", "missing_message", "produce_command", "read_rows", "row_files",
+           "load_rows", "locate", "member_statuses", "missing_message", "produce_command", "read_rows", "row_files",
            "scan_rows"]
 
 
@@ -432,9 +432,21 @@ def read_rows(storage: str, sweep: str, study: str | None = None,
     _count(plan)
     coverage.n_rows = rows.height
     if rows.height:
-        status = rows.group_by("config_hash").agg(pl.col("status").first())["status"]
+        status = member_statuses(rows)
         coverage.statuses = dict(sorted(Counter(status.fill_null("?").to_list()).items()))
     return rows, coverage
+
+
+def member_statuses(rows: pl.DataFrame) -> pl.Series:
+    """One status per member (config_hash) of `rows`: its last row's (LAST_METRIC, one per
+    member: a filter) when every member has exactly one, else by a group-by (which, over
+    100,000 members' rows, took half a GB)."""
+    if "metric" in rows.columns:
+        last = rows.filter(pl.col("metric") == LAST_METRIC).select("config_hash", "status")
+        if last.height and last.height == last["config_hash"].n_unique() \
+                == rows["config_hash"].n_unique():
+            return last["status"]
+    return rows.group_by("config_hash").agg(pl.col("status").first())["status"]
 
 
 def load_rows(storage: str, sweep: str, study: str | None = None,

@@ -22,6 +22,13 @@ from icl_core.spec.config import with_settings
 
 CHECKPOINT_FILE = "member_state.pt"
 PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
+# A grid trial sends Tune a checkpoint at most this often (its first one at once): each one
+# makes Tune's driver save the whole experiment state (every trial's spec), which for tiny
+# members checkpointing after a few steps cost more than the training. A checkpoint held back
+# loses nothing a resumed trial needs: finished members have their rows, and a member whose
+# newest state was not sent trains again from the last one sent (or from step 0) to the same
+# numbers. `ICL_CHECKPOINT_MIN_S` overrides it (0: every checkpoint, as before).
+CHECKPOINT_MIN_S = float(os.environ.get("ICL_CHECKPOINT_MIN_S", "60"))
 SPEC_KEY = "spec"
 LEGACY_SPEC_KEY = "base"  # searches started before the one format kept their spec here;
 # Tune restores a search's param space from its own state, so `--resume` of such a search
@@ -81,7 +88,7 @@ def tune_trainable(config: dict) -> None:
     spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
                        "assigned_gpu": float(assigned.get("GPU", 0.0)),
                        "assigned_cpu": float(assigned.get("CPU", 0.0))}
-    last, saw_loss = [-math.inf], [False]
+    last, saw_loss, saved = [-math.inf], [False], [-math.inf]
     checkpoint = tune.get_checkpoint()
     state = None
     if checkpoint is not None:
@@ -91,6 +98,8 @@ def tune_trainable(config: dict) -> None:
     def report(metrics: dict, ckpt_state: dict | None) -> None:
         saw_loss[0] = saw_loss[0] or "loss" in metrics
         now = time.monotonic()
+        if ckpt_state is not None and not spec.report_all and now - saved[0] < CHECKPOINT_MIN_S:
+            ckpt_state = None  # too soon after the last one (a search's schedulers get all)
         if ckpt_state is None:
             # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
             # grid trial's reports only feed the progress line (its rows are the results), so
@@ -100,7 +109,7 @@ def tune_trainable(config: dict) -> None:
                 last[0] = now
                 tune.report(metrics)
             return
-        last[0] = now
+        last[0] = saved[0] = now
         with tempfile.TemporaryDirectory() as d:
             save_state(d, ckpt_state)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))

@@ -5,7 +5,8 @@
 
 A driver claims the configs it is about to train (`plan_claims`: not finished, claimed, then
 checked again for rows another driver wrote meanwhile) and keeps its claims alive while its
-trials run (`Claims.keep`: refreshed every `TTL_S / 4`, released at the end). Another driver
+trials run (`Claims.keep`: refreshed every `TTL_S / 4`, released once the config's row file is
+written, or at the end). Another driver
 skips configs with a live claim and says so; a claim past its expiry (a dead driver) is taken
 over. An expiry further than a lease length (`TTL_S`) ahead is not believed (a squatter, or
 a driver with a wild clock): such a claim expires a lease length after its file was last
@@ -71,6 +72,7 @@ class Claims:
         self.owner, self.ttl = owner or Owner.this(), ttl
         self.local = isinstance(store.fs, pafs.LocalFileSystem)
         self.folder = f"{store.study_dir(sweep, study)}/claims"
+        self.rows_folder = f"{store.study_dir(sweep, study)}/rows"
         self.held: set[str] = set()
 
     def path(self, h: str) -> str:
@@ -160,8 +162,23 @@ class Claims:
         finally:
             os.remove(marker)
 
+    def finished_here(self) -> set[str]:
+        """Configs with a row file in the study's rows/ folder (one listing): their trials
+        wrote them, so their claims need no refresh (failed/ members are not among them: a
+        restarted trial trains those again)."""
+        try:
+            names = os.listdir(self.rows_folder)
+        except FileNotFoundError:
+            return set()
+        return {n[:-len(".parquet")] for n in names if n.endswith(".parquet")}
+
     def refresh(self) -> None:
-        """Extend every held claim; one another driver took over is dropped (and said)."""
+        """Extend every held claim of a config not finished yet (a finished one's claim is
+        released: rewriting thousands of them was a seventh of a big sweep's driver time);
+        one another driver took over is dropped (and said)."""
+        done = self.finished_here() & self.held
+        for h in sorted(done):
+            self.release_one(h)
         for h in sorted(self.held):
             current = self.read(h)
             if current is None or current["driver"] != self.owner.driver:
