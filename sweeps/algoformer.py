@@ -64,6 +64,16 @@ GPU = {"train.lr": 1e-3, "train.warmup_steps": 400, "train.steps": 5000,
        "train.report_every": 250, "train.checkpoint_every": 1000, "eval.n_prompts": 1000}
 SEEDS = {"seed": [0, 1, 2]}
 
+# reduced (issue #35; docs/REPRODUCTION.md, AlgoFormer "Reduced scale"): at the cpu task (d = 5,
+# N = 20) the best model was 0.39x ridge, the bar 0.1x. `icl levels` of candidate settings
+# (regression with representation, mean over 500 prompts at the last position; the floor is 0
+# there): d = 5, N = 20: ridge 0.265, bar 0.027; d = 3, N = 20: 0.272, 0.027; d = 2, N = 10:
+# 0.236, 0.024; d = 4, N = 12: 0.450, 0.045; d = 3, N = 10: 0.405, bar 0.041 (the most room,
+# the shortest prompt). Here: d = 3, N = 10, the cpu models, more steps (see REDUCED).
+RED_TASK = {"name": "rep_regression", "dim": 3, "n_points": 10, "hidden": 3}
+REDUCED = {**CPU, "task": RED_TASK, "train.steps": 4000, "train.warmup_steps": 200,
+           "train.report_every": 500, "train.checkpoint_every": 2000}
+
 # seconds (tests, CI): <= 5 members for the whole file
 SMOKE_LOOP = {"width": 8, "heads": 2, "layers": 1, "loops": 2, "window": 1,
               "eval_loop_iters": [1, 2, 4]}
@@ -86,6 +96,9 @@ EXAMPLES = Study(
                                  {"name": "algoformer", **SMOKE_LOOP})]}),
         "cpu": Preset(overrides=CPU, grid={"task": CPU_TASKS, "model": CPU_MODELS, **SEEDS}),
         "gpu": Preset(overrides=GPU, grid={"task": CPU_TASKS, "model": GPU_MODELS, **SEEDS}),
+        # regression with representation only (the claim's first panel), d = 3, N = 10
+        "reduced": Preset(overrides=REDUCED, grid={"task": [RED_TASK], "model": CPU_MODELS,
+                                                   **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -122,6 +135,11 @@ LOOPS = Study(
                                       {"name": "algoformer", **GPU_LOOP,
                                        "eval_loop_iters": list(range(1, 101))}),
                             **SEEDS}),
+        # the cpu (T, ΔT) grid at the reduced task (d = 3, N = 10), inference to 50 loops
+        "reduced": Preset(overrides={**REDUCED, "task": RED_TASK},
+                          grid={**windows([4, 8], [1, 4], {"name": "algoformer", **CPU_LOOP,
+                                                           "eval_loop_iters": list(range(1, 51))}),
+                                **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -160,6 +178,13 @@ LAYERS_HEADS = Study(
                                            {"name": "algoformer", **GPU_LOOP, "loops": 4,
                                             "window": 4}, GPU_MODELS[0]),
                             **SEEDS}),
+        # the reduced task (d = 3, N = 10), L in {1, 2} x h in {1, 4} (the cpu grid's corners)
+        # and standard transformers of 3 and 6 layers, (T, ΔT) = (4, 4) as at cpu scale
+        "reduced": Preset(overrides={**REDUCED, "task": RED_TASK},
+                          grid={**layers_heads([1, 2], [1, 4],
+                                               {"name": "algoformer", **CPU_LOOP, "loops": 4,
+                                                "window": 4}, CPU_MODELS[0]),
+                                **SEEDS}),
         "paper": Preset(),
     },
 )
@@ -198,6 +223,17 @@ VS_NEWTON = Study(
                                            "eval_loop_iters": list(range(1, 51))}},
                       grid={"task.noise_std": [0.0, 0.1, 1.0],
                             ("model.loops", "model.window"): [(20, 15), (10, 10)], **SEEDS}),
+        # the cpu setting (d = 3, N = 10, (T, ΔT) = (6, 6)) trained as long as REDUCED (cpu:
+        # 1200 steps, best 0.15x zero)
+        "reduced": Preset(overrides={**CPU, "task.dim": 3, "task.n_points": 10,
+                                     "train.steps": REDUCED["train.steps"],
+                                     "train.warmup_steps": REDUCED["train.warmup_steps"],
+                                     "train.report_every": 500, "train.checkpoint_every": 2000,
+                                     "model": {"name": "algoformer", **CPU_LOOP,
+                                               "eval_loop_iters": list(range(1, 31))},
+                                     "eval.gd_steps": list(range(0, 31))},
+                          grid={"task.noise_std": [0.0, 0.1, 1.0],
+                                ("model.loops", "model.window"): [(6, 6)], **SEEDS}),
         "paper": Preset(),
     },
 )

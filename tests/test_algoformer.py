@@ -297,3 +297,20 @@ def test_smoke_members_draw_every_figure(tmp_path):
     assert {"gd_tuned_float64", "newton_float64", "ols_float64", "model"} <= preds
     loops = newton.filter(pl.col("loop_iter").is_not_null())["loop_iter"].unique().to_list()
     assert sorted(loops) == [1, 2, 4]
+
+
+def test_reduced_presets_plan_three_seeds_at_the_reduced_task(tmp_path, capsys):
+    """Every AlgoFormer study has a `reduced` preset (issue #35): members at d = 3, N = 10 (the
+    setting `icl levels` found the most room at), 3 seeds per cell, and `--dry-run` plans them."""
+    from icl_core import catalog
+
+    sweep = catalog.load_sweep("algoformer")
+    for study in sweep.studies:
+        members = [m.to_dict() for m in study.members("reduced")]
+        assert {(m["task"]["dim"], m["task"]["n_points"]) for m in members} == {(3, 10)}
+        assert sorted({m["seed"] for m in members}) == [0, 1, 2]
+        cells = {repr({k: v for k, v in m.items() if k != "seed"}) for m in members}
+        assert len(members) == 3 * len(cells)
+    assert sweep.main(["--preset", "reduced", "--storage", str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{s} [reduced]" in out for s in ("examples", "loops", "layers_heads", "vs_newton"))
