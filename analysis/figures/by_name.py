@@ -1,6 +1,6 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
-The registry `FIGURES` imports the figure modules (figures_precision, figures_construction,
+The registry `FIGURES` imports the figure modules (precision, construction,
 figures_retrieval, figures_deep, figures_deep_depth, figures_deep_scaling, figures_algoformer,
 figures_lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
 members count, each member's final evaluation, the reference predictors' levels) live in
