@@ -1,8 +1,8 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
 The registry `FIGURES` imports the figure modules (precision, construction,
-figures_retrieval, figures_deep, figures_deep_depth, figures_deep_scaling, figures_algoformer,
-figures_lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
+retrieval, deep, deep_depth, deep_scaling, algoformer,
+lsa), never the reverse; it also holds the `depth` figure. The shared data steps (which
 members count, each member's final evaluation, the reference predictors' levels) live in
 analysis.reading.frames.
 """
