@@ -114,6 +114,8 @@ def test_backtest_command_table_and_one_line_errors(law_store, tmp_path, capsys)
     assert "qualifies" in capsys.readouterr().out
     assert icl_main(["backtest", "--storage", law_store, "--sweep", "nope"]) == 2  # `icl backtest`
     assert capsys.readouterr().err.startswith("error: --sweep: no sweep 'nope'")
+    assert main(["bogus"]) == 2  # an unknown subcommand: one line naming the choices
+    assert "choose one of backtest, scoreboard, synthetic" in capsys.readouterr().err
 
 
 def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path, capsys):
