@@ -41,7 +41,7 @@ from analysis.backtests.interval import (
     summarize,
 )
 from analysis.forecasts.points import Measure, exact, member_values
-from analysis.reading.store import MissingResults, locate, read_rows
+from analysis.reading.store import DEFAULT_STORAGE, MissingResults, locate, read_rows
 from icl_core.storage.store import read_manifest
 
 MIN_X = 4
@@ -212,7 +212,7 @@ def backtest_store(storage: str, sweep: str | None = None, study: str | None = N
 
 
 def add_backtest_args(parser) -> None:
-    parser.add_argument("--storage", default="results")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE)
     parser.add_argument("--sweep", default=None, help="one sweep (default: every sweep)")
     parser.add_argument("--study", default=None, help="one study (with --sweep)")
     parser.add_argument("--level", type=float, default=LEVEL, help="the intervals' level")
