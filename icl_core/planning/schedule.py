@@ -20,7 +20,8 @@ The model (event driven, no time steps):
   trial in one queue, longest first (LPT; ties keep the given order).
 - A trial's duration does not depend on what shares its GPU (the planner's rate model does
   not credit or charge co-located trials). Each start pays `startup_s` (a Ray worker, imports,
-  CUDA: Tune runs with reuse_actors=False) while holding its resources.
+  CUDA) while holding its resources: an upper bound, as grid trials reuse a worker of the same
+  resources (reuse_actors=True) and then pay less.
 - Failures: a Poisson process at `failure_rate` per trial-hour of training (start-ups are
   not exposed). A trial checkpoints every `checkpoint_s` seconds of its own training
   (`SimTrial.checkpoint_s`, else the simulator's default); on a failure it releases its

@@ -164,7 +164,10 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
         param_space={SPEC_KEY: tune.grid_search([s.to_json() for s in specs])},  # trial_config
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
-            reuse_actors=False,
+            # a trial worker runs trial after trial of the same resources: imports and the
+            # worker's start are paid once per worker, not per trial (run_trial keeps no
+            # state between trials: it sets threads, seeds and device for each)
+            reuse_actors=True,
             trial_dirname_creator=lambda trial: f"{trial.trial_id}",
         ),
         run_config=tune.RunConfig(
