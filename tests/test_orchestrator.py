@@ -37,20 +37,27 @@ def rows_of(storage, sweep, study) -> pl.DataFrame:
     return pl.read_parquet(Path(storage) / sweep / study / "rows" / "*.parquet")
 
 
-def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
+def smoke_studies(searches: bool) -> list[tuple[str, object]]:
+    """(file, study) of every sweep file: its grid studies, or its Optuna searches."""
+    return [(name, study) for name in catalog.sweep_names()
+            for study in catalog.load_sweep(name).studies
+            if isinstance(study, Search) == searches]
+
+
+def test_every_sweep_files_smoke_grids_run_as_one_pool(ray_session, tmp_path):
+    """Every grid study of every sweep file, smoke preset, as one pool (the catalog's --run:
+    one Tune run, start-up paid once); the files' searches: the slow test below."""
     storage = tmp_path / "r"
-    names = catalog.sweep_names()
     assert {"depth_scaling", "heads_scaling", "width_scaling", "training_length",
-            "sequence_length", "sample_complexity", "hpo_lr"} <= set(names)
-    for name in names:
-        sweep = catalog.load_sweep(name)
-        argv = ["--preset", "smoke", "--storage", str(storage), "--no-figures", "--pack", "4"]
-        assert sweep.main(argv) == 0, name  # packed: start-up paid once per 4 members
-        for study in sweep.studies:
-            finished = Store(str(storage)).finished(name, study.name)
-            assert finished, f"{name}/{study.name} left no rows"
-            if not isinstance(study, Search):
-                assert finished == {m.hash for m in study.members("smoke")}
+            "sequence_length", "sample_complexity", "hpo_lr"} <= set(catalog.sweep_names())
+    grids = smoke_studies(searches=False)
+    assert len(grids) >= 35
+    argv = ["--run", "--preset", "smoke", "--only", *[f"{n}/{s.name}" for n, s in grids],
+            "--storage", str(storage), "--no-figures", "--pack", "4"]
+    assert catalog.main(argv) == 0  # packed: start-up paid once per 4 members
+    for name, study in grids:
+        finished = Store(str(storage)).finished(name, study.name)
+        assert finished == {m.hash for m in study.members("smoke")}, f"{name}/{study.name}"
     rows = rows_of(storage, "depth_scaling", "least_squares")
     # the planner gave each small trial an eighth of a (logical) GPU, and Ray assigned it
     assert set(rows["gpu_share"]) == {0.125} and set(rows["assigned_gpu"]) == {0.125}
@@ -74,6 +81,18 @@ def test_every_sweep_files_smoke_preset_runs(ray_session, tmp_path, capsys):
                     f"{name}/{study.name}: no {study.figure} figure"
     grad = rows_of(storage, "depth_scaling", "explicit_gradient")
     assert {"mse", "w_mse"} <= set(grad["metric"])  # gradient error and iterative inference
+
+
+@pytest.mark.slow
+def test_every_sweep_files_smoke_searches_run(ray_session, tmp_path):
+    storage = tmp_path / "r"
+    searches = smoke_studies(searches=True)
+    assert {n for n, _ in searches} >= {"hpo_lr", "deep_optimizers_plateau"}
+    for name, study in searches:
+        argv = ["--preset", "smoke", "--study", study.name, "--storage", str(storage),
+                "--no-figures"]
+        assert catalog.load_sweep(name).main(argv) == 0, f"{name}/{study.name}"
+        assert Store(str(storage)).finished(name, study.name), f"{name}/{study.name} left no rows"
 
 
 def test_dry_run_of_every_paper_preset_lists_thousands(capsys):
@@ -158,10 +177,12 @@ def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
 
 
 def test_packed_trial_writes_the_same_rows_as_unpacked(ray_session, tmp_path):
+    """Two members in one trial, or one trial each run one after another in the same
+    (reused) trial worker: the same numbers."""
     sweep = catalog.load_sweep("width_scaling")
-    for sub, pack in (("one", "1"), ("packed", "2")):
+    for sub, pack, at_once in (("one", "1", "1"), ("packed", "2", "2")):
         argv = ["--preset", "smoke", "--storage", str(tmp_path / sub), "--no-figures",
-                "--pack", pack]
+                "--pack", pack, "--max-concurrent", at_once]
         assert sweep.main(argv) == 0
     key = ["config_hash", "metric", "statistic", "predictor", "step", "position", "infer_iter"]
     one = rows_of(tmp_path / "one", "width_scaling", "least_squares_width").sort(key)
