@@ -201,3 +201,21 @@ def test_rows_carry_the_samples_seen_at_their_step(tmp_path):
     assert stepped["samples"].max() == 160
     derived = samples_seen(stepped.drop("samples"))
     assert derived["samples"].to_list() == stepped["samples"].to_list()
+
+
+def test_compact_read_narrows_integers_that_fit_and_never_wraps_one_that_does_not(store,
+                                                                                   tmp_path):
+    rows, _ = read_rows(store.uri, SWEEP)
+    compact, _ = read_rows(store.uri, SWEEP, categorical=True)
+    assert rows.schema["step"] == rows.schema["model.width"] == pl.Int64
+    assert compact.schema["step"] == compact.schema["model.width"] == pl.Int32
+    assert compact.schema["metric"] == pl.Categorical
+    key = ["config_hash", "value"]
+    assert compact.sort(key).select(["step", "model.width"]).cast(pl.Int64).equals(
+        rows.sort(key).select(["step", "model.width"]))
+    big = Store(str(tmp_path / "big"))
+    write(big, "h1", **{"model.width": 8})
+    write(big, "h2", **{"model.width": 2**40})  # past Int32: read as Int64, exactly
+    wide, _ = read_rows(big.uri, SWEEP, categorical=True)
+    assert wide.schema["model.width"] == pl.Int64 and wide.schema["metric"] == pl.Categorical
+    assert sorted(set(wide["model.width"])) == [8, 2**40]

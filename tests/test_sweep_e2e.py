@@ -59,6 +59,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     narrow, _ = read_rows(str(storage), "depth_scaling", "least_squares",
                           columns=FIGURE_COLUMNS["depth"], categorical=True)
     assert narrow.width < 25 < rows.width and narrow.schema["metric"] == pl.Categorical
+    assert narrow.schema["step"] == narrow.schema["model.depth"] == pl.Int32  # half the bytes
     wide = FIGURES["depth"](compacted, tmp_path / "wide", n_boot=50)
     thin = FIGURES["depth"](narrow, tmp_path / "thin", n_boot=50)
     for key in ("best_depth", "best_median_mse", "var_y", "references", "ok", "excluded",

@@ -67,13 +67,15 @@ def require(rows: pl.DataFrame, figure: str, columns) -> None:
 def final_eval(rows: pl.DataFrame, metric: str = "mse", test_dist: str = "train") -> pl.DataFrame:
     """Rows of `ok` members at each member's last evaluated step and its last position
     (the query after all in-context examples)."""
-    out = rows.filter(
-        (pl.col("status") == "ok") & (pl.col("metric") == metric)
-        & (pl.col("test_dist") == test_dist)
-    )
-    out = out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+    # one filter, so the only copy is the result (at 100,000 members the rows are millions
+    # and nearly all final: benchmarks/store_scale.py); the windows see only the kept rows,
+    # and lazily the step window is computed once (common subexpressions)
+    kept = ((pl.col("status") == "ok") & (pl.col("metric") == metric)
+            & (pl.col("test_dist") == test_dist))
+    last = kept & (pl.col("step") == pl.when(kept).then(pl.col("step")).max().over("config_hash"))
     position = pl.col("position").fill_null(-1)
-    return out.filter(position == position.max().over("config_hash"))
+    return rows.lazy().filter(
+        last & (position == pl.when(last).then(position).max().over("config_hash"))).collect()
 
 
 def last_step(rows: pl.DataFrame, metric: str) -> pl.DataFrame:

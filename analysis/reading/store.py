@@ -301,10 +301,12 @@ def _missing(plan: _Plan, storage: str, sweep: str, study: str | None) -> Missin
                                           detail=detail))
 
 
-def _narrow(frame: pl.LazyFrame, columns, categorical: bool = False) -> pl.LazyFrame:
+def _narrow(frame: pl.LazyFrame, columns, categorical: bool = False, ints: bool = True
+            ) -> pl.LazyFrame:
     """Only `columns` (those the frame has; always config_hash and status): read no others.
     categorical: string columns as Categorical (4 bytes a row; they repeat: a config's value
-    on each of its rows, a metric's name on each of its rows)."""
+    on each of its rows, a metric's name on each of its rows) and, unless not `ints`, Int64
+    columns as Int32."""
     if columns is None and not categorical:
         return frame
     schema = frame.collect_schema()
@@ -315,6 +317,12 @@ def _narrow(frame: pl.LazyFrame, columns, categorical: bool = False) -> pl.LazyF
     if categorical:
         frame = frame.with_columns(pl.col(n).cast(pl.Categorical) for n, t in schema.items()
                                    if t == pl.String)
+    if categorical and ints:
+        # integers (steps, positions, seeds, config values) as Int32: half the bytes; a
+        # strict cast, so a value that does not fit fails the read (read_rows then reads
+        # again with Int64), never wraps
+        frame = frame.with_columns(pl.col(n).cast(pl.Int32, strict=True)
+                                   for n, t in schema.items() if t == pl.Int64)
     return frame
 
 
@@ -352,6 +360,22 @@ def _collect_group(plan: _Plan, key: tuple, columns=None, categorical: bool = Fa
         return out
 
 
+def _collect_all(plan: _Plan, columns, categorical: bool) -> pl.DataFrame | None:
+    """Every file of the plan in one streaming collect; None when there is none. Narrowed
+    integers that do not fit Int32 (pl.exceptions.InvalidOperationError) are read as they are."""
+    if not plan.frames:
+        return None
+    frames = list(plan.frames.values())
+    try:
+        return concat_rows([_narrow(f, columns, categorical) for f in frames]
+                           ).collect(engine="streaming")
+    except pl.exceptions.InvalidOperationError:
+        if not categorical:
+            raise
+        return concat_rows([_narrow(f, columns, True, ints=False) for f in frames]).collect(
+            engine="streaming")
+
+
 def read_rows(storage: str, sweep: str, study: str | None = None,
               expected: int | Collection[str] | None = None, columns=None,
               categorical: bool = False) -> tuple[pl.DataFrame, Coverage]:
@@ -359,11 +383,11 @@ def read_rows(storage: str, sweep: str, study: str | None = None,
 
     expected: the plan's size, or its config hashes (see `Coverage`). columns: read only
     these (and config_hash, status; projection pushdown: the others are never decoded).
-    categorical: string columns as Categorical (what regenerate reads at scale)."""
+    categorical: string columns as Categorical and integers as Int32 when they fit (what
+    regenerate reads at scale)."""
     plan = _plan(storage, sweep, study, expected)
     try:
-        rows = concat_rows([_narrow(f, columns, categorical) for f in plan.frames.values()]
-                           ).collect(engine="streaming") if plan.frames else None
+        rows = _collect_all(plan, columns, categorical)
     except Exception:  # a corrupt page somewhere: collect group by group, file by file
         frames = [f for key in list(plan.frames)
                   for f in _collect_group(plan, key, columns, categorical)]
