@@ -1,7 +1,7 @@
 """The orchestrator at thousands: a real sweep of thousands of tiny members through Ray Tune,
 timed side by side against the same members in a plain loop without Ray.
 
-    python benchmarks/tune_scale.py                  # 5,000 members (loop alone: 31 min, busy 2 cores)
+    python benchmarks/tune_scale.py                  # 5,000 members (~12 min a side on 2 cores)
     python benchmarks/tune_scale.py --members 200    # a quick look
     python benchmarks/tune_scale.py --members 300 --baseline /path/to/older/checkout  # before/after
 
