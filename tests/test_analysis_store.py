@@ -219,3 +219,14 @@ def test_compact_read_narrows_integers_that_fit_and_never_wraps_one_that_does_no
     wide, _ = read_rows(big.uri, SWEEP, categorical=True)
     assert wide.schema["model.width"] == pl.Int64 and wide.schema["metric"] == pl.Categorical
     assert sorted(set(wide["model.width"])) == [8, 2**40]
+    # beside a file with corrupt pages (read file by file): skipped alone, the big value kept
+    buf = io.BytesIO()
+    pq.write_table(member_table("pages", n=500, **{"model.width": 8}), buf)
+    data = bytearray(buf.getvalue())
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    for i in range(8, len(data) - footer, 5):
+        data[i] ^= 0xFF
+    (Path(big.rows_path(SWEEP, STUDY, "x")).parent / "pages.parquet").write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="pages.parquet"):
+        kept, coverage = read_rows(big.uri, SWEEP, categorical=True)
+    assert sorted(set(kept["model.width"])) == [8, 2**40] and len(coverage.skipped) == 1

@@ -345,15 +345,16 @@ def scan_rows(storage: str, sweep: str, study: str | None = None,
 
 def _collect_group(plan: _Plan, key: tuple, columns=None, categorical: bool = False
                    ) -> list[pl.DataFrame]:
-    """One schema group's rows; on a read error, file by file, skipping the bad ones."""
+    """One schema group's rows; on a read error, file by file, skipping the bad ones.
+    Integers stay Int64 here (a value past Int32 must not pass for a corrupt file)."""
     try:
-        return [_narrow(plan.frames[key], columns, categorical).collect()]
+        return [_narrow(plan.frames[key], columns, categorical, ints=False).collect()]
     except Exception:  # some file's pages are corrupt: find it
         out = []
         for entry in list(plan.groups[key]):
             try:
                 out.append(_narrow(entry.scan(_source(plan.loc, entry.path)), columns,
-                                   categorical).collect())
+                                   categorical, ints=False).collect())
             except Exception as exc:
                 _skip(plan.coverage, entry.path, f"{type(exc).__name__}: {exc}")
                 plan.groups[key].remove(entry)
