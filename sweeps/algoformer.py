@@ -71,8 +71,9 @@ SEEDS = {"seed": [0, 1, 2]}
 # 0.236, 0.024; d = 4, N = 12: 0.450, 0.045; d = 3, N = 10: 0.405, bar 0.041 (the most room,
 # the shortest prompt). Here: d = 3, N = 10, the cpu models, more steps (see REDUCED).
 RED_TASK = {"name": "rep_regression", "dim": 3, "n_points": 10, "hidden": 3}
-REDUCED = {**CPU, "task": RED_TASK, "train.steps": 4000, "train.warmup_steps": 200,
-           "train.report_every": 500, "train.checkpoint_every": 2000}
+RED_TRAIN = {"train.steps": 4000, "train.warmup_steps": 200, "train.report_every": 500,
+             "train.checkpoint_every": 2000}
+REDUCED = {**CPU, "task": RED_TASK, **RED_TRAIN}
 
 # seconds (tests, CI): <= 5 members for the whole file
 SMOKE_LOOP = {"width": 8, "heads": 2, "layers": 1, "loops": 2, "window": 1,
@@ -136,7 +137,7 @@ LOOPS = Study(
                                        "eval_loop_iters": list(range(1, 101))}),
                             **SEEDS}),
         # the cpu (T, ΔT) grid at the reduced task (d = 3, N = 10), inference to 50 loops
-        "reduced": Preset(overrides={**REDUCED, "task": RED_TASK},
+        "reduced": Preset(overrides=REDUCED,
                           grid={**windows([4, 8], [1, 4], {"name": "algoformer", **CPU_LOOP,
                                                            "eval_loop_iters": list(range(1, 51))}),
                                 **SEEDS}),
@@ -180,7 +181,7 @@ LAYERS_HEADS = Study(
                             **SEEDS}),
         # the reduced task (d = 3, N = 10), L in {1, 2} x h in {1, 4} (the cpu grid's corners)
         # and standard transformers of 3 and 6 layers, (T, ΔT) = (4, 4) as at cpu scale
-        "reduced": Preset(overrides={**REDUCED, "task": RED_TASK},
+        "reduced": Preset(overrides=REDUCED,
                           grid={**layers_heads([1, 2], [1, 4],
                                                {"name": "algoformer", **CPU_LOOP, "loops": 4,
                                                 "window": 4}, CPU_MODELS[0]),
@@ -225,10 +226,7 @@ VS_NEWTON = Study(
                             ("model.loops", "model.window"): [(20, 15), (10, 10)], **SEEDS}),
         # the cpu setting (d = 3, N = 10, (T, ΔT) = (6, 6)) trained as long as REDUCED (cpu:
         # 1200 steps, best 0.15x zero)
-        "reduced": Preset(overrides={**CPU, "task.dim": 3, "task.n_points": 10,
-                                     "train.steps": REDUCED["train.steps"],
-                                     "train.warmup_steps": REDUCED["train.warmup_steps"],
-                                     "train.report_every": 500, "train.checkpoint_every": 2000,
+        "reduced": Preset(overrides={**CPU, **RED_TRAIN, "task.dim": 3, "task.n_points": 10,
                                      "model": {"name": "algoformer", **CPU_LOOP,
                                                "eval_loop_iters": list(range(1, 31))},
                                      "eval.gd_steps": list(range(0, 31))},

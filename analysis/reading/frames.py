@@ -64,15 +64,19 @@ def require(rows: pl.DataFrame, figure: str, columns) -> None:
                          f"{', '.join(repr(c) for c in missing)}")
 
 
+def _at_last_step(metric: str, test_dist: str) -> pl.Expr:
+    """Rows of `ok` members with `metric` on `test_dist` at each member's last step among those
+    rows: one predicate (a filter with it makes one copy, the result's; at 100,000 members the
+    rows are millions and nearly all final: benchmarks/store_scale.py)."""
+    kept = ((pl.col("status") == "ok") & (pl.col("metric") == metric)
+            & (pl.col("test_dist") == test_dist))
+    return kept & (pl.col("step") == pl.when(kept).then(pl.col("step")).max().over("config_hash"))
+
+
 def final_eval(rows: pl.DataFrame, metric: str = "mse", test_dist: str = "train") -> pl.DataFrame:
     """Rows of `ok` members at each member's last evaluated step and its last position
     (the query after all in-context examples)."""
-    # one filter, so the only copy is the result (at 100,000 members the rows are millions
-    # and nearly all final: benchmarks/store_scale.py); the windows see only the kept rows,
-    # and lazily the step window is computed once (common subexpressions)
-    kept = ((pl.col("status") == "ok") & (pl.col("metric") == metric)
-            & (pl.col("test_dist") == test_dist))
-    last = kept & (pl.col("step") == pl.when(kept).then(pl.col("step")).max().over("config_hash"))
+    last = _at_last_step(metric, test_dist)  # lazily, its window is computed once
     position = pl.col("position").fill_null(-1)
     return rows.lazy().filter(
         last & (position == pl.when(last).then(position).max().over("config_hash"))).collect()
@@ -80,9 +84,7 @@ def final_eval(rows: pl.DataFrame, metric: str = "mse", test_dist: str = "train"
 
 def last_step(rows: pl.DataFrame, metric: str) -> pl.DataFrame:
     """Rows of ok members at each member's last evaluated step, every position."""
-    out = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == metric)
-                      & (pl.col("test_dist") == "train"))
-    return out.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+    return rows.filter(_at_last_step(metric, "train"))
 
 
 def reference_levels(final: pl.DataFrame, names=REFERENCES, statistic: str = "median"

@@ -1,4 +1,4 @@
-"""Read a sweep's row files (see icl_core/store.py for the layout) as one Polars frame.
+"""Read a sweep's row files (see icl_core/storage/store.py for the layout) as one Polars frame.
 
     frame = scan_rows("results", "depth_scaling")[0]       # a LazyFrame over every row file
     rows, coverage = read_rows("results", "depth_scaling", expected=plan_size)

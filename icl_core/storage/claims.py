@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow.fs as pafs
 
@@ -72,7 +73,7 @@ class Claims:
         self.owner, self.ttl = owner or Owner.this(), ttl
         self.local = isinstance(store.fs, pafs.LocalFileSystem)
         self.folder = f"{store.study_dir(sweep, study)}/claims"
-        self.rows_folder = f"{store.study_dir(sweep, study)}/rows"
+        self.row_files = partial(store.member_files, sweep, study)  # {hash: path} of rows/
         self.held: set[str] = set()
 
     def path(self, h: str) -> str:
@@ -166,11 +167,7 @@ class Claims:
         """Configs with a row file in the study's rows/ folder (one listing): their trials
         wrote them, so their claims need no refresh (failed/ members are not among them: a
         restarted trial trains those again)."""
-        try:
-            names = os.listdir(self.rows_folder)
-        except FileNotFoundError:
-            return set()
-        return {n[:-len(".parquet")] for n in names if n.endswith(".parquet")}
+        return set(self.row_files())
 
     def refresh(self) -> None:
         """Extend every held claim of a config not finished yet (a finished one's claim is
