@@ -3,6 +3,7 @@ resume, packing, Optuna searches (Tune and standalone), the resource planner."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -190,6 +191,10 @@ def test_packed_trial_writes_the_same_rows_as_unpacked(ray_session, tmp_path):
     assert one.height == packed.height > 0
     assert one["value"].to_list() == packed["value"].to_list()
     assert set(packed["member"]) == {0, 1} and packed["trial_id"].n_unique() == 1
+    # the one-by-one trials ran in reused workers: Tune records each result's process id
+    results = list((tmp_path / "one").glob("**/tune/*/*/result.json"))
+    pids = {json.loads(line)["pid"] for f in results for line in f.read_text().splitlines()}
+    assert len(results) >= 2 and len(pids) < len(results)
 
 
 def test_driver_killed_mid_sweep_then_rerun_completes_each_trial_once(ray_session, tmp_path):
