@@ -5,7 +5,9 @@
 
 Before a cluster run: one member per distinct config (first seed), trained `--steps` steps
 (after 5 warm-up steps) with the study's own trainer on `--device`; prints ms per step,
-tokens/s, peak GPU memory, and the projected training time of the full preset run (steps x
+tokens/s, peak GPU memory beside the planner's
+estimates (the cost model's step time on an unmeasured GPU, the H100 rate model, and the memory
+model's training part: weights, optimizer state, activations, task buffers), and the projected training time of the full preset run (steps x
 members, evaluation excluded). Needs torch and pyarrow only (no Ray), so it runs on a bare
 GPU machine. Data stay on the device; the host reads the loss once per call.
 """
@@ -24,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl_core.interface.catalog import load_sweep  # noqa: E402
 from icl_core.models import num_params  # noqa: E402
+from icl_core.planning.cost import CostModel, device_label  # noqa: E402
+from icl_core.planning.memory import human, member_memory  # noqa: E402
 from icl_core.training.train import MemberRun  # noqa: E402
 
 
@@ -69,13 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         member = dataclasses.replace(member, device=args.device,
                                      dtype=args.dtype or member.dtype)
         r = time_member(member, args.steps)
+        model_s, _ = CostModel(device_label(r["device"].split(":")[0], 1)).step_seconds(member)
+        mem = member_memory(member)
+        train_mem = mem.weights + mem.activations + mem.task
         seeds = sum(1 for m in members if m.model == member.model and m.task == member.task)
         projected = r["ms_per_step"] / 1e3 * member.train.steps * seeds
         total_s += projected
         print(f"{member.model.name:>14} N={getattr(member.task, 'n_points', '?'):<4} "
               f"{member.dtype} {r['device']}: {r['ms_per_step']:.2f} ms/step, "
               f"{r['tokens_per_s']:.3g} tokens/s, {r['params']:,} params, peak "
-              f"{r['peak_mib']:.0f} MiB; {member.train.steps} steps x {seeds} seeds -> "
+              f"{r['peak_mib']:.0f} MiB (model: {1e3 * model_s:.2f} ms/step, measured/model "
+              f"{r['ms_per_step'] / 1e3 / model_s:.2f}x; memory {human(train_mem)}); {member.train.steps} steps x {seeds} seeds -> "
               f"{projected / 60:.1f} min", flush=True)
     print(f"projected training time of the timed configs (x seeds): {total_s / 3600:.2f} h "
           "on one device, evaluation and early stops not counted", flush=True)
