@@ -150,6 +150,15 @@ def test_levels_command_end_to_end(capsys):
     assert "bar out of reach (floor beyond it)" in last and "is reachable" in last
 
 
+def test_levels_command_on_a_study_of_several_task_kinds(capsys):
+    """algoformer examples mixes tasks with different fields (rep_ar has q, cot_mlp layers):
+    each setting is labelled by the fields it has (this raised KeyError: 'task.q')."""
+    assert levels_main(["algoformer", "--study", "examples", "--preset", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "\ntask.name=rep_ar, task.q=3," in out and "\ntask.name=cot_mlp, " in out
+    assert "task.q" not in out.split("task.name=cot_mlp")[1].split("\n")[0]
+
+
 def test_spans():
     assert spans([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8" and spans([]) == "none"
 

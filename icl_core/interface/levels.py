@@ -53,8 +53,9 @@ def settings(members) -> list[tuple[str, object]]:
     flat = [{**{f"task.{k}": v for k, v in dataclasses.asdict(m.task).items()},
              "task_seed": m.task_seed, **{f"eval.{f}": getattr(m.eval, f) for f in EVAL_FIELDS}}
             for m in firsts.values()]
-    differ = [k for k in flat[0] if len({repr(f[k]) for f in flat}) > 1] if flat else []
-    return [(", ".join(f"{k}={f[k]}" for k in differ) or "all", m)
+    keys = list(dict.fromkeys(k for f in flat for k in f))  # tasks of several kinds: all fields
+    differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+    return [(", ".join(f"{k}={f[k]}" for k in differ if k in f) or "all", m)
             for f, m in zip(flat, firsts.values(), strict=True)]
 
 
