@@ -14,7 +14,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 
-KEY = SECRET = "testing"  # moto accepts any credentials
+KEY, SECRET = "testing", "testing-secret"  # moto accepts any credentials
 REGION = "us-east-1"
 
 

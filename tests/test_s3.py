@@ -21,7 +21,7 @@ from icl_core.running.optuna_searcher import journal_path
 from icl_core.spec.config import resolve_member
 from icl_core.storage.claims import ObjectClaims, Owner, holder, plan_claims
 from icl_core.storage.object_claims import unsupported
-from icl_core.storage.store import Store
+from icl_core.storage.store import Store, shown
 from sweeps.depth_scaling import SWEEP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +67,15 @@ def test_a_smoke_sweep_writes_rows_to_s3_and_a_rerun_trains_nothing(s3, swept, c
     out = capsys.readouterr()
     assert "4 configs, 4 already finished, running 0" in out.out
     assert "claims: not on" not in out.err  # S3 keeps claims: no warning
+    assert f"storage: s3://{s3server.KEY}:***@{bucket}/results?" in out.out
+    assert s3server.SECRET not in out.out + out.err  # the secret is never printed
+
+
+def test_a_printed_uri_hides_its_secret():
+    assert shown("s3://AKIA:se%2Fcr%40et@bkt/r?endpoint_override=h:9&scheme=http") == \
+        "s3://AKIA:***@bkt/r?endpoint_override=h:9&scheme=http"
+    for uri in ("s3://bkt/r?region=x", "/home/u/results", "gs://b/p", "s3://AKIA@bkt/r"):
+        assert shown(uri) == uri
 
 
 def test_regenerate_draws_figures_from_s3(swept, tmp_path, capsys):

@@ -82,6 +82,16 @@ def storage_uri(storage: str) -> str:
     return storage if "://" in storage else str(Path(storage).expanduser().resolve())
 
 
+def shown(uri: str) -> str:
+    """`uri` as printed: a secret in it (`s3://KEY:SECRET@bucket/...`) replaced by `***`."""
+    head, sep, rest = uri.partition("://")
+    netloc, slash, path = rest.partition("/")
+    user, at, host = netloc.rpartition("@")
+    if not (sep and at and ":" in user):
+        return uri
+    return f"{head}{sep}{user.split(':', 1)[0]}:***@{host}{slash}{path}"
+
+
 def uri_join(uri: str, *parts: str) -> str:
     """`uri`/part/... with the URI's query options (pyarrow's `?endpoint_override=...&scheme=`)
     kept at the end: `s3://b/r?scheme=http` + `sw/tune` -> `s3://b/r/sw/tune?scheme=http`."""
@@ -93,6 +103,11 @@ class Store:
     def __init__(self, storage: str):
         self.uri = storage_uri(storage)
         self.fs, self.root = pafs.FileSystem.from_uri(self.uri)
+
+    @property
+    def shown(self) -> str:
+        """The URI as printed in messages (no secret)."""
+        return shown(self.uri)
 
     def study_dir(self, sweep: str, study: str) -> str:
         return f"{self.root}/{sweep}/{study}"
