@@ -97,6 +97,27 @@ def test_backtest_on_a_store_recovers_the_planted_law(law_store):
     assert result.reliability["ours"][0.8] == 1.0
 
 
+def test_a_zipped_axis_is_one_axis_not_a_series_split(tmp_path):
+    """training_length's (train.steps, train.step_size) are zipped: steps is the axis and its
+    partner neither splits it into one-x series nor is back-tested a second time."""
+    store = Store(str(tmp_path))
+    store.write_manifest(SWEEP, "steps", {"grid": [["train.steps", "train.step_size"], "seed"]})
+    for x in (1000, 2000, 4000, 8000):
+        for seed in range(3):
+            h = f"steps-{x}s{seed}"
+            rows = [{"metric": "mse", "statistic": "median", "value": 5.0 * x ** -0.5,
+                     "step": x, "predictor": "model", "position": 20, "test_dist": "train"}]
+            constants = {"sweep": SWEEP, "study": "steps", "trial_id": h, "member": 0,
+                         "config_hash": h, "seed": seed, "status": "ok", "reason": None,
+                         "train.steps": x, "train.step_size": x // 10}
+            store.write_rows(store.rows_path(SWEEP, "steps", h, "ok"), rows_table(rows, constants))
+    result = backtest_store(str(tmp_path))
+    ours = result.table.filter(result.table["method"] == "ours")
+    assert result.studies == [f"{SWEEP}/steps"]
+    assert ours.select("axis", "series", "x").rows() == [("train.steps", "", 8000.0)]
+    assert ours["hit"].to_list() == [True]
+
+
 def test_backtest_command_table_and_one_line_errors(law_store, tmp_path, capsys):
     assert main(["backtest", "--storage", law_store, "--sweep", SWEEP, "--study", "law",
                  "--figure", str(tmp_path / "fig")]) == 0

@@ -110,14 +110,13 @@ def studies_of(storage: str, sweep: str | None, study: str | None) -> list[tuple
     return pairs
 
 
-def _grid_axes(manifest: dict | None) -> list[str] | None:
-    """The manifest's grid axes (zipped ones flattened), seeds excluded; None: no manifest."""
+def _grid_axes(manifest: dict | None) -> list[list[str]] | None:
+    """The manifest's grid axes, seeds excluded, as groups: a zipped axis's keys stay one group
+    (train.steps with its train.step_size is one axis, not two); None: no manifest."""
     if manifest is None:
         return None
-    out = []
-    for key in manifest.get("grid") or []:
-        out += [key] if isinstance(key, str) else list(key)
-    return [a for a in out if a not in NOT_AXES]
+    groups = [[key] if isinstance(key, str) else list(key) for key in manifest.get("grid") or []]
+    return [g for g in ([a for a in g if a not in NOT_AXES] for g in groups) if g]
 
 
 def _config_columns(storage: str, sweep: str, study: str) -> list[str]:
@@ -161,9 +160,10 @@ def _study(storage: str, sweep: str, study: str, base: Measure, level: float
            ) -> tuple[list[dict], str | None]:
     """(scored rows, why the study does not qualify or None)."""
     loc = locate(storage)
-    axes = _grid_axes(read_manifest(loc.fs, loc.study_dir(sweep, study)))
-    if axes is None:
-        axes = [c for c in _config_columns(storage, sweep, study) if c not in NOT_AXES]
+    groups = _grid_axes(read_manifest(loc.fs, loc.study_dir(sweep, study)))
+    if groups is None:
+        groups = [[c] for c in _config_columns(storage, sweep, study) if c not in NOT_AXES]
+    axes = [a for g in groups for a in g]
     if not axes:
         return [], "no grid axis"
     with warnings.catch_warnings():
@@ -174,13 +174,15 @@ def _study(storage: str, sweep: str, study: str, base: Measure, level: float
         return [], f"no {base.metric} rows ({base.predictor}, {base.statistic})"
     numeric = [a for a in axes if a in rows.columns and rows.schema[a].is_numeric()]
     counts = {a: rows[a].drop_nulls().n_unique() for a in numeric}
-    chosen = [a for a in numeric if counts[a] >= MIN_X]
+    chosen = [next(a for a in g if a in counts and counts[a] >= MIN_X) for g in groups
+              if any(a in counts and counts[a] >= MIN_X for a in g)]  # one axis per group
     if not chosen:
         shown = ", ".join(f"{a} {counts[a]}" for a in numeric) or "none numeric"
         return [], f"no numeric axis with >= {MIN_X} distinct x (distinct x: {shown})"
     out = []
     for axis in chosen:
-        for label, part in _series_rows(rows, axis, [a for a in axes if a != axis]):
+        partners = next(g for g in groups if axis in g)  # zipped with it: not a series
+        for label, part in _series_rows(rows, axis, [a for a in axes if a not in partners]):
             members = exact(member_values(part, axis, measure))
             if members["x"].n_unique() < MIN_X:
                 continue
