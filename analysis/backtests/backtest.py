@@ -8,7 +8,8 @@ it from the rest, score against what was measured.
 Which studies. Every study of the store (of one sweep, or one study) whose rows have a numeric
 scaling axis with >= 4 distinct x values: the axes of its grid in its manifest (study.json;
 without one, every numeric config column `section.name` that varies), seeds excluded. The
-other grid axes split the study into series (e.g. one per mixer); each series is back-tested
+other grid axes split the study into series (e.g. one per mixer; keys zipped with the axis,
+like train.step_size with train.steps, do not); each series is back-tested
 on its own. The measure is each member's final `--metric` at its query position
 (analysis.forecasts.points.Measure: --statistic over prompts, --predictor, --test-dist; by
 default the `train` test distribution, else the first one the rows hold).
