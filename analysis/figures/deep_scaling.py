@@ -2,8 +2,9 @@
 analysis.figures.deep:
 
 * deep_scaling: 1 - R² at the training length vs depth, one curve per width (median over
-  seeds, min–max error bars), with a saturating fit c + a L^-b per width; and 1 - R² vs k per
-  model with a fit of the best; the trivial predictors' 1 - R² on both.
+  seeds, min–max error bars), with a saturating fit c + a L^-b per width (vs width, one curve
+  per depth, where the grid has more widths than depths: the reduced preset's one depth); and
+  1 - R² vs k per model with a fit of the best; the trivial predictors' 1 - R² on both.
 
 R² is pooled over the test prompts (deep.STATISTIC); cells short of the learned-regime
 margin (analysis.reading.regime.LEARNED_R2_GAP) get a ring and the panel says "not testable at this
@@ -45,6 +46,7 @@ from analysis.reading.regime import TRIVIAL, final_rows, regime_notes
 # The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
 # (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
 COLUMNS = ("model.depth", "model.width", "task.n_points",)
+_NAMES = {"model.depth": "depth", "model.width": "width"}
 
 
 def _fit(x, y, groups, n_boot, seed=0):
@@ -76,15 +78,18 @@ def _trivial_error(rows: pl.DataFrame) -> pl.DataFrame:
 class ScalingData:
     """What `deep_scaling_figure` draws, shaped and fitted from the rows (no drawing): the
     model's final 1 - R² rows, those at the training length, the trivial predictors' errors,
-    the regime table, a fit per width, the best model and its fit against k."""
+    the regime table, a fit per curve (x: depth, curves: widths; or the other way round where
+    there are more widths than depths), the best model and its fit against k."""
 
     ok: pl.DataFrame  # final r2 rows of the model, with err = 1 - R²
     n_train: int
     at_train: pl.DataFrame  # ok at position n_train
     trivial: pl.DataFrame  # predictor, position, err
     regime: pl.DataFrame
-    widths: list[tuple]  # (width, points by depth, fit or None) in width order
-    width_notes: list[str]
+    x: str  # the left panel's x: model.depth, or model.width
+    by: str  # one curve per value of this: the other of the two
+    curves: list[tuple]  # (value of `by`, points by x, fit or None) in order
+    curve_notes: list[str]
     best: dict  # model.depth, model.width, err of the best model at n_train
     fit_k: Fit | None
     k_note: str
@@ -103,14 +108,16 @@ def scaling_data(rows: pl.DataFrame, n_boot: int = 1000) -> ScalingData:
     regime = cell_regime(final_rows(rows, "r2", test_dist=None, position="all").filter(
         pl.col("position") == n_train), ["model.width", "model.depth"], statistic=STATISTIC,
         metric="r2")
-    widths, notes = [], []
+    curves, notes = [], []
     at_train = ok.filter(pl.col("position") == n_train)
-    for width in sorted(at_train["model.width"].unique().to_list()):
-        pts = at_train.filter(pl.col("model.width") == width).sort("model.depth")
-        fit, note = _fit(pts["model.depth"].to_numpy(), pts["err"].to_numpy(),
-                         pts["seed"].to_numpy(), n_boot)
-        widths.append((width, pts, fit))
-        notes.append(f"width {width}: {note or '1-R² = ' + fit.label()}")
+    x, by = ("model.depth", "model.width")
+    if at_train[by].n_unique() > at_train[x].n_unique():
+        x, by = by, x
+    for value in sorted(at_train[by].unique().to_list()):
+        pts = at_train.filter(pl.col(by) == value).sort(x)
+        fit, note = _fit(pts[x].to_numpy(), pts["err"].to_numpy(), pts["seed"].to_numpy(), n_boot)
+        curves.append((value, pts, fit))
+        notes.append(f"{_NAMES[by]} {value}: {note or '1-R² = ' + fit.label()}")
     best = at_train.group_by("model.depth", "model.width").agg(pl.col("err").mean()).sort(
         "err").row(0, named=True)
     curve = ok.filter((pl.col("model.depth") == best["model.depth"])
@@ -119,35 +126,36 @@ def scaling_data(rows: pl.DataFrame, n_boot: int = 1000) -> ScalingData:
     fit_k, note_k = _fit(curve["position"].to_numpy(), curve["err"].to_numpy(),
                          curve["seed"].to_numpy(), n_boot)
     k_note = f"best model vs k: {note_k or '1-R² = ' + fit_k.label()}"
-    return ScalingData(ok, n_train, at_train, trivial, regime, widths, notes, best, fit_k,
-                       k_note)
+    return ScalingData(ok, n_train, at_train, trivial, regime, x, by, curves, notes, best,
+                       fit_k, k_note)
 
 
-def _draw_depth(ax, data: ScalingData) -> None:
-    """Left panel: 1 - R² at the training length vs depth, one curve and fit per width."""
-    n_train, at_train, regime = data.n_train, data.at_train, data.regime
-    for width, pts, fit in data.widths:
-        line, _ = seed_band(ax, pts, "model.depth", "err", label=f"width {width}",
+def _draw_size(ax, data: ScalingData) -> None:
+    """Left panel: 1 - R² at the training length vs depth (or width), one curve and fit per
+    width (or depth)."""
+    n_train, at_train, regime, x, by = data.n_train, data.at_train, data.regime, data.x, data.by
+    for value, pts, fit in data.curves:
+        line, _ = seed_band(ax, pts, x, "err", label=f"{_NAMES[by]} {value}",
                             linestyle="none", errorbars=True)
-        out = regime.filter((pl.col("model.width") == width) & pl.col("learned").not_())
-        hollow(ax, out["model.depth"], 1 - out["model"], line.get_color())
+        out = regime.filter((pl.col(by) == value) & pl.col("learned").not_())
+        hollow(ax, out[x], 1 - out["model"], line.get_color())
         if fit is not None:
-            x = pts["model.depth"].to_numpy()
-            draw_fit(ax, fit, (x.min(), x.max()), label=fit_label(fit, f"w{width}"),
+            xs = pts[x].to_numpy()
+            draw_fit(ax, fit, (xs.min(), xs.max()),
+                     label=fit_label(fit, f"{_NAMES[by][0]}{value}"),
                      color=line.get_color())
     for predictor, value in data.trivial.filter(pl.col("position") == n_train).select(
             "predictor", "err").iter_rows():
         baseline_line(ax, predictor, value, f" (1 - R², k = {n_train})")
-    depths = sorted(at_train["model.depth"].unique().to_list())
-    ax.set_xticks(depths)
+    ax.set_xticks(sorted(at_train[x].unique().to_list()))
     if at_train["err"].max() < 3 * at_train["err"].min():  # < half a decade: linear y reads
         ax.set_yscale("linear")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
-    panel_note(ax, [n for n in data.width_notes if "no " in n], fontsize=6)
-    part = regime.with_columns(pl.format("width {}", "model.width").alias("w"))
-    regime_note(ax, regime_notes(part, group="w", x="model.depth"))
-    ax.set_xlabel("transformer depth L")
+    panel_note(ax, [n for n in data.curve_notes if "no " in n], fontsize=6)
+    part = regime.with_columns(pl.format(f"{_NAMES[by]} {{}}", by).alias("w"))
+    regime_note(ax, regime_notes(part, group="w", x=x))
+    ax.set_xlabel("transformer depth L" if x == "model.depth" else "transformer width")
     ax.set_ylabel(f"1 - R² ({STATISTIC}) at k = {n_train}")
     ax.legend(fontsize=6, **legend_title([ax]))
 
@@ -180,7 +188,8 @@ def _draw_k(ax, data: ScalingData) -> None:
 
 def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
                         n_boot: int = 1000, **_context) -> dict:
-    """1 - R² at the training length vs depth per width, with a saturating fit per width;
+    """1 - R² at the training length vs depth per width (or vs width per depth), with a
+    saturating fit per curve;
     1 - R² vs k per model with a fit of the best; the trivial predictors' 1 - R² on both.
     Fits that are not resolved are drawn dotted and labelled "unresolved (why)"."""
     data = scaling_data(rows, n_boot)
@@ -188,20 +197,20 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
     fig, (ax_l, ax_k) = plt.subplots(1, 2, figsize=(9.5, 3.6))
     log_axes(ax_l)
     log_axes(ax_k)
-    _draw_depth(ax_l, data)
+    _draw_size(ax_l, data)
     _draw_k(ax_k, data)
     fig.suptitle(study_title(rows), fontsize=9)
     fig.tight_layout()
     paths = save(fig, out_dir, name)
     plt.close(fig)
-    fits = [fit for _, _, fit in data.widths if fit is not None]
+    fits = [fit for _, _, fit in data.curves if fit is not None]
     if data.fit_k is not None:
         fits.append(data.fit_k)
     best = data.best
     # "fit" stays None: these fits are of different curves, not alternative forms of one
     return {"fit": None, "fits": fits, "excluded": 0, "paths": paths, "regime": data.regime,
             "best_depth": best["model.depth"], "best_width": best["model.width"],
-            "best_err": float(best["err"]), "note": "; ".join([*data.width_notes, data.k_note])}
+            "best_err": float(best["err"]), "note": "; ".join([*data.curve_notes, data.k_note])}
 
 
 SCALING_FIGURES = {"deep_scaling": deep_scaling_figure}
