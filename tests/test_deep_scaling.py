@@ -36,7 +36,7 @@ def rows_for(depths, widths, law, seeds=(0, 1, 2)) -> pl.DataFrame:
 
 def test_one_depth_many_widths_fits_against_width():
     law = lambda depth, width: 0.1 + 2.0 * width ** -0.8  # noqa: E731
-    data = scaling_data(rows_for([2], [8, 16, 32, 64, 128], law), n_boot=50)
+    data = scaling_data(rows_for([2], [8, 16, 32, 64, 128], law), n_boot=20)
     assert (data.x, data.by) == ("model.width", "model.depth")
     [(depth, pts, fit)] = data.curves
     assert depth == 2 and pts["model.width"].unique().sort().to_list() == [8, 16, 32, 64, 128]
@@ -47,9 +47,9 @@ def test_one_depth_many_widths_fits_against_width():
 def test_many_depths_fit_against_depth_per_width(tmp_path):
     law = lambda depth, width: 0.05 + 1.0 * depth ** -1.0 * (32 / width)  # noqa: E731
     rows = rows_for([1, 2, 4, 8], [16, 32], law)
-    data = scaling_data(rows, n_boot=50)
+    data = scaling_data(rows, n_boot=20)
     assert (data.x, data.by) == ("model.depth", "model.width")
     assert [value for value, _, _ in data.curves] == [16, 32]
-    out = deep_scaling_figure(rows, tmp_path, n_boot=50)
+    out = deep_scaling_figure(rows, tmp_path, n_boot=20)
     assert out["best_depth"] == 8 and out["best_width"] == 32
     assert "width 16: 1-R² = " in out["note"]
