@@ -5,10 +5,10 @@
 
 Before a cluster run: one member per distinct config (first seed), trained `--steps` steps
 (after 5 warm-up steps) with the study's own trainer on `--device`; prints ms per step,
-tokens/s, peak GPU memory beside the planner's
-estimates (the cost model's step time on an unmeasured GPU, the H100 rate model, and the memory
-model's training part: weights, optimizer state, activations, task buffers), and the projected training time of the full preset run (steps x
-members, evaluation excluded). Needs torch and pyarrow only (no Ray), so it runs on a bare
+tokens/s and peak GPU memory beside the planner's estimates (the cost model's step time on an
+unmeasured device, e.g. the H100 rate model, and the memory model's training part: weights,
+optimizer state, activations, task buffers), and the projected training time of the full
+preset run (steps x members, evaluation excluded). Needs torch and pyarrow only (no Ray), so it runs on a bare
 GPU machine. Data stay on the device; the host reads the loss once per call.
 """
 
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{member.dtype} {r['device']}: {r['ms_per_step']:.2f} ms/step, "
               f"{r['tokens_per_s']:.3g} tokens/s, {r['params']:,} params, peak "
               f"{r['peak_mib']:.0f} MiB (model: {1e3 * model_s:.2f} ms/step, measured/model "
-              f"{r['ms_per_step'] / 1e3 / model_s:.2f}x; memory {human(train_mem)}); {member.train.steps} steps x {seeds} seeds -> "
+              f"{r['ms_per_step'] / 1e3 / model_s:.2f}x; memory {human(train_mem)}); "
+              f"{member.train.steps} steps x {seeds} seeds -> "
               f"{projected / 60:.1f} min", flush=True)
     print(f"projected training time of the timed configs (x seeds): {total_s / 3600:.2f} h "
           "on one device, evaluation and early stops not counted", flush=True)
