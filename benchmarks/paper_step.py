@@ -8,8 +8,8 @@ Before a cluster run: one member per distinct config (first seed), trained `--st
 tokens/s and peak GPU memory beside the planner's estimates (the cost model's step time on an
 unmeasured device, e.g. the H100 rate model, and the memory model's training part: weights,
 optimizer state, activations, task buffers), and the projected training time of the full
-preset run (steps x members, evaluation excluded). Needs torch and pyarrow only (no Ray), so it runs on a bare
-GPU machine. Data stay on the device; the host reads the loss once per call.
+preset run (steps x members, evaluation excluded). Needs torch and pyarrow only (no Ray), so it
+runs on a bare GPU machine. Data stay on the device; the host reads the loss once per call.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from analysis.backtests.interval import (
 )
 from analysis.forecasts.points import Measure, exact, member_values
 from analysis.reading.store import DEFAULT_STORAGE, MissingResults, locate, read_rows
-from icl_core.storage.store import read_manifest
+from icl_core.storage.store import read_manifest, redacted
 
 MIN_X = 4
 NOT_AXES = {"seed", "task_seed"}
@@ -91,11 +91,11 @@ def studies_of(storage: str, sweep: str | None, study: str | None) -> list[tuple
     """(sweep, study) pairs with rows; StoreError naming the valid choices otherwise."""
     loc = locate(storage)
     if loc.local and loc.fs.get_file_info(loc.root).type != pafs.FileType.Directory:
-        raise StoreError(f"--storage: no store at {storage!r}")
+        raise StoreError(f"--storage: no store at {redacted(storage)!r}")
     sweeps = [s for s in _folders(loc, loc.root)
               if any(_has_rows(loc, s, st) for st in _folders(loc, f"{loc.root}/{s}"))]
     if sweep is not None and sweep not in sweeps:
-        raise StoreError(f"--sweep: no sweep {sweep!r} with rows under {storage}; valid "
+        raise StoreError(f"--sweep: no sweep {sweep!r} with rows under {redacted(storage)}; valid "
                          f"choices: {', '.join(sweeps) or '(none)'}")
     pairs = []
     for name in [sweep] if sweep else sweeps:
@@ -103,7 +103,7 @@ def studies_of(storage: str, sweep: str | None, study: str | None) -> list[tuple
         if study is not None:
             if study not in names:
                 raise StoreError(f"--study: no study {study!r} with rows in {name} under "
-                                 f"{storage}; valid choices: {', '.join(names) or '(none)'}")
+                                 f"{redacted(storage)}; valid choices: {', '.join(names) or '(none)'}")
             names = [study]
         pairs += [(name, st) for st in names]
     if study is not None and sweep is None and not pairs:
@@ -175,14 +175,14 @@ def _study(storage: str, sweep: str, study: str, base: Measure, level: float
         return [], f"no {base.metric} rows ({base.predictor}, {base.statistic})"
     numeric = [a for a in axes if a in rows.columns and rows.schema[a].is_numeric()]
     counts = {a: rows[a].drop_nulls().n_unique() for a in numeric}
-    chosen = [next(a for a in g if a in counts and counts[a] >= MIN_X) for g in groups
-              if any(a in counts and counts[a] >= MIN_X for a in g)]  # one axis per group
+    # per group, its first key with enough x (a zipped partner is the same axis: not a series)
+    chosen = [(g, a) for g in groups
+              for a in [next((a for a in g if counts.get(a, 0) >= MIN_X), None)] if a]
     if not chosen:
         shown = ", ".join(f"{a} {counts[a]}" for a in numeric) or "none numeric"
         return [], f"no numeric axis with >= {MIN_X} distinct x (distinct x: {shown})"
     out = []
-    for axis in chosen:
-        partners = next(g for g in groups if axis in g)  # zipped with it: not a series
+    for partners, axis in chosen:
         for label, part in _series_rows(rows, axis, [a for a in axes if a not in partners]):
             members = exact(member_values(part, axis, measure))
             if members["x"].n_unique() < MIN_X:
@@ -274,7 +274,7 @@ def run_backtest(args) -> int:
     for line in result.skipped:
         print(f"skipped {line}")
     if result.table.is_empty():
-        print(f"no study under {args.storage} qualifies: none has a numeric axis with >= "
+        print(f"no study under {redacted(args.storage)} qualifies: none has a numeric axis with >= "
               f"{MIN_X} distinct x values and measured {args.metric}")
         return 0
     print(table_markdown(result.table))
