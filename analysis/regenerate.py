@@ -62,7 +62,7 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
         found = {name: read_manifest(loc.fs, loc.study_dir(sweep, name)) for name in folders}
         manifests = sorted((m for m in found.values() if m), key=lambda m: m["order"])
         bare = [name for name, m in found.items() if m is None and (not study or name == study)]
-        why = (f"no study manifest (study.json) under {loc.shown}: rows written before manifests "
+        why = (f"no study manifest (study.json) under {loc.redacted}: rows written before manifests "
                f"existed, or without a sweep run; {FALLBACK} {sweep} [same options] reads the "
                f"studies from sweeps/{sweep}.py")
         if bare and (study or not manifests):
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
     names = [args.sweep] if not args.all else sweep_names() if sweep_names else \
         stored_sweeps(args.storage)
     if not names:
-        print(f"no results under {locate(args.storage).shown}", file=sys.stderr)
+        print(f"no results under {locate(args.storage).redacted}", file=sys.stderr)
         return 2
     done, missing = 0, []
     for name in names:

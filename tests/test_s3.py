@@ -17,11 +17,12 @@ import s3server
 from conftest import tiny_member
 from faults import race_two_drivers
 
+from analysis.reading.coverage import missing_message
 from icl_core.running.optuna_searcher import journal_path
 from icl_core.spec.config import resolve_member
 from icl_core.storage.claims import ObjectClaims, Owner, holder, plan_claims
 from icl_core.storage.object_claims import unsupported
-from icl_core.storage.store import Store, shown
+from icl_core.storage.store import Store, redacted
 from sweeps.depth_scaling import SWEEP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,10 +73,14 @@ def test_a_smoke_sweep_writes_rows_to_s3_and_a_rerun_trains_nothing(s3, swept, c
 
 
 def test_a_printed_uri_hides_its_secret():
-    assert shown("s3://AKIA:se%2Fcr%40et@bkt/r?endpoint_override=h:9&scheme=http") == \
+    assert redacted("s3://AKIA:se%2Fcr%40et@bkt/r?endpoint_override=h:9&scheme=http") == \
         "s3://AKIA:***@bkt/r?endpoint_override=h:9&scheme=http"
     for uri in ("s3://bkt/r?region=x", "/home/u/results", "gs://b/p", "s3://AKIA@bkt/r"):
-        assert shown(uri) == uri
+        assert redacted(uri) == uri
+    # the message of a store without rows, and the command it suggests, carry no secret
+    message = missing_message("depth_scaling", "least_squares", "s3://AKIA:sec@bkt/r",
+                              "smoke", "s3://AKIA:sec@bkt/r")
+    assert "sec@" not in message and message.count("s3://AKIA:***@bkt/r") == 2
 
 
 def test_regenerate_draws_figures_from_s3(swept, tmp_path, capsys):

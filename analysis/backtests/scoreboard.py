@@ -24,6 +24,7 @@ from analysis.backtests.interval import LEVEL, reliability, summarize
 from analysis.backtests.synthetic import LAWS, synthetic_backtests
 from analysis.forecasts.score import load_forecasts, score
 from analysis.reading.store import MissingResults, locate
+from icl_core.storage.store import redacted
 
 TARGET_BACKTESTS, TARGET_STUDIES = 30, 8
 TARGET_COVERAGE = (0.7, 0.9)
@@ -59,9 +60,9 @@ def _sealed(storage: str) -> list[str]:
                 warnings.simplefilter("ignore")
                 result = score(storage, sweep, study, write=False, figure=False)
         except (MissingResults, ValueError) as exc:
-            lines.append(f"- {storage}/{sweep}/{study}: cannot be scored ({exc})")
+            lines.append(f"- {redacted(storage)}/{sweep}/{study}: cannot be scored ({exc})")
             continue
-        lines.append(f"- {storage}/{sweep}/{study}: {result.summary()}")
+        lines.append(f"- {redacted(storage)}/{sweep}/{study}: {result.summary()}")
         for r in result.points.iter_rows(named=True):
             lines.append(f"  - {r['forecast']} at x = {r['x']}: predicted {r['predicted']:.4g} "
                          f"[{r['lo']:.4g}, {r['hi']:.4g}], measured {r['measured']}, "
@@ -97,12 +98,12 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
         try:
             result = backtest_store(storage, level=level)
         except (StoreError, MissingResults) as exc:
-            body.append(f"### {storage}\n\nnot read: {exc}\n")
+            body.append(f"### {redacted(storage)}\n\nnot read: {exc}\n")
             continue
         rows = result.rows
         store_rows += rows
         studies += result.studies
-        body.append(f"### {storage}\n")
+        body.append(f"### {redacted(storage)}\n")
         body.append("Studies back-tested: " + (", ".join(result.studies) or "none") + ".\n")
         if result.skipped:
             body.append("Not qualifying:\n\n" + "\n".join(f"- {s}" for s in result.skipped)
@@ -157,7 +158,7 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
 
 def run_scoreboard(args) -> int:
     command = "python -m analysis.backtests scoreboard " + " ".join(
-        [f"--storage {shlex.quote(s)}" for s in args.storage] + [f"--out {args.out}"]
+        [f"--storage {shlex.quote(redacted(s))}" for s in args.storage] + [f"--out {args.out}"]
         + [f"--note {shlex.quote(n)}" for n in args.note])
     for path in scoreboard(args.storage, args.out, args.figures, args.level, args.laws,
                            args.seed, command, args.note):

@@ -23,6 +23,7 @@ from analysis.fitting.fit import DEFAULT_FORMS, Fit, compare_forms, fit_scaling
 from analysis.fitting.forms import FORMS
 from analysis.forecasts.points import Measure, exact, member_values
 from analysis.reading.store import locate, read_rows
+from icl_core.storage.store import redacted
 
 FOLDER = "forecasts"
 LEVEL = 0.9
@@ -75,7 +76,7 @@ def forecast_dir(storage: str, sweep: str, study: str) -> Path:
     loc = locate(storage)
     if not loc.local:
         raise ForecastError(f"forecasts need a local or shared-filesystem storage path (O_EXCL), "
-                            f"got {storage!r}")
+                            f"got {redacted(storage)!r}")
     return Path(f"{loc.root}/{sweep}/{study}") / FOLDER
 
 

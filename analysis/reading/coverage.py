@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from icl_core.storage.store import redacted
+
 FOLDERS = ("rows", "failed")  # finished (ok / diverged) and failed members
 DEFAULT_STORAGE = "results"
 
@@ -62,7 +64,7 @@ def produce_command(sweep: str, study: str | None = None, preset: str | None = N
         cmd += f" --study {study}"
     cmd += f" --preset {preset}" if preset else ""
     if storage and storage != DEFAULT_STORAGE:
-        cmd += f" --storage {storage}"
+        cmd += f" --storage {redacted(storage)}"
     return cmd
 
 
@@ -70,5 +72,5 @@ def missing_message(sweep: str, study: str | None, uri: str, preset: str | None 
                     storage: str | None = None, detail: str = "") -> str:
     label = f"{sweep}/{study}" if study else sweep
     hint = "" if preset else "  (choose --preset smoke | cpu | paper; the default is cpu)"
-    return (f"no result rows for {label} under {uri}{detail}. Produce them with:\n"
+    return (f"no result rows for {label} under {redacted(uri)}{detail}. Produce them with:\n"
             f"  {produce_command(sweep, study, preset, storage)}{hint}")

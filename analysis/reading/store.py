@@ -50,7 +50,14 @@ from analysis.reading.coverage import (  # noqa: F401  (re-exported)
     produce_command,
 )
 from icl_core.storage.artifacts import load_artifact  # noqa: F401  (re-exported: arrays per member)
-from icl_core.storage.store import COMPACTED, COMPACTED_KEY, LAST_METRIC, ROW_SCHEMA, Store, shown
+from icl_core.storage.store import (
+    COMPACTED,
+    COMPACTED_KEY,
+    LAST_METRIC,
+    ROW_SCHEMA,
+    Store,
+    redacted,
+)
 
 __all__ = ["FOLDERS", "Coverage", "Location", "MissingResults", "concat_rows", "load_artifact",
            "load_rows", "locate", "member_statuses", "missing_message", "produce_command", "read_rows", "row_files",
@@ -70,9 +77,9 @@ class Location:
     local: bool
 
     @property
-    def shown(self) -> str:
+    def redacted(self) -> str:
         """The URI as printed (no secret)."""
-        return shown(self.uri)
+        return redacted(self.uri)
 
     def study_dir(self, sweep: str, study: str) -> str:
         return f"{self.root}/{sweep}/{study}"

@@ -396,7 +396,7 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
             try:
                 store.check_writable()
             except OSError as exc:
-                raise ConfigError(f"--storage: cannot write to {store.shown!r} ({exc})") from None
+                raise ConfigError(f"--storage: cannot write to {store.redacted!r} ({exc})") from None
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

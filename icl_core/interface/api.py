@@ -238,7 +238,7 @@ def preflight(sweep, args):
         try:  # last of the checks that write nothing: this one creates the storage folder
             store.check_writable()
         except OSError as exc:
-            raise ConfigError(f"--storage: cannot write to {store.shown!r} ({exc})") from None
+            raise ConfigError(f"--storage: cannot write to {store.redacted!r} ({exc})") from None
         if not args.optuna_journal:
             skip_finished_searches(sweep, plans, store, args)
     return plans, store

@@ -122,10 +122,10 @@ def compact(rest: list[str]) -> int:
     store = Store(args.storage or default_storage())
     stored = sorted(studies(store, ""))
     if args.sweep not in stored:
-        raise unknown(f"icl compact (sweeps under {store.shown})", "sweep", args.sweep, stored)
+        raise unknown(f"icl compact (sweeps under {store.redacted})", "sweep", args.sweep, stored)
     names = studies(store, args.sweep)
     if args.study and args.study not in names:
-        raise unknown(f"icl compact ({args.sweep} under {store.shown})", "study", args.study,
+        raise unknown(f"icl compact ({args.sweep} under {store.redacted})", "study", args.study,
                       names)
     for name in [args.study] if args.study else names:
         print(compact_study(store, args.sweep, name).line(), flush=True)
@@ -290,12 +290,12 @@ def claims(rest: list[str]) -> int:
             raise unknown(f"icl claims {sweep.name} --study", "study", name, names)
     store = open_store(args.storage or default_storage())
     if "://" in store.uri:
-        print(f"no claims on {store.shown}: claims are kept on local and shared filesystems only")
+        print(f"no claims on {store.redacted}: claims are kept on local and shared filesystems only")
         return 0
     found = leases.listed(store, sweep.name, args.study or names)
     now = time.time()
     n_live = sum(1 for c in found if c.live)
-    print(f"{sweep.name}: {len(found)} claim{'s' if len(found) != 1 else ''} in {store.shown} "
+    print(f"{sweep.name}: {len(found)} claim{'s' if len(found) != 1 else ''} in {store.redacted} "
           f"({n_live} live, {len(found) - n_live} expired or of a gone driver)")
     for c in found:
         print(c.line(now))

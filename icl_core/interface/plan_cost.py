@@ -215,8 +215,8 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
 
         journal = journal_path(store.uri, sweep.name, study.name)
         done = [finished_trials(journal, study_name(study.name, p)) for p in plan.members]
-        print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.shown}")
+        print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.redacted}")
         return
     done = len(store.finished(sweep.name, study.name, [m.hash for m in plan.members]))
-    print(f"  finished: {done} of {len(plan.members)} configs in {store.shown} "
+    print(f"  finished: {done} of {len(plan.members)} configs in {store.redacted} "
           f"(a run trains the other {len(plan.members) - done})")

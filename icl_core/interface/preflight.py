@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from icl_core.common.validation import ConfigError, did_you_mean, shown
+from icl_core.storage.store import redacted
 
 ADDRESS_TIMEOUT_S = 5.0
 
@@ -64,7 +65,7 @@ def open_store(storage: str):
         return Store(storage)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"--storage: cannot open {storage!r} ({first})") from None
+        raise ConfigError(f"--storage: cannot open {redacted(storage)!r} ({first})") from None
 
 
 def parse_address(address: str) -> tuple[str, int] | None:

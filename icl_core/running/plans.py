@@ -172,7 +172,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     from icl_core.storage.provenance import driver_provenance
 
     started = init_ray(args.address)
-    print(f"storage: {store.shown}", flush=True)
+    print(f"storage: {store.redacted}", flush=True)
     if not args.no_figures:
         print(f"figures: {os.path.abspath(args.figures or 'figures')}", flush=True)
     provenance = driver_provenance()

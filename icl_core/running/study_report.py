@@ -97,7 +97,7 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
             failed_figure = True
             print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
                   f"python -m analysis.regenerate {sweep.name} --study {study.name} "
-                  f"--storage {store.shown}", file=sys.stderr, flush=True)
+                  f"--storage {store.redacted}", file=sys.stderr, flush=True)
     return exit_status(label, counts, failed_figure)
 
 

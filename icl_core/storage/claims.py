@@ -233,7 +233,7 @@ def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
         object_claims = None if why else ObjectClaims(store, sweep, study, owner)
         why = why or unsupported(store, object_claims)
         if why:
-            print(f"claims: not on {store.shown} ({why}): two drivers of {sweep}/{study} may "
+            print(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
                   "train a config twice", file=sys.stderr)
             return claims, todo, {}
         claims = object_claims

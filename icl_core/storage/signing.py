@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
+from icl_core.storage.store import redacted
+
 SIGNATURE = "icl-signature.json"
 
 
@@ -87,7 +89,7 @@ def verify(uri: str) -> None:
     """UntrustedState (naming the files) unless every covered file carries this driver's
     signature; reads nothing but bytes."""
     fs, root = pafs.FileSystem.from_uri(uri)
-    why = (f"refusing to restore {uri}: Ray Tune would unpickle its state, and this driver did "
+    why = (f"refusing to restore {redacted(uri)}: Ray Tune would unpickle its state, and this driver did "
            "not sign ")
     try:
         signed = json.loads(_read(fs, f"{root}/{SIGNATURE}").decode())["files"]

@@ -82,7 +82,7 @@ def storage_uri(storage: str) -> str:
     return storage if "://" in storage else str(Path(storage).expanduser().resolve())
 
 
-def shown(uri: str) -> str:
+def redacted(uri: str) -> str:
     """`uri` as printed: a secret in it (`s3://KEY:SECRET@bucket/...`) replaced by `***`."""
     head, sep, rest = uri.partition("://")
     netloc, slash, path = rest.partition("/")
@@ -105,9 +105,9 @@ class Store:
         self.fs, self.root = pafs.FileSystem.from_uri(self.uri)
 
     @property
-    def shown(self) -> str:
+    def redacted(self) -> str:
         """The URI as printed in messages (no secret)."""
-        return shown(self.uri)
+        return redacted(self.uri)
 
     def study_dir(self, sweep: str, study: str) -> str:
         return f"{self.root}/{sweep}/{study}"
