@@ -137,9 +137,10 @@ SCALEUP = Study(
                                  **SEEDS}),
              # the teacher_shift reduced setting with softmax attention (ReLU attention did
              # not learn there); depth saturates at 2 (transformer_depth, reduced), so the law
-             # is sought in width at depth 2: width 8-64 (heads 4 at every width)
+             # is sought in width at depth 2: width 8-128 (heads 4 at every width; 128 added
+             # when 8 and 16 did not learn, so that three learned widths can test the law)
              "reduced": Preset(overrides={**REDUCED, "model.mixer": "attention"},
-                               grid={"model.depth": [2], "model.width": [8, 16, 32, 64],
+                               grid={"model.depth": [2], "model.width": [8, 16, 32, 64, 128],
                                      **SEEDS}),
              "paper": Preset()},
 )
