@@ -37,7 +37,7 @@ from analysis.backtests.interval import (
     LEVEL,
     RELIABILITY_LEVELS,
     SeriesGrid,
-    backtest_grid,
+    backtest_grids,
     reliability,
     summarize,
 )
@@ -157,9 +157,9 @@ def _grid(members: pl.DataFrame) -> SeriesGrid:
     return SeriesGrid(x, xi, members["lo"].to_numpy()[None, :])
 
 
-def _study(storage: str, sweep: str, study: str, base: Measure, level: float
-           ) -> tuple[list[dict], str | None]:
-    """(scored rows, why the study does not qualify or None)."""
+def _study(storage: str, sweep: str, study: str, base: Measure
+           ) -> tuple[list[tuple[dict, SeriesGrid]], str | None]:
+    """((labels, grid) per series to back-test, why the study does not qualify or None)."""
     loc = locate(storage)
     groups = _grid_axes(read_manifest(loc.fs, loc.study_dir(sweep, study)))
     if groups is None:
@@ -185,29 +185,31 @@ def _study(storage: str, sweep: str, study: str, base: Measure, level: float
     for partners, axis in chosen:
         for label, part in _series_rows(rows, axis, [a for a in axes if a not in partners]):
             members = exact(member_values(part, axis, measure))
-            if members["x"].n_unique() < MIN_X:
-                continue
-            for r in backtest_grid(_grid(members), level):
-                r.update(sweep=sweep, study=study, axis=axis, series=label)
-                out.append(r)
+            if members["x"].n_unique() >= MIN_X:
+                out.append(({"sweep": sweep, "study": study, "axis": axis, "series": label},
+                            _grid(members)))
     return out, None if out else f"fewer than {MIN_X} x with measured values per series"
 
 
 def backtest_store(storage: str, sweep: str | None = None, study: str | None = None,
                    level: float = LEVEL, measure: Measure | None = None) -> Backtest:
-    """Back-test every qualifying study of the store (see the module doc)."""
+    """Back-test every qualifying study of the store (see the module doc); the extrapolation
+    prior is pooled over all their series (analysis.backtests.interval.backtest_grids)."""
     base = measure or Measure("mse")
-    rows, qualified, skipped = [], [], []
+    series, qualified, skipped = [], [], []
     for sw, st in studies_of(storage, sweep, study):
         try:
-            scored, why = _study(storage, sw, st, base, level)
+            found, why = _study(storage, sw, st, base)
         except MissingResults as exc:
-            scored, why = [], str(exc).splitlines()[0]
+            found, why = [], str(exc).splitlines()[0]
         if why:
             skipped.append(f"{sw}/{st}: {why}")
         else:
             qualified.append(f"{sw}/{st}")
-            rows += scored
+            series += found
+    scored = backtest_grids([grid for _, grid in series], level)
+    rows = [{**r, **labels} for (labels, _), part in zip(series, scored, strict=True)
+            for r in part]
     table = pl.DataFrame([{c: r.get(c) for c in TABLE_COLUMNS} for r in rows],
                          schema_overrides={"series": pl.String}) if rows else \
         pl.DataFrame(schema={c: pl.Float64 for c in TABLE_COLUMNS})

@@ -20,8 +20,17 @@ Our interval ("ours"), in natural log y; every piece is computed from the held-i
 4. Extrapolation error measured inside the held-in points (rolling origin): the same
    procedure (1-3) forecasts each held-in x_k (k >= 2) from x_0..x_{k-1}; the excess of its
    squared error over its own predicted variance, per unit of log x stepped, pooled with a
-   prior (`TAU0` per unit of ln x, `PRIOR_WEIGHT` pseudo-forecasts), gives tau^2; each form's
-   variance is widened by tau^2 * (ln x_target - ln x_last)^2.
+   prior (tau_0^2, `PRIOR_WEIGHT` pseudo-forecasts), gives tau^2; each form's variance is
+   widened by tau^2 * (ln x_target - ln x_last)^2.
+5. The prior tau_0^2 is learned from every series back-tested together (`backtest_grids`: a
+   store's studies, or the synthetic set), again from held-in points only: the tau_0^2 at
+   which the rolling-origin errors of all those series, each divided by its own predicted
+   variance plus tau_0^2 * step^2, have the median of a chi-square with one degree of freedom
+   (`CHI2_MEDIAN`; a median, so one series that is far off a law, e.g. an error falling to a
+   float floor, does not set it for the rest). With fewer than `POOL_MIN` such errors it is
+   `TAU0`. One pool per number held out, each from the prefixes that back-test uses, so no
+   held-out value enters any forecast. Why: on 25 real back-tests the rolling errors were
+   2.7 sigma at the median (synthetic laws: 0.7) and a fixed prior of 0.1 covered 52%.
 The interval is the central `level` range of that mixture; the prediction its median.
 
 Naive forecasters, each a normal in log y around its prediction, its variance only what seed
@@ -42,6 +51,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from analysis.backtests.fits import PrefixFit, prefix_fits
@@ -49,8 +59,10 @@ from analysis.fitting.fit import DEFAULT_FORMS
 
 LEVEL = 0.8
 RELIABILITY_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # nominal levels of the reliability curve
-TAU0 = 0.1  # prior extrapolation excess, in ln y per unit of ln x stepped
+TAU0 = 0.1  # prior extrapolation excess, in ln y per unit of ln x stepped, when none is pooled
 PRIOR_WEIGHT = 1.0  # pseudo-forecasts the prior counts as
+POOL_MIN = 5  # rolling-origin errors a pooled prior needs
+CHI2_MEDIAN = 0.454936  # median of chi-square(1): scipy.stats.chi2.ppf(0.5, 1)
 LOCAL_X = 3  # the local law: a power law through the last 3 held-in x
 MEDIAN_VAR = math.pi / 2  # var(median of n) ~ (pi/2) var / n
 METHODS = ("ours", "last", "line")
@@ -58,8 +70,8 @@ LN10 = math.log(10.0)
 
 Array = np.ndarray
 
-__all__ = ["LEVEL", "METHODS", "RELIABILITY_LEVELS", "reliability", "SeriesGrid", "backtest_grid", "interval_score", "mixture_quantiles",
-           "summarize"]
+__all__ = ["LEVEL", "METHODS", "RELIABILITY_LEVELS", "reliability", "SeriesGrid", "backtest_grid",
+           "backtest_grids", "interval_score", "mixture_quantiles", "pooled_tau2", "summarize"]
 
 
 @dataclass
@@ -131,6 +143,7 @@ class _Ours:
 
     def __init__(self, grid: SeriesGrid, forms):
         self.grid = grid
+        self.prior: dict[int, float] = {}  # tau_0^2 per number held out (default TAU0^2)
         self.fits: dict[str, PrefixFit] = prefix_fits(grid.lx, grid.ly, grid.present, grid.xi,
                                                       grid.n_x, forms)
         lu = np.log(grid.x)
@@ -202,21 +215,28 @@ class _Ours:
         return (np.append(mu, mu_l), np.append(var, var_l),
                 np.append(w * (1 - share), share))
 
-    def tau2(self, s: int, m: int) -> tuple[float, int]:
-        """Extrapolation excess per unit ln x squared from rolling-origin forecasts inside the
-        first m x values, pooled with the prior; and how many forecasts it rests on."""
+    def rolling(self, s: int, m: int) -> list[tuple[float, float, float]]:
+        """(squared error, predicted variance, step in ln x) of each rolling-origin forecast
+        of x_k from x_0..x_{k-1} inside the first m x values (2 <= k < m)."""
         g, lu = self.grid, np.log(self.grid.x)
-        total, count = PRIOR_WEIGHT * TAU0 ** 2, 0
+        out = []
         for k in range(2, m):
             if g.count[s, k] == 0 or not any(f.ok[s, k] for f in self.fits.values()):
                 continue
             mu, var, w = self.components(s, k, k, g.count[s, k])
             center = float(mixture_quantiles(mu, np.sqrt(var), w, 0.5))
             spread = float(np.sum(w * (var + mu ** 2)) - np.sum(w * mu) ** 2)
-            step = lu[k] - lu[k - 1]
-            total += max(0.0, (g.median[s, k] - center) ** 2 - spread) / step ** 2
-            count += 1
-        return total / (PRIOR_WEIGHT + count), count
+            out.append(((g.median[s, k] - center) ** 2, spread, lu[k] - lu[k - 1]))
+        return out
+
+    def tau2(self, s: int, m: int) -> tuple[float, int]:
+        """Extrapolation excess per unit ln x squared from rolling-origin forecasts inside the
+        first m x values, pooled with the prior; and how many forecasts it rests on."""
+        errors = self.rolling(s, m)
+        prior = self.prior.get(self.grid.n_x - m, TAU0 ** 2)
+        total = PRIOR_WEIGHT * prior + sum(max(0.0, e2 - spread) / step ** 2
+                                           for e2, spread, step in errors)
+        return total / (PRIOR_WEIGHT + len(errors)), len(errors)
 
     def forecast(self, s: int, m: int, j: int, level: float) -> dict:
         g = self.grid
@@ -232,7 +252,7 @@ class _Ours:
         names = [n for n in self.fits if self.fits[n].ok[s, m]]
         names += ["local"] if len(names) < len(w) else []
         return {"predicted": mid, "lo": lo, "hi": hi, "rolling": n_roll, "bands": bands,
-                "tau": math.sqrt(tau2), "weights": dict(zip(names, w.round(3).tolist(),
+                "tau": math.sqrt(tau2), "tau0": math.sqrt(self.prior.get(g.n_x - m, TAU0 ** 2)), "weights": dict(zip(names, w.round(3).tolist(),
                                                              strict=True))}
 
 
@@ -263,14 +283,53 @@ def cases(n_x: int) -> list[tuple[int, int]]:
     return out
 
 
+def pooled_tau2(errors) -> float:
+    """tau_0^2 from rolling-origin errors (squared error, predicted variance, step): the value
+    at which the median of e^2 / (variance + tau_0^2 step^2) is CHI2_MEDIAN (0 where the
+    errors are already that small); TAU0^2 with fewer than POOL_MIN errors."""
+    if len(errors) < POOL_MIN:
+        return TAU0 ** 2
+    e2, spread, step = (np.asarray(a, dtype=float) for a in zip(*errors, strict=True))
+    spread = np.maximum(spread, 1e-12)
+
+    def excess(t2):
+        return float(np.median(e2 / (spread + t2 * step ** 2))) - CHI2_MEDIAN
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 10.0
+    return brentq(excess, 0.0, hi)
+
+
+def backtest_grids(grids, level: float = LEVEL, forms=DEFAULT_FORMS) -> list[list[dict]]:
+    """backtest_grid of each grid, their extrapolation prior pooled over all of them (item 5
+    of the module doc); one list of rows per grid."""
+    ours = [_Ours(g, forms) for g in grids]
+    for held_out in (1, 2):
+        errors = [e for o in ours if o.grid.n_x >= 4 + 2 * (held_out - 1)
+                  for s in range(o.grid.y.shape[0])
+                  for e in o.rolling(s, o.grid.n_x - held_out)]
+        tau0_2 = pooled_tau2(errors)
+        for o in ours:
+            o.prior[held_out] = tau0_2
+    return [_backtest(o, level) for o in ours]
+
+
 def backtest_grid(grid: SeriesGrid, level: float = LEVEL, forms=DEFAULT_FORMS) -> list[dict]:
     """One row per (series, back-test, method): series, held_out, x, n_seeds, method,
     predicted, lo, hi, measured (all in y units), log10_error, hit, interval_score (log10),
     hits (whether the interval at each level of RELIABILITY_LEVELS holds the truth);
-    ours adds its form weights and extrapolation widening (tau, rolling)."""
+    ours adds its form weights and extrapolation widening (tau, rolling, tau0). The prior is
+    pooled over this grid's series only (backtest_grids pools over many)."""
+    return backtest_grids([grid], level, forms)[0]
+
+
+def _backtest(ours: _Ours, level: float) -> list[dict]:
+    grid = ours.grid
     if grid.n_x < 4:
         return []
-    ours = _Ours(grid, forms)
     rows = []
     for s in range(grid.y.shape[0]):
         for m, j in cases(grid.n_x):
@@ -289,7 +348,7 @@ def backtest_grid(grid: SeriesGrid, level: float = LEVEL, forms=DEFAULT_FORMS) -
                     "interval_score": float(interval_score(lo, hi, y, level)),
                     "hits": {lev: bool(b[0] <= truth <= b[1])
                              for lev, b in zip(RELIABILITY_LEVELS, f["bands"], strict=True)},
-                    "tau": f.get("tau"), "rolling": f.get("rolling"),
+                    "tau": f.get("tau"), "rolling": f.get("rolling"), "tau0": f.get("tau0"),
                     "weights": ", ".join(f"{k} {v:.2f}" for k, v in f["weights"].items())
                     if "weights" in f else None})
     return rows

@@ -1,7 +1,7 @@
 """Synthetic back-tests with a known truth: the calibration check of the forecast intervals
 (analysis.backtests.interval) against the two naive forecasters, in seconds, no training.
 
-    rows = synthetic_backtests(n_laws=100, seed=0)      # rows of backtest_grid, + law, sigma
+    rows = synthetic_backtests(n_laws=100, seed=0)      # rows of backtest_grids, + law, sigma
     summarize(rows)                                     # per method: coverage, errors, scores
 
 Each law is drawn at random: `power` y = x^-b (b in [0.3, 1.5]); `saturating` y = c + x^-b,
@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from analysis.backtests.interval import LEVEL, SeriesGrid, backtest_grid, summarize
+from analysis.backtests.interval import LEVEL, SeriesGrid, backtest_grids, summarize
 from analysis.fitting.forms import BREAK_F
 
 LAWS = ("power", "saturating", "broken_power")
@@ -46,11 +46,11 @@ def draw_law(kind: str, x: np.ndarray, rng) -> tuple[np.ndarray, str]:
 
 
 def synthetic_backtests(n_laws: int = 100, seed: int = 0, level: float = LEVEL) -> list[dict]:
-    """Back-test rows (analysis.backtests.interval.backtest_grid) of `n_laws` random laws,
+    """Back-test rows (analysis.backtests.interval.backtest_grids) of `n_laws` random laws,
     each row with its law kind, formula and noise sigma."""
     rng = np.random.default_rng(seed)
     specs = [(rng.choice(N_X), rng.choice(SEEDS), LAWS[i % len(LAWS)]) for i in range(n_laws)]
-    rows = []
+    grids, metas = [], []
     for n_x in N_X:
         for n_seeds in SEEDS:
             group = [kind for k, s, kind in specs if k == n_x and s == n_seeds]
@@ -65,9 +65,12 @@ def synthetic_backtests(n_laws: int = 100, seed: int = 0, level: float = LEVEL) 
                 ys.append(truth[xi] * np.exp(sigma * rng.normal(size=xi.size)))
                 meta.append({"law": kind, "formula": formula, "sigma": sigma,
                              "n_x": int(n_x), "seeds": int(n_seeds)})
-            for row in backtest_grid(SeriesGrid(x, xi, np.array(ys)), level):
-                rows.append({**meta[row["series"]], **row})
-    return rows
+            grids.append(SeriesGrid(x, xi, np.array(ys)))
+            metas.append(meta)
+    # one pool, as a store's studies are (the extrapolation prior: interval.backtest_grids)
+    return [{**meta[row["series"]], **row}
+            for meta, rows in zip(metas, backtest_grids(grids, level), strict=True)
+            for row in rows]
 
 
 def main() -> int:
