@@ -16,6 +16,18 @@ bootstrap curves (`Fit.predict_band`, level 0.9 as analysis.forecasts.forecast s
 law alone: seed noise at `at` is not shrunk by trials elsewhere). The study reaches its goal
 when that width is <= `target`.
 
+The goal's estimator (`Goal.estimator`), so that a design stops where the figure would say it
+has its width: `members` (above; every member its own bootstrap group), `seeds` (the fit
+resampled by seed label across all x, as the scaling figures' `fit_scaling(x, y, seed)`), or
+`medians` (analysis.fitting.sample_complexity.fit_gamma, the n* figures' estimator: a power law
+by weighted least squares through the per-x medians, seeds resampled within each x; an
+exponent goal and the power form only). Both resample seeds, and a percentile bootstrap over
+two seeds is no CI (a synthetic power law, 3 x with 2 seeds each, read 2.5x narrower than
+8 x with 4 seeds each), so they count only what the figures' grids have, `MIN_SEEDS` (3):
+`seeds` is inf with fewer seed labels, `medians` leaves out each x with fewer seeds (else one
+seed at a new x would narrow the CI for free). The look-ahead below minimises the same
+estimator's variance (for `medians`, the square of its CI width over 3.92).
+
 The criterion (`choose`): a greedy look-ahead over candidates, one trial at a time. A trial
 is one new seed at a candidate x (the smallest seed label not yet used at that x, as the
 driver will run it; the same x may be chosen again: that is how many seeds it gets). For each
@@ -32,6 +44,7 @@ every candidate of a step sees the same z and the same bootstrap resamples.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,11 +64,13 @@ from analysis.forecasts.points import (
 )
 
 KINDS = ("exponent", "forecast")
+ESTIMATORS = ("members", "seeds", "medians")  # see the module doc
+MIN_SEEDS = 3  # seeds the `seeds` and `medians` estimators need (per study; per x)
 FORECAST_LEVEL = 0.9  # as analysis.forecasts.forecast seals
 EXPONENT_LEVEL = 0.95  # analysis.fitting.fit's CIs
 
-__all__ = ["Choice", "Goal", "Status", "assess", "choose", "goal_variance", "goal_width",
-           "lattice", "member_points"]
+__all__ = ["ESTIMATORS", "Choice", "Goal", "Status", "assess", "choose", "goal_variance",
+           "goal_width", "lattice", "member_points"]
 
 
 @dataclass(frozen=True)
@@ -67,10 +82,17 @@ class Goal:
     target: float
     at: float | None = None  # forecast: the x of the forecast
     param: str | None = None  # exponent: its name (default: the form's first exponent)
+    estimator: str = "members"  # whose CI: ESTIMATORS (module doc)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"goal kind: unknown {self.kind!r}; valid choices: {', '.join(KINDS)}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"goal estimator: unknown {self.estimator!r}; valid choices: "
+                             f"{', '.join(ESTIMATORS)}")
+        if self.estimator == "medians" and self.kind != "exponent":
+            raise ValueError("goal estimator 'medians' (fit_gamma) measures an exponent only: "
+                             "use kind='exponent'")
         if not (isinstance(self.target, (int, float)) and self.target > 0):
             raise ValueError(f"goal target: must be > 0, got {self.target!r}")
         if self.kind == "forecast" and not (self.at and self.at > 0):
@@ -80,7 +102,10 @@ class Goal:
         if self.kind == "forecast":
             return (f"log10 width of the {FORECAST_LEVEL:.0%} band at x = {self.at:g} "
                     f"<= {self.target:g}")
-        return f"{EXPONENT_LEVEL:.0%} CI width of {self.param or 'the exponent'} <= {self.target:g}"
+        by = {"members": "", "seeds": " (seeds resampled)",
+              "medians": " (fit_gamma: per-x medians, seeds resampled within x)"}[self.estimator]
+        return (f"{EXPONENT_LEVEL:.0%} CI width of {self.param or 'the exponent'}{by} "
+                f"<= {self.target:g}")
 
 
 def lattice(lo: float, hi: float, n: int, integer: bool = False) -> np.ndarray:
@@ -133,16 +158,50 @@ def goal_width(fit: Fit, goal: Goal) -> float:
     return float(hi - lo)
 
 
-def _fit(x, y, form: str, n_boot: int, seed: int) -> Fit | None:
-    """fit_scaling, every member its own bootstrap group, without the held-out check; None
-    when the points cannot support the form."""
+def _fit(x, y, form: str, n_boot: int, seed: int, groups=None) -> Fit | None:
+    """fit_scaling, every member its own bootstrap group (or `groups`), without the held-out
+    check; None when the points cannot support the form."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return fit_scaling(x, y, np.arange(np.size(x)), form=form, n_boot=n_boot,
-                               seed=seed, holdout=0)
+            return fit_scaling(x, y, np.arange(np.size(x)) if groups is None else groups,
+                               form=form, n_boot=n_boot, seed=seed, holdout=0)
         except (ValueError, RuntimeError):
             return None
+
+
+def _medians_width(x, y, seeds, seed: int) -> float:
+    """fit_gamma's 95% CI width of the exponent over the x with >= MIN_SEEDS seeds (inf when
+    fewer than 2 such x), with fit_gamma's own resample count (cheap; the figure's width)."""
+    from analysis.fitting.sample_complexity import DEFAULT_BOOT, fit_gamma
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(y) & (y > 0)
+    values, counts = np.unique(x[keep], return_counts=True)
+    keep &= np.isin(x, values[counts >= MIN_SEEDS])
+    if np.unique(x[keep]).size < 2:
+        return math.inf
+    table = pl.DataFrame({"x": x[keep], "n_star": y[keep], "censored": False,
+                          "seed": np.asarray(seeds)[keep].astype(np.int64)})
+    fit = fit_gamma(table, "x", n_boot=DEFAULT_BOOT, rng_seed=seed)
+    return float(fit.ci[1] - fit.ci[0]) if all(map(math.isfinite, fit.ci)) else math.inf
+
+
+def estimate(x, y, seeds, goal: Goal, form: str, n_boot: int, seed: int
+             ) -> tuple[Fit | None, float, float]:
+    """(fit, width, variance) of the goal by its estimator (module doc); the fit is None for
+    `medians` and where the points cannot be fitted (width and variance inf)."""
+    if goal.estimator == "medians":
+        if form != "power":
+            raise ValueError(f"goal estimator 'medians' (fit_gamma) fits a power law, not {form!r}")
+        width = _medians_width(x, y, seeds, seed)
+        return None, width, (width / 3.92) ** 2 if math.isfinite(width) else math.inf
+    if goal.estimator == "seeds" and np.unique(np.asarray(seeds)).size < MIN_SEEDS:
+        return None, math.inf, math.inf
+    fit = _fit(x, y, form, n_boot, seed, None if goal.estimator == "members" else seeds)
+    if fit is None:
+        return None, math.inf, math.inf
+    return fit, goal_width(fit, goal), goal_variance(fit, goal)
 
 
 @dataclass
@@ -159,10 +218,15 @@ class Status:
         return self.width <= self.target
 
 
-def assess(x, y, goal: Goal, form: str = "power", n_boot: int = 400, seed: int = 0) -> Status:
-    """Fit the measured points and measure the goal's width (inf when they cannot be fitted)."""
-    fit = _fit(np.asarray(x, float), np.asarray(y, float), form, n_boot, seed)
-    width = goal_width(fit, goal) if fit is not None else math.inf
+def assess(x, y, goal: Goal, form: str = "power", n_boot: int = 400, seed: int = 0,
+           seeds=None) -> Status:
+    """Fit the measured points and measure the goal's width by its estimator (inf when they
+    cannot be fitted); `seeds` (each point's seed label) for the `seeds` and `medians`
+    estimators."""
+    if seeds is None and goal.estimator != "members":
+        raise ValueError(f"assess: the {goal.estimator!r} estimator needs each point's seed")
+    fit, width, _ = estimate(np.asarray(x, float), np.asarray(y, float), seeds, goal, form,
+                             n_boot, seed)
     return Status(fit, width, goal.target, int(np.size(x)))
 
 
@@ -196,20 +260,17 @@ class _Worlds:
         self.ys = [np.append(y, v) for y, v in zip(self.ys, values, strict=True)]
 
 
-def _variance_after(worlds: _Worlds, xv: float, values: np.ndarray, goal: Goal, form: str,
-                    n_boot: int, seed: int) -> float:
+def _variance_after(worlds: _Worlds, xv: float, label: int, values: np.ndarray, goal: Goal,
+                    form: str, n_boot: int, seed: int) -> float:
     """Mean over worlds of the goal's bootstrap variance after adding a point at xv."""
-    out = []
-    for y, value in zip(worlds.ys, values, strict=True):
-        fit = _fit(np.append(worlds.x, xv), np.append(y, value), form, n_boot, seed)
-        out.append(goal_variance(fit, goal) if fit is not None else math.inf)
-    return float(np.mean(out))
+    x, seeds = np.append(worlds.x, xv), np.append(worlds.seeds, label)
+    return float(np.mean([estimate(x, np.append(y, value), seeds, goal, form, n_boot, seed)[2]
+                          for y, value in zip(worlds.ys, values, strict=True)]))
 
 
 def _variance_now(worlds: _Worlds, goal: Goal, form: str, n_boot: int, seed: int) -> float:
-    fits = [_fit(worlds.x, y, form, n_boot, seed) for y in worlds.ys]
-    return float(np.mean([goal_variance(f, goal) if f is not None else math.inf
-                          for f in fits]))
+    return float(np.mean([estimate(worlds.x, y, worlds.seeds, goal, form, n_boot, seed)[2]
+                          for y in worlds.ys]))
 
 
 def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
@@ -236,22 +297,24 @@ def choose(x, y, seeds, candidates: Sequence[float], goal: Goal, n_trials: int,
     mean = np.log(base.predict(cand))
     rng = np.random.default_rng(seed)
     worlds = _Worlds(x, seeds, [y] * fantasies)
-    choice = Choice([], goal_variance(base, goal))
+    choice = Choice([], estimate(x, y, seeds, goal, form, n_boot, seed)[2])
     for step in range(n_trials):
         z = rng.standard_normal(fantasies)  # one draw per world, shared by every candidate
         boot_seed = seed + 1 + step
         now = _variance_now(worlds, goal, form, n_boot, boot_seed) if cost else 0.0
         scores = []
+        taken_x = np.append(worlds.x, [t[0] for t in taken])
+        taken_s = np.append(worlds.seeds, [t[1] for t in taken])
         for xv, mu in zip(cand, mean, strict=True):
-            after = _variance_after(worlds, xv, np.exp(mu + sigma * z), goal, form, n_boot,
-                                    boot_seed)
-            scores.append((after, (now - after) / max(cost(xv), 1e-12) if cost else -after))
+            after = _variance_after(worlds, xv, next_seed(taken_x, taken_s, xv),
+                                    np.exp(mu + sigma * z), goal, form, n_boot, boot_seed)
+            gain = (now - after) / max(cost(xv), 1e-12) if cost else -after
+            scores.append((after, gain if math.isfinite(gain) or gain > 0 else -math.inf))
         if cost and max(s[1] for s in scores) <= 0:  # no candidate helps: the least harm
             scores = [(after, -after) for after, _ in scores]
         best = int(np.argmax([s[1] for s in scores]))  # ties: the smaller x
         xv = float(cand[best])
-        label = next_seed(np.append(worlds.x, [t[0] for t in taken]),
-                          np.append(worlds.seeds, [t[1] for t in taken]), xv)
+        label = next_seed(taken_x, taken_s, xv)
         worlds.add(xv, label, np.exp(mean[best] + sigma * z))
         choice.trials.append((xv, label))
         choice.variance_after.append(scores[best][0])
@@ -299,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     measure = measure_from_args(args)
     try:
-        x, y, _ = member_points(rows, args.x, measure)
+        x, y, seeds = member_points(rows, args.x, measure)
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
@@ -308,12 +371,17 @@ def main(argv: list[str] | None = None) -> int:
     goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
     print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "
           f"({x.size} measured), {float(hours.fill_null(0).sum()) / 3600:.4f} device-hours")
-    fit = _fit(np.asarray(x, float), np.asarray(y, float), args.form, 400, 0)  # as assess
+    by = {"members": "members resampled", "seeds": "seeds resampled",
+          "medians": "fit_gamma's: per-x medians, seeds resampled within x"}
     for goal in goals:
-        width = goal_width(fit, goal) if fit is not None else math.inf
         what = "exponent 95% CI width" if goal.kind == "exponent" else \
             f"log10 width of the 90% band at {goal.at:g}"
-        print(f"  {args.form}: {what} {width:.4g} (members resampled)")
+        for estimator in ESTIMATORS:
+            if estimator == "medians" and (goal.kind != "exponent" or args.form != "power"):
+                continue
+            width = assess(x, y, dataclasses.replace(goal, estimator=estimator), args.form,
+                           400, 0, seeds=seeds).width
+            print(f"  {args.form}: {what} {width:.4g} ({by[estimator]})")
     if measure.metric == "n_star":
         _print_fit_gamma(rows, args.x, measure)
     return 0

@@ -5,7 +5,9 @@ is censored, and the truth at an x (the median over its seeds) with honest bound
     truth = truth_at(members)                                          # per x
 
 A `Measure` is either a row metric at each member's final evaluation (its last step and last
-position, the query: analysis.reading.frames.final_eval; `statistic` over test prompts, `predictor`),
+position, the query: analysis.reading.frames.final_eval, or the `position` given, e.g. the
+training prompt length; `statistic` over test prompts, `predictor`; `1-r2` is 1 - the `r2`
+rows, the error the R² figures fit),
 or `n_star`: the samples a member needs to reach `threshold` on its recorded `curve_metric`
 curve (analysis.fitting.sample_complexity: n_star, right-censored at the run's cap when never reached,
 left-censored at its first point when reached at once).
@@ -27,8 +29,10 @@ import polars as pl
 
 from analysis.fitting.sample_complexity import error_curves, n_star_table
 from analysis.reading.frames import final_eval
+from analysis.reading.regime import final_rows
 
 N_STAR = "n_star"
+COMPLEMENTS = {"1-r2": "r2"}  # a metric read as 1 - the named row metric
 MEMBER_SCHEMA = {"config_hash": pl.String, "x": pl.Float64, "seed": pl.Int64,
                  "lo": pl.Float64, "hi": pl.Float64}
 
@@ -43,6 +47,7 @@ class Measure:
     test_dist: str = "train"
     threshold: float | None = None  # n_star only
     curve_metric: str = "mse"  # n_star only: the recorded curve it is read from
+    position: int | None = None  # the query position (None: each member's last)
 
     def __post_init__(self):
         if self.metric == N_STAR and not (self.threshold and self.threshold > 0):
@@ -53,6 +58,8 @@ class Measure:
         if self.metric != N_STAR:
             out.pop("threshold")
             out.pop("curve_metric")
+        if self.position is None:
+            out.pop("position")
         return out
 
     @classmethod
@@ -70,11 +77,13 @@ def add_measure_args(parser, metric_default: str | None = None) -> None:
     parser.add_argument("--threshold", type=float, default=None,
                         help=f"{N_STAR}: the target error")
     parser.add_argument("--curve-metric", default="mse", help=f"{N_STAR}: the recorded curve")
+    parser.add_argument("--position", type=int, default=None,
+                        help="the query position (default: each member's last)")
 
 
 def measure_from_args(args) -> Measure:
     return Measure(args.metric, args.statistic, args.predictor, args.test_dist,
-                   args.threshold, args.curve_metric)
+                   args.threshold, args.curve_metric, getattr(args, "position", None))
 
 
 def _require(rows: pl.DataFrame, x: str) -> None:
@@ -85,11 +94,18 @@ def _require(rows: pl.DataFrame, x: str) -> None:
 
 
 def _final_values(rows: pl.DataFrame, x: str, m: Measure) -> pl.DataFrame:
-    final = final_eval(rows, m.metric, m.test_dist).filter(
-        (pl.col("predictor") == m.predictor) & (pl.col("statistic") == m.statistic))
+    metric = COMPLEMENTS.get(m.metric, m.metric)
+    if m.position is None:
+        final = final_eval(rows, metric, m.test_dist)
+    else:
+        final = final_rows(rows, metric, m.test_dist, position="all").filter(
+            pl.col("position") == m.position)
+    final = final.filter((pl.col("predictor") == m.predictor)
+                         & (pl.col("statistic") == m.statistic))
+    value = 1 - pl.col("value") if m.metric in COMPLEMENTS else pl.col("value")
     per = final.group_by("config_hash").agg(
         pl.col(x).first().cast(pl.Float64).alias("x"), pl.col("seed").first(),
-        pl.col("value").median().alias("lo"))
+        value.median().alias("lo"))
     return per.with_columns(pl.col("lo").alias("hi"))
 
 

@@ -237,7 +237,7 @@ def _header(adaptive: Adaptive, preset: str) -> dict:
 def _next_round(adaptive: Adaptive, state, spent: Spent, index: int) -> tuple[dict | None, str]:
     """The next round's plan (None and why the study stops) from the measured points."""
     (x, y, seeds) = state
-    status = assess(x, y, adaptive.goal, adaptive.form, adaptive.n_boot)
+    status = assess(x, y, adaptive.goal, adaptive.form, adaptive.n_boot, seeds=seeds)
     summary = {"n_points": int(x.size), "width": status.width, "spent_trials": spent.trials,
                "spent_hours": spent.hours}
     if status.reached:

@@ -1,0 +1,236 @@
+"""Replay an adaptive design on a measured dense grid: would it have reached the grid's CI
+width, and with what share of the grid's trials and device-hours?
+
+    python -m analysis.forecasts.adaptive_replay --storage S --sweep W --study T --x model.width \
+        [--form saturating] [--estimator seeds] [--initial 8 32 128] [--seeds 2] [--batch 3]
+    python -m analysis.forecasts.adaptive_replay --synthetic     # where it pays, where not
+    result = replay(x, y, seeds, seconds, goal, form="power", initial=[8, 16, 64])
+
+The design is the one a live adaptive study runs (icl_core.interface.adaptive: round 0 at
+`initial` x `seeds`, then `batch` trials a round chosen by analysis.forecasts.adaptive_design's
+look-ahead, per unit of measured cost), but a trial's outcome is looked up among the grid's
+measured members instead of trained: the (x, seed) it asks for, with that member's value and
+wall time. So it can only ask for what the grid ran: the candidates are the grid's x, and at
+most as many seeds per x as the grid has (a trial beyond them is dropped from its batch).
+The goal is the grid's own width by the same estimator (`--estimator`, default the one the
+study's figure uses: `medians` = fit_gamma for n*, `seeds` for the scaling figures' fits);
+the design stops when it reaches it or has used every member. Every member's cost is its
+measured wall time, the same for the grid and the replay, so the device-hour share does not
+depend on how loaded the machine was when each ran (a live re-run's does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from analysis.fitting.forms import FORMS
+from analysis.forecasts.adaptive_design import (
+    ESTIMATORS,
+    Goal,
+    assess,
+    choose,
+    measured_cost,
+    member_points,
+)
+from analysis.forecasts.points import add_measure_args, measure_from_args
+
+__all__ = ["SYNTHETIC", "Replay", "main", "replay", "synthetic_grid", "synthetic_replays"]
+
+
+@dataclass
+class Replay:
+    """What the replay spent and reached against the dense grid."""
+
+    target: float  # the dense grid's width
+    grid_trials: int
+    grid_hours: float
+    rounds: list[dict] = field(default_factory=list)  # trials, width, hours after each round
+    stop: str = ""
+
+    @property
+    def trials(self) -> int:
+        return self.rounds[-1]["trials"] if self.rounds else 0
+
+    @property
+    def hours(self) -> float:
+        return self.rounds[-1]["hours"] if self.rounds else 0.0
+
+    @property
+    def width(self) -> float:
+        return self.rounds[-1]["width"] if self.rounds else math.inf
+
+    @property
+    def reached(self) -> bool:
+        return self.width <= self.target
+
+
+def replay(x, y, seeds, seconds, goal: Goal, form: str = "power", initial=None,
+           n_seeds: int = 2, batch: int = 3, fantasies: int = 4,
+           cost_weighted: bool = True) -> Replay:
+    """Replay the design on measured members (x, y, seed label, wall seconds; one each).
+    `goal.target` is ignored: the target is the grid's own width by `goal.estimator`."""
+    x, y, seconds = (np.asarray(a, dtype=float) for a in (x, y, seconds))
+    seeds = np.asarray(seeds).astype(np.int64)
+    pool = {(float(a), int(s)): (float(v), float(t))
+            for a, s, v, t in zip(x, seeds, y, seconds, strict=True)}
+    grid_x = np.unique(x)
+    target = assess(x, y, goal, form, seeds=seeds).width
+    result = Replay(target, len(pool), float(np.sum(seconds)) / 3600)
+    if not math.isfinite(target):
+        result.stop = "the grid itself has no finite width by this estimator"
+        return result
+    goal = dataclasses.replace(goal, target=target)
+    start = grid_x[[0, grid_x.size // 2, -1]] if initial is None else np.asarray(initial, float)
+    chosen = [(float(a), s) for a in start for s in range(n_seeds) if (float(a), s) in pool]
+    for index in range(len(pool)):
+        cx = np.array([c[0] for c in chosen])
+        cs = np.array([c[1] for c in chosen])
+        cy = np.array([pool[c][0] for c in chosen])
+        ct = np.array([pool[c][1] for c in chosen])
+        status = assess(cx, cy, goal, form, seeds=cs)
+        result.rounds.append({"round": index, "trials": len(chosen), "width": status.width,
+                              "hours": float(ct.sum()) / 3600,
+                              "x": {float(a): int((cx == a).sum()) for a in np.unique(cx)}})
+        if status.reached:
+            result.stop = "reached the grid's width"
+            break
+        left = [a for a in grid_x if any((float(a), s) not in chosen
+                                         for s in range(int((x == a).sum())))]
+        if not left:
+            result.stop = "used every member of the grid"
+            break
+        try:
+            choice = choose(cx, cy, cs, left, goal, batch, form, fantasies, seed=index,
+                            cost=measured_cost(cx, ct) if cost_weighted else None)
+        except ValueError as exc:
+            result.stop = f"cannot choose: {exc}"
+            break
+        new = [(float(a), int(s)) for a, s in choice.trials if (float(a), int(s)) in pool]
+        new = [t for t in dict.fromkeys(new) if t not in chosen]
+        if not new:
+            result.stop = "the design asked only for members the grid does not have"
+            break
+        chosen += new
+    return result
+
+
+# Synthetic grids where a design can and cannot pay (name, x count, seeds per x, cost
+# exponent k of seconds ~ x^k, law, estimator); power: 2 x^-0.8, saturating: 0.05 + 2 x^-0.8,
+# x log-spaced in 1-64, log-normal seed noise 0.2.
+SYNTHETIC = (("power, 8 x, cost ~ x", 8, 4, 1.0, "power", "seeds"),
+             ("power, 8 x, every trial the same cost", 8, 4, 0.0, "power", "seeds"),
+             ("power, 4 x", 4, 3, 1.0, "power", "seeds"),
+             ("power, 8 x, fit_gamma's estimator", 8, 4, 1.0, "power", "medians"),
+             ("saturating, 8 x", 8, 4, 1.0, "saturating", "seeds"))
+
+
+def synthetic_grid(n_x: int, n_seeds: int, cost_k: float, law: str, seed: int):
+    """(x, y, seed label, seconds) of a dense synthetic grid (SYNTHETIC's laws)."""
+    rng = np.random.default_rng(seed)
+    xs = np.unique(np.round(np.geomspace(1, 64, n_x)))
+    x, labels = np.repeat(xs, n_seeds), np.tile(np.arange(n_seeds), xs.size)
+    truth = 2 * x ** -0.8 + (0.05 if law == "saturating" else 0.0)
+    y = truth * np.exp(0.2 * rng.normal(size=x.size))
+    return x, y, labels, 10 * x ** cost_k * np.exp(0.05 * rng.normal(size=x.size))
+
+
+def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict]:
+    """Replay the design on SYNTHETIC's grids, one row per (case, seed)."""
+    out = []
+    for name, n_x, n_seeds, cost_k, law, estimator in cases:
+        for seed in seeds:
+            x, y, labels, seconds = synthetic_grid(n_x, n_seeds, cost_k, law, seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = replay(x, y, labels, seconds, Goal("exponent", 1.0, estimator=estimator),
+                           law)
+            out.append({"case": name, "seed": seed, "trials": r.trials,
+                        "grid_trials": r.grid_trials, "trial_share": r.trials / r.grid_trials,
+                        "hour_share": r.hours / r.grid_hours, "stop": r.stop})
+            if echo:
+                echo(f"  {name}, seed {seed}: {r.trials}/{r.grid_trials} trials, "
+                     f"{r.hours / r.grid_hours:.0%} of the device-hours ({r.stop})")
+    return out
+
+
+def _wall_seconds(rows: pl.DataFrame, axis: str) -> dict[tuple[float, int], float]:
+    """(x, seed) -> the member's wall time (its rows' `wall_time_s`; 0 without it)."""
+    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
+    per = rows.group_by("config_hash").agg(pl.col(axis).first().cast(pl.Float64),
+                                           pl.col("seed").first(), wall.first().alias("s"))
+    return {(float(a), int(s)): float(t or 0.0)
+            for a, s, t in per.select(axis, "seed", "s").iter_rows()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from analysis.reading.store import MissingResults, read_rows
+
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.forecasts.adaptive_replay",
+        description="Replay an adaptive design on a measured dense grid (module doc).")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="replay on the synthetic grids of SYNTHETIC instead (minutes)")
+    parser.add_argument("--storage", default="results")
+    parser.add_argument("--sweep")
+    parser.add_argument("--study")
+    parser.add_argument("--x", help="the axis column, e.g. model.depth")
+    parser.add_argument("--form", default="power", choices=sorted(FORMS))
+    parser.add_argument("--estimator", default="seeds", choices=ESTIMATORS)
+    parser.add_argument("--initial", type=float, nargs="+", default=None,
+                        help="round-0 x values (default: the grid's smallest, middle, largest)")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per round-0 x")
+    parser.add_argument("--batch", type=int, default=3, help="trials per round")
+    parser.add_argument("--uniform-cost", action="store_true",
+                        help="every trial costs the same in the look-ahead")
+    add_measure_args(parser, metric_default="mse")
+    args = parser.parse_args(argv)
+    if args.synthetic:
+        print("replays on synthetic dense grids (x in 1-64, noise 0.2; round 0: smallest, "
+              "middle, largest x x 2 seeds; 3 trials a round):")
+        synthetic_replays()
+        return 0
+    missing = [f"--{n}" for n in ("sweep", "study", "x") if not getattr(args, n)]
+    if missing:
+        print(f"error: {', '.join(missing)} required (or --synthetic)")
+        return 2
+    try:
+        goal = Goal("exponent", 1.0, estimator=args.estimator)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows, _ = read_rows(args.storage, args.sweep, args.study)
+        x, y, seeds = member_points(rows, args.x, measure_from_args(args))
+    except (MissingResults, ValueError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}")
+        return 2
+    wall = _wall_seconds(rows, args.x)
+    seconds = [wall.get((float(a), int(s)), 0.0) for a, s in zip(x, seeds, strict=True)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = replay(x, y, seeds, seconds, goal, args.form, args.initial, args.seeds,
+                        args.batch, cost_weighted=not args.uniform_cost)
+    print(f"{args.sweep}/{args.study}: grid {result.grid_trials} members, "
+          f"{result.grid_hours:.4f} device-hours; {goal.describe().split(' <=')[0]} "
+          f"by {args.form}: {result.target:.4g}")
+    for r in result.rounds:
+        spread = ", ".join(f"{a:g}: {n}" for a, n in r["x"].items())
+        print(f"  round {r['round']}: {r['trials']} trials, {r['hours']:.4f} device-hours, "
+              f"width {r['width']:.4g}  (x: seeds {spread})")
+    if result.rounds:
+        print(f"  {result.stop}: {result.trials}/{result.grid_trials} trials "
+              f"({result.trials / result.grid_trials:.0%}), {result.hours:.4f}/"
+              f"{result.grid_hours:.4f} device-hours "
+              f"({result.hours / max(result.grid_hours, 1e-12):.0%})")
+    else:
+        print(f"  {result.stop}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
