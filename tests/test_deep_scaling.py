@@ -45,7 +45,7 @@ def test_one_depth_many_widths_fits_against_width():
 
 
 def test_many_depths_fit_against_depth_per_width(tmp_path):
-    law = lambda depth, width: 0.05 + 1.0 * depth ** -1.0 * (32 / width)  # noqa: E731
+    law = lambda depth, width: 0.05 + 0.25 * depth ** -1.0 * (32 / width)  # noqa: E731
     rows = rows_for([1, 2, 4, 8], [16, 32], law)
     data = scaling_data(rows, n_boot=20)
     assert (data.x, data.by) == ("model.depth", "model.width")
@@ -53,3 +53,19 @@ def test_many_depths_fit_against_depth_per_width(tmp_path):
     out = deep_scaling_figure(rows, tmp_path, n_boot=20)
     assert out["best_depth"] == 8 and out["best_width"] == 32
     assert "width 16: 1-R² = " in out["note"]
+
+
+def test_the_law_is_fitted_over_learned_widths_only():
+    """Widths whose 1 - R² is above the prompt mean's (0.8) less the margin are not learned:
+    the fit leaves them out (with 3 learned widths it recovers the law there; with 2 it says
+    no law was tested, where a fit over every width would have 'resolved' on the step)."""
+    law = lambda depth, width: 0.9 if width < 32 else 0.1 + 2.0 * width ** -0.8  # noqa: E731
+    data = scaling_data(rows_for([2], [8, 16, 32, 64, 128], law), n_boot=20)
+    [(_, pts, fit)] = data.curves
+    assert pts["model.width"].n_unique() == 5  # every width is drawn
+    assert fit.status == "ok" and fit.params["b"] == pytest.approx(0.8, abs=0.2)
+    assert "fit over the learned widths [32, 64, 128]" in data.curve_notes[0]
+    data = scaling_data(rows_for([2], [8, 16, 32, 64], law), n_boot=20)
+    [(_, _, fit)] = data.curves
+    assert fit is None
+    assert data.curve_notes[0] == "depth 2: no law tested: 2 learned width(s), a law needs 3"

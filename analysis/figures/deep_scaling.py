@@ -8,7 +8,9 @@ analysis.figures.deep:
 
 R² is pooled over the test prompts (deep.STATISTIC); cells short of the learned-regime
 margin (analysis.reading.regime.LEARNED_R2_GAP) get a ring and the panel says "not testable at this
-scale". Fits that are not resolved (analysis.fitting.fit.fit_status) are drawn dotted.
+scale". A curve's law is fitted over its learned cells only (a law on unlearned cells tests
+nothing), and only where they span `MIN_LEARNED_X` x; else the note says no law was tested.
+Fits that are not resolved (analysis.fitting.fit.fit_status) are drawn dotted.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from analysis.plotting import (
 )
 from analysis.reading.frames import cell_regime
 from analysis.reading.regime import TRIVIAL, final_rows, regime_notes
+
+MIN_LEARNED_X = 3  # a law is fitted over the learned cells only, and needs this many x
 
 # The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
 # (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
@@ -115,9 +119,21 @@ def scaling_data(rows: pl.DataFrame, n_boot: int = 1000) -> ScalingData:
         x, by = by, x
     for value in sorted(at_train[by].unique().to_list()):
         pts = at_train.filter(pl.col(by) == value).sort(x)
-        fit, note = _fit(pts[x].to_numpy(), pts["err"].to_numpy(), pts["seed"].to_numpy(), n_boot)
+        learned = regime.filter((pl.col(by) == value) & pl.col("learned"))[x]
+        used = pts.filter(pl.col(x).is_in(learned.implode()))
+        if used[x].n_unique() < MIN_LEARNED_X:  # a law on unlearned cells tests nothing
+            fit, note = None, (f"no law tested: {used[x].n_unique()} learned {_NAMES[x]}(s), "
+                               f"a law needs {MIN_LEARNED_X}")
+        else:
+            fit, note = _fit(used[x].to_numpy(), used["err"].to_numpy(),
+                             used["seed"].to_numpy(), n_boot)
+            if used.height < pts.height:
+                note = (note + "; " if note else "") + \
+                    f"fit over the learned {_NAMES[x]}s {sorted(set(used[x].to_list()))}"
         curves.append((value, pts, fit))
-        notes.append(f"{_NAMES[by]} {value}: {note or '1-R² = ' + fit.label()}")
+        notes.append(f"{_NAMES[by]} {value}: "
+                     f"{note if fit is None or fit.status != 'ok' else '1-R² = ' + fit.label()}"
+                     + (f" ({note})" if fit is not None and fit.status == "ok" and note else ""))
     best = at_train.group_by("model.depth", "model.width").agg(pl.col("err").mean()).sort(
         "err").row(0, named=True)
     curve = ok.filter((pl.col("model.depth") == best["model.depth"])
