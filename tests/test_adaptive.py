@@ -179,7 +179,7 @@ def test_cost_weighted_design_reaches_the_target_for_less_device_time(tmp_path):
     """A trial at x costs x seconds here (as a model's depth does): with the cost learned from
     measured wall times, the design buys variance reduction per second and reaches the same
     CI target for less total time than the unweighted design."""
-    goal = Goal("exponent", target=0.15)
+    goal = Goal("exponent", target=0.2)
     cost = measured_cost([1, 2, 64, 64], [1.0, 2.0, 64.0, 64.0])  # seconds = x, fitted
     assert cost(8.0) == pytest.approx(8.0) and cost(40.0) == pytest.approx(40.0)
     assert measured_cost([4, 4], [1.0, 9.0]) is None  # one x: every trial costs the same
@@ -196,7 +196,7 @@ def test_cost_weighted_design_reaches_the_target_for_less_device_time(tmp_path):
         n, width = trials_to_target(store, goal, rounds(weigh))
         assert width <= goal.target, (name, n, width)
         seconds[name] = float(points(store)[0].sum())
-    assert seconds["weighted"] < 0.9 * seconds["plain"], seconds  # measured: 733 vs 851 s
+    assert seconds["weighted"] < 0.9 * seconds["plain"], seconds  # measured: 299 vs 467 s
 
 
 @pytest.mark.parametrize("name", ["adaptive_depth", "adaptive_sample_complexity"])
