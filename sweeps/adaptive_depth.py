@@ -1,9 +1,10 @@
 """Adaptive depth scaling: the least-squares depth study (sweeps/depth_scaling.py,
-least_squares) with its trials chosen where the law MSE(depth) = a depth^-b is uncertain
+least_squares) with its trials chosen where the law MSE(depth) = c + a depth^-b is uncertain
 (icl_core.interface.adaptive; the criterion: analysis.forecasts.adaptive_design).
 
 Round 0 runs depths 1, 2, 6 x 2 seeds; each later round adds up to 3 trials (a depth and a
-seed each) chosen by a greedy bootstrap look-ahead, until b's 95% CI is narrower than the goal
+seed each) chosen by a greedy bootstrap look-ahead, until b's 95% CI (the depth figure's fit:
+saturating, seeds resampled; so it needs a third seed) is narrower than the goal
 or the budget is spent. Same base config, presets and depth range (1-6) as the cpu grid of
 least_squares, whose 15 trials it competes with.
 
@@ -28,14 +29,15 @@ LEAST_SQUARES_ADAPTIVE = Adaptive(
     bounds=(1, 6),
     initial=[1, 2, 6],
     seeds=2,
-    goal=Goal("exponent", target=0.5),
-    form="power",
+    # the depth figure's fit: saturating c + a L^-b, seeds resampled (analysis.figures.by_name)
+    goal=Goal("exponent", target=0.5, estimator="seeds"),
+    form="saturating",
     budget_trials=15,  # the cpu grid's 5 depths x 3 seeds
     batch=3,
     candidates=6,
     presets={
         "smoke": {"bounds": (1, 3), "initial": [1, 2, 3], "seeds": 1, "batch": 2,
-                  "budget_trials": 6, "goal": Goal("exponent", target=1e-3)},
+                  "budget_trials": 6, "goal": Goal("exponent", target=1e-3), "form": "power"},
         "gpu": {"bounds": (1, 16), "initial": [1, 4, 16], "candidates": 10,
                 "budget_trials": 18},
         "paper": {"bounds": (1, 64), "initial": [1, 8, 64], "candidates": 12,
