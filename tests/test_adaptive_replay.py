@@ -12,7 +12,7 @@ import pytest
 
 from analysis.fitting.sample_complexity import fit_gamma
 from analysis.forecasts.adaptive_design import MIN_SEEDS, Goal, assess
-from analysis.forecasts.adaptive_replay import main, replay, synthetic_grid
+from analysis.forecasts.adaptive_replay import main, replay, synthetic_draw, synthetic_grid
 from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
 
@@ -49,13 +49,19 @@ def test_seed_resampling_estimators_need_three_seeds():
 def test_replay_pays_on_a_dense_power_law_and_cannot_on_four_x():
     """8 x with 4 seeds and cost ~ x: the design reaches the grid's own CI width (seeds
     resampled) with under half its device-hours; with 4 x, round 0 (3 x 2 seeds) is already
-    half the grid and the design needs the rest."""
+    half the grid and the design needs the rest. Drawing outcomes beyond the grid (a synthetic
+    law), it stacks more seeds at one x than the grid has."""
     goal = Goal("exponent", 1.0, estimator="seeds")
     dense = replay(*synthetic_grid(8, 4, 1.0, "power", 0), goal)
     assert dense.reached and dense.hours < 0.5 * dense.grid_hours
     assert dense.rounds[0]["trials"] == 6 and dense.trials < dense.grid_trials
     few = replay(*synthetic_grid(4, 3, 1.0, "power", 0), goal)
     assert few.trials == few.grid_trials and few.hours == pytest.approx(few.grid_hours)
+    # free to draw any seed (as a live study is), the design piles seeds at the cheap end
+    free = replay(*synthetic_grid(8, 4, 1.0, "power", 0), goal,
+                  draw=synthetic_draw(1.0, "power", 0))
+    assert free.reached and free.hours < 0.5 * free.grid_hours
+    assert max(free.rounds[-1]["x"].values()) > 4  # more seeds at one x than the grid has
 
 
 def test_replay_command_on_a_store(tmp_path, capsys):

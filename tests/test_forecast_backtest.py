@@ -176,5 +176,6 @@ def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path
     page = out.read_text()
     assert "**3 back-tested forecasts over 1 studies** (target >= 30 over >= 8: NOT met)" in page
     assert "| bt/law | model.width |" in page and "not read: --storage: no store" in page
+    assert "tau_0 = 0.1 (1 held out), 0.1 (2 held out) per unit ln x" in page  # too few to pool
     assert "| line |" in page and "No sealed forecast" in page
     assert (figures / "backtest_reliability.png").stat().st_size > 0

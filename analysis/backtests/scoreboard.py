@@ -109,6 +109,11 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
             body.append("Not qualifying:\n\n" + "\n".join(f"- {s}" for s in result.skipped)
                         + "\n")
         if rows:
+            tau0 = {r["held_out"]: r["tau0"] for r in rows if r["method"] == "ours"}
+            body.append("Extrapolation prior learned from this store's held-in points "
+                        "(analysis/backtests/interval.py, item 5): tau_0 = " + ", ".join(
+                            f"{t:.3g} ({h} held out)" for h, t in sorted(tau0.items()))
+                        + " per unit ln x.\n")
             body.append(table_markdown(result.table))
             body.append(summary_markdown(summarize(rows, level), level))
     n_ours = sum(r["method"] == "ours" for r in store_rows)

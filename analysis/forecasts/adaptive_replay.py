@@ -41,7 +41,8 @@ from analysis.forecasts.adaptive_design import (
 )
 from analysis.forecasts.points import add_measure_args, measure_from_args
 
-__all__ = ["SYNTHETIC", "Replay", "main", "replay", "synthetic_grid", "synthetic_replays"]
+__all__ = ["SYNTHETIC", "Replay", "main", "replay", "synthetic_draw", "synthetic_grid",
+           "synthetic_replays"]
 
 
 @dataclass
@@ -73,9 +74,12 @@ class Replay:
 
 def replay(x, y, seeds, seconds, goal: Goal, form: str = "power", initial=None,
            n_seeds: int = 2, batch: int = 3, fantasies: int = 4,
-           cost_weighted: bool = True) -> Replay:
+           cost_weighted: bool = True, draw=None) -> Replay:
     """Replay the design on measured members (x, y, seed label, wall seconds; one each).
-    `goal.target` is ignored: the target is the grid's own width by `goal.estimator`."""
+    `goal.target` is ignored: the target is the grid's own width by `goal.estimator`.
+    `draw(x, seed) -> (y, seconds)`: where outcomes can be drawn (a synthetic law), a trial
+    the grid did not run is drawn instead of dropped, so the design may put more seeds at an
+    x than the grid has; it stops once it has spent the grid's device-hours."""
     x, y, seconds = (np.asarray(a, dtype=float) for a in (x, y, seconds))
     seeds = np.asarray(seeds).astype(np.int64)
     pool = {(float(a), int(s)): (float(v), float(t))
@@ -101,9 +105,13 @@ def replay(x, y, seeds, seconds, goal: Goal, form: str = "power", initial=None,
         if status.reached:
             result.stop = "reached the grid's width"
             break
-        left = [a for a in grid_x if any((float(a), s) not in chosen
-                                         for s in range(int((x == a).sum())))]
-        if not left:
+        if draw is not None and ct.sum() >= np.sum(seconds):
+            result.stop = "spent the grid's device-hours"
+            break
+        left = grid_x if draw is not None else \
+            [a for a in grid_x if any((float(a), s) not in chosen
+                                      for s in range(int((x == a).sum())))]
+        if not len(left):
             result.stop = "used every member of the grid"
             break
         try:
@@ -112,6 +120,9 @@ def replay(x, y, seeds, seconds, goal: Goal, form: str = "power", initial=None,
         except ValueError as exc:
             result.stop = f"cannot choose: {exc}"
             break
+        if draw is not None:
+            pool.update({(float(a), int(s)): draw(float(a), int(s))
+                         for a, s in choice.trials if (float(a), int(s)) not in pool})
         new = [(float(a), int(s)) for a, s in choice.trials if (float(a), int(s)) in pool]
         new = [t for t in dict.fromkeys(new) if t not in chosen]
         if not new:
@@ -123,7 +134,7 @@ def replay(x, y, seeds, seconds, goal: Goal, form: str = "power", initial=None,
 
 # Synthetic grids where a design can and cannot pay (name, x count, seeds per x, cost
 # exponent k of seconds ~ x^k, law, estimator); power: 2 x^-0.8, saturating: 0.05 + 2 x^-0.8,
-# x log-spaced in 1-64, log-normal seed noise 0.2.
+# x log-spaced in 1-64, log-normal seed noise 0.2 (synthetic_draw).
 SYNTHETIC = (("power, 8 x, cost ~ x", 8, 4, 1.0, "power", "seeds"),
              ("power, 8 x, every trial the same cost", 8, 4, 0.0, "power", "seeds"),
              ("power, 4 x", 4, 3, 1.0, "power", "seeds"),
@@ -131,18 +142,34 @@ SYNTHETIC = (("power, 8 x, cost ~ x", 8, 4, 1.0, "power", "seeds"),
              ("saturating, 8 x", 8, 4, 1.0, "saturating", "seeds"))
 
 
+def _law(law: str, x):
+    return 2 * np.asarray(x, dtype=float) ** -0.8 + (0.05 if law == "saturating" else 0.0)
+
+
+def synthetic_draw(cost_k: float, law: str, seed: int):
+    """draw(x, seed label) -> (y, seconds): one member of SYNTHETIC's law, its log-normal
+    noise fixed by (x, label, seed) whoever asks for it."""
+    def draw(xv: float, label: int) -> tuple[float, float]:
+        rng = np.random.default_rng([int(round(xv * 1000)), int(label), int(seed)])
+        noise, jitter = rng.normal(size=2)
+        return (float(_law(law, xv) * math.exp(0.2 * noise)),
+                float(10 * xv ** cost_k * math.exp(0.05 * jitter)))
+    return draw
+
+
 def synthetic_grid(n_x: int, n_seeds: int, cost_k: float, law: str, seed: int):
-    """(x, y, seed label, seconds) of a dense synthetic grid (SYNTHETIC's laws)."""
-    rng = np.random.default_rng(seed)
+    """(x, y, seed label, seconds) of a dense synthetic grid (SYNTHETIC's laws): x log-spaced
+    in 1-64, seeds 0..n_seeds-1, each member from synthetic_draw."""
     xs = np.unique(np.round(np.geomspace(1, 64, n_x)))
     x, labels = np.repeat(xs, n_seeds), np.tile(np.arange(n_seeds), xs.size)
-    truth = 2 * x ** -0.8 + (0.05 if law == "saturating" else 0.0)
-    y = truth * np.exp(0.2 * rng.normal(size=x.size))
-    return x, y, labels, 10 * x ** cost_k * np.exp(0.05 * rng.normal(size=x.size))
+    draw = synthetic_draw(cost_k, law, seed)
+    y, seconds = np.array([draw(a, s) for a, s in zip(x, labels, strict=True)]).T
+    return x, y, labels, seconds
 
 
 def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict]:
-    """Replay the design on SYNTHETIC's grids, one row per (case, seed)."""
+    """The design on SYNTHETIC's grids, one row per (case, seed): free to draw any seed at the
+    grid's x (as a live study is), against the grid's own width."""
     out = []
     for name, n_x, n_seeds, cost_k, law, estimator in cases:
         for seed in seeds:
@@ -150,13 +177,16 @@ def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 r = replay(x, y, labels, seconds, Goal("exponent", 1.0, estimator=estimator),
-                           law)
+                           law, draw=synthetic_draw(cost_k, law, seed))
             out.append({"case": name, "seed": seed, "trials": r.trials,
                         "grid_trials": r.grid_trials, "trial_share": r.trials / r.grid_trials,
-                        "hour_share": r.hours / r.grid_hours, "stop": r.stop})
+                        "hour_share": r.hours / r.grid_hours, "stop": r.stop,
+                        "x": r.rounds[-1]["x"] if r.rounds else {}})
             if echo:
+                spread = ", ".join(f"{a:g}: {n}" for a, n in out[-1]["x"].items())
                 echo(f"  {name}, seed {seed}: {r.trials}/{r.grid_trials} trials, "
-                     f"{r.hours / r.grid_hours:.0%} of the device-hours ({r.stop})")
+                     f"{r.hours / r.grid_hours:.0%} of the device-hours ({r.stop}; seeds at x: "
+                     f"{spread})")
     return out
 
 
@@ -192,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     add_measure_args(parser, metric_default="mse")
     args = parser.parse_args(argv)
     if args.synthetic:
-        print("replays on synthetic dense grids (x in 1-64, noise 0.2; round 0: smallest, "
-              "middle, largest x x 2 seeds; 3 trials a round):")
+        print("the design against synthetic dense grids (x in 1-64, noise 0.2; round 0: "
+              "smallest, middle, largest x x 2 seeds; 3 trials a round; any seed at the "
+              "grid's x):")
         synthetic_replays()
         return 0
     missing = [f"--{n}" for n in ("sweep", "study", "x") if not getattr(args, n)]
