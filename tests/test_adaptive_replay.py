@@ -5,6 +5,7 @@ fit_gamma) and the replay of a design on a measured dense grid
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import polars as pl
@@ -27,6 +28,10 @@ def test_goal_estimator_is_checked_with_the_valid_choices():
         assess(x, y, Goal("exponent", 0.1, estimator="seeds"))
     with pytest.raises(ValueError, match="not 'saturating'"):
         assess(x, y, Goal("exponent", 0.1, estimator="medians"), "saturating", seeds=seeds)
+    # a sweep file that pairs them fails when it is declared, before any trial
+    from sweeps.adaptive_sample_complexity import STR_SIMPLE_ADAPTIVE
+    with pytest.raises(ValueError, match="form must be 'power', got 'saturating'"):
+        dataclasses.replace(STR_SIMPLE_ADAPTIVE, form="saturating")
 
 
 def test_seed_resampling_estimators_need_three_seeds():

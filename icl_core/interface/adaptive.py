@@ -94,6 +94,9 @@ class Adaptive:
             raise ValueError(f"{self.name}: give a budget (budget_trials and/or budget_hours)")
         if self.seeds < 1 or self.batch < 1:
             raise ValueError(f"{self.name}: seeds and batch must be >= 1")
+        if self.goal.estimator == "medians" and self.form != "power":
+            raise ValueError(f"{self.name}: the goal's estimator 'medians' (fit_gamma) fits a "
+                             f"power law; form must be 'power', got {self.form!r}")
 
     def for_preset(self, preset: str) -> Adaptive:
         """This declaration with the preset's overrides (the preset itself is checked by the
