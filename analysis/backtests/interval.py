@@ -252,8 +252,9 @@ class _Ours:
         names = [n for n in self.fits if self.fits[n].ok[s, m]]
         names += ["local"] if len(names) < len(w) else []
         return {"predicted": mid, "lo": lo, "hi": hi, "rolling": n_roll, "bands": bands,
-                "tau": math.sqrt(tau2), "tau0": math.sqrt(self.prior.get(g.n_x - m, TAU0 ** 2)), "weights": dict(zip(names, w.round(3).tolist(),
-                                                             strict=True))}
+                "tau": math.sqrt(tau2),
+                "tau0": math.sqrt(self.prior.get(g.n_x - m, TAU0 ** 2)),
+                "weights": dict(zip(names, w.round(3).tolist(), strict=True))}
 
 
 def _naive(grid: SeriesGrid, s: int, m: int, j: int, level: float) -> dict[str, dict]:
