@@ -70,7 +70,7 @@ FORECAST_LEVEL = 0.9  # as analysis.forecasts.forecast seals
 EXPONENT_LEVEL = 0.95  # analysis.fitting.fit's CIs
 
 __all__ = ["ESTIMATORS", "Choice", "Goal", "Status", "assess", "choose", "goal_variance",
-           "goal_width", "lattice", "member_points"]
+           "goal_width", "lattice", "member_points", "member_seconds"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,16 @@ def member_points(rows: pl.DataFrame, axis: str, measure: Measure | None = None
     query metric; censored members left out)."""
     used = exact(member_values(rows, axis, measure or Measure("mse")))
     return used["x"].to_numpy(), used["lo"].to_numpy(), used["seed"].to_numpy()
+
+
+def member_seconds(rows: pl.DataFrame, axis: str | None = None) -> pl.DataFrame:
+    """One row per member (config_hash): its wall time in seconds (`wall_time_s`; 0 where the
+    rows have none), its x on `axis` (null without one) and its seed: what device-hours are."""
+    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
+    at = pl.col(axis) if axis and axis in rows.columns else pl.lit(None)
+    return rows.group_by("config_hash").agg(
+        wall.first().cast(pl.Float64).fill_null(0.0).alias("seconds"),
+        at.first().cast(pl.Float64).alias("x"), pl.col("seed").first().alias("seed"))
 
 
 def _param(goal: Goal, form: str) -> str:
@@ -366,11 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
-    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
-    hours = rows.group_by("config_hash").agg(wall.first().alias("s"))["s"]
+    hours = float(member_seconds(rows)["seconds"].sum()) / 3600
     goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
     print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "
-          f"({x.size} measured), {float(hours.fill_null(0).sum()) / 3600:.4f} device-hours")
+          f"({x.size} measured), {hours:.4f} device-hours")
     by = {"members": "members resampled", "seeds": "seeds resampled",
           "medians": "fit_gamma's: per-x medians, seeds resampled within x"}
     for goal in goals:

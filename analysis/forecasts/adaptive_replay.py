@@ -28,7 +28,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import polars as pl
 
 from analysis.fitting.forms import FORMS
 from analysis.forecasts.adaptive_design import (
@@ -38,6 +37,7 @@ from analysis.forecasts.adaptive_design import (
     choose,
     measured_cost,
     member_points,
+    member_seconds,
 )
 from analysis.forecasts.points import add_measure_args, measure_from_args
 
@@ -190,15 +190,6 @@ def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict
     return out
 
 
-def _wall_seconds(rows: pl.DataFrame, axis: str) -> dict[tuple[float, int], float]:
-    """(x, seed) -> the member's wall time (its rows' `wall_time_s`; 0 without it)."""
-    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
-    per = rows.group_by("config_hash").agg(pl.col(axis).first().cast(pl.Float64),
-                                           pl.col("seed").first(), wall.first().alias("s"))
-    return {(float(a), int(s)): float(t or 0.0)
-            for a, s, t in per.select(axis, "seed", "s").iter_rows()}
-
-
 def main(argv: list[str] | None = None) -> int:
     from analysis.reading.store import MissingResults, read_rows
 
@@ -240,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     except (MissingResults, ValueError) as exc:
         print(f"error: {str(exc).splitlines()[0]}")
         return 2
-    wall = _wall_seconds(rows, args.x)
+    wall = {(a, int(s)): t for a, s, t in member_seconds(rows, args.x).select(
+        "x", "seed", "seconds").iter_rows()}
     seconds = [wall.get((float(a), int(s)), 0.0) for a, s in zip(x, seeds, strict=True)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

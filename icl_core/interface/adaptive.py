@@ -47,6 +47,7 @@ from analysis.forecasts.adaptive_design import (
     lattice,
     measured_cost,
     member_points,
+    member_seconds,
 )
 from analysis.forecasts.points import Measure
 from icl_core.spec.config import MemberConfig, resolve_member, set_path
@@ -167,8 +168,6 @@ class Spent:
 
 def read_state(store: Store, sweep: str, adaptive: Adaptive):
     """(x, y, seed) of the measured members, and the budget spent (from the rows)."""
-    import polars as pl
-
     from analysis.reading.store import MissingResults, read_rows
 
     empty = np.empty(0)
@@ -178,11 +177,7 @@ def read_state(store: Store, sweep: str, adaptive: Adaptive):
             rows, _ = read_rows(store.uri, sweep, adaptive.name)
     except MissingResults:
         return (empty, empty, empty), Spent()
-    wall = pl.col("wall_time_s") if "wall_time_s" in rows.columns else pl.lit(0.0)
-    at = pl.col(adaptive.axis) if adaptive.axis in rows.columns else pl.lit(None)
-    per = rows.group_by("config_hash").agg(
-        wall.first().cast(pl.Float64).fill_null(0.0).alias("seconds"),
-        at.first().cast(pl.Float64).alias("x"), pl.col("seed").first().alias("seed"))
+    per = member_seconds(rows, adaptive.axis)
     spent = Spent(per.height, float(per["seconds"].sum()) / 3600.0,
                   per["x"].fill_null(np.nan).to_numpy(), per["seconds"].to_numpy(),
                   per["seed"].fill_null(-1).to_numpy())
