@@ -150,7 +150,7 @@ class _Ours:
         with np.errstate(all="ignore"):  # unfitted (NaN) entries stay NaN, never used
             self.pred = {name: fit.predict(lu) for name, fit in self.fits.items()}  # (S,K+1,K)
         self.aicc = {name: fit.aicc() for name, fit in self.fits.items()}
-        self._tau2: dict[tuple[int, int], float] = {}
+        self._rolling: dict[tuple[int, int], list] = {}  # (series, prefix) -> rolling()
 
     def _global(self, s: int, m: int, j: int, n_new: int) -> tuple[Array, Array, Array]:
         """(mu, var, weight) per fitted form (AICc weights) for x_j from prefix m, with the
@@ -217,7 +217,10 @@ class _Ours:
 
     def rolling(self, s: int, m: int) -> list[tuple[float, float, float]]:
         """(squared error, predicted variance, step in ln x) of each rolling-origin forecast
-        of x_k from x_0..x_{k-1} inside the first m x values (2 <= k < m)."""
+        of x_k from x_0..x_{k-1} inside the first m x values (2 <= k < m); computed once per
+        (series, prefix): the pooled prior and every forecast from that prefix read it."""
+        if (s, m) in self._rolling:
+            return self._rolling[s, m]
         g, lu = self.grid, np.log(self.grid.x)
         out = []
         for k in range(2, m):
@@ -227,6 +230,7 @@ class _Ours:
             center = float(mixture_quantiles(mu, np.sqrt(var), w, 0.5))
             spread = float(np.sum(w * (var + mu ** 2)) - np.sum(w * mu) ** 2)
             out.append(((g.median[s, k] - center) ** 2, spread, lu[k] - lu[k - 1]))
+        self._rolling[s, m] = out
         return out
 
     def tau2(self, s: int, m: int) -> tuple[float, int]:
