@@ -122,18 +122,17 @@ def scaling_data(rows: pl.DataFrame, n_boot: int = 1000) -> ScalingData:
         learned = regime.filter((pl.col(by) == value) & pl.col("learned"))[x]
         used = pts.filter(pl.col(x).is_in(learned.implode()))
         if used[x].n_unique() < MIN_LEARNED_X:  # a law on unlearned cells tests nothing
-            fit, note = None, (f"no law tested: {used[x].n_unique()} learned {_NAMES[x]}(s), "
-                               f"a law needs {MIN_LEARNED_X}")
+            fit, why = None, (f"no law tested: {used[x].n_unique()} learned {_NAMES[x]}(s), "
+                              f"a law needs {MIN_LEARNED_X}")
         else:
-            fit, note = _fit(used[x].to_numpy(), used["err"].to_numpy(),
-                             used["seed"].to_numpy(), n_boot)
-            if used.height < pts.height:
-                note = (note + "; " if note else "") + \
-                    f"fit over the learned {_NAMES[x]}s {sorted(set(used[x].to_list()))}"
+            fit, why = _fit(used[x].to_numpy(), used["err"].to_numpy(),
+                            used["seed"].to_numpy(), n_boot)
+        scope = f"fit over the learned {_NAMES[x]}s {sorted(set(used[x].to_list()))}" \
+            if fit is not None and used.height < pts.height else ""
         curves.append((value, pts, fit))
-        notes.append(f"{_NAMES[by]} {value}: "
-                     f"{note if fit is None or fit.status != 'ok' else '1-R² = ' + fit.label()}"
-                     + (f" ({note})" if fit is not None and fit.status == "ok" and note else ""))
+        text = f"{why}; {scope}" if why and scope else why or \
+            f"1-R² = {fit.label()}" + (f" ({scope})" if scope else "")
+        notes.append(f"{_NAMES[by]} {value}: {text}")
     best = at_train.group_by("model.depth", "model.width").agg(pl.col("err").mean()).sort(
         "err").row(0, named=True)
     curve = ok.filter((pl.col("model.depth") == best["model.depth"])
