@@ -28,6 +28,7 @@ from analysis.forecasts.forecast import (
     seal,
     verify,
 )
+from analysis.forecasts.points import member_values
 from icl_core.storage.store import Store, rows_table
 
 SWEEP = "fc"
@@ -205,3 +206,22 @@ def test_censored_n_star_is_a_miss_only_when_the_interval_is_wholly_below(tmp_pa
     scored = score(str(tmp_path), SWEEP, "s", write=False)
     assert scored.n_scored == (1 if verdict == "miss" else 0)
     assert scored.points.schema["status"] == pl.String
+
+
+def test_measure_at_a_position_and_one_minus_r2():
+    """Measure(position=k) reads the query at k, not each member's last position; the metric
+    `1-r2` is 1 - the r2 rows (the Wu figure's error); both survive to_dict/from_dict."""
+    base = {"sweep": "s", "study": "t", "trial_id": "h", "member": 0, "config_hash": "h",
+            "seed": 0, "status": "ok", "reason": None, "model.width": 32.0}
+    rows = rows_table([{"metric": "r2", "statistic": "pooled", "value": 0.9 - 0.01 * k,
+                        "step": 100, "predictor": "model", "position": k, "test_dist": "w0.0"}
+                       for k in range(30)], base)
+    rows = pl.from_arrow(rows)
+    at20 = Measure("1-r2", statistic="pooled", test_dist="w0.0", position=20)
+    last = Measure("1-r2", statistic="pooled", test_dist="w0.0")
+    assert member_values(rows, "model.width", at20)["lo"].to_list() == [pytest.approx(0.3)]
+    assert member_values(rows, "model.width", last)["lo"].to_list() == [pytest.approx(0.39)]
+    r2 = Measure("r2", statistic="pooled", test_dist="w0.0", position=20)
+    assert member_values(rows, "model.width", r2)["lo"].to_list() == [pytest.approx(0.7)]
+    assert Measure.from_dict(at20.to_dict()) == at20
+    assert "position" not in last.to_dict()
