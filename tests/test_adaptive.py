@@ -173,6 +173,10 @@ def test_status_command_reads_a_store(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "6 trials (6 measured), 0.0017 device-hours" in out
     assert "exponent 95% CI width" in out and "band at 256" in out
+    # every estimator's width; the seed-resampling ones need 3 seeds (2 here: no CI)
+    assert "power: exponent 95% CI width inf (seeds resampled)" in out
+    assert "power: exponent 95% CI width inf (fit_gamma's: per-x medians" in out
+    assert "width inf (members resampled)" not in out
     assert main(argv[:4] + ["--study", "none", "--x", "model.depth"]) == 2
 
 
