@@ -8,6 +8,7 @@
   Dist(Σ^½A_iΣ^½, I) → 0, loss far below f_3* (GD++: ~0.03).
 * lsa_layers / lsa_context -- the scaling the paper implies: trained loss vs layers L and vs
   context length n, next to f_L* (∝ n^-L for n ≫ d).
+* lsa_dim -- n = 10 at d = 3, 4, 5: where f_3* leaves room under the learned bar (reduced).
 
 Training follows the authors' notebook [repo]: L-BFGS (lr 0.1, history 600, max_iter 4) on
 one fixed batch of B = 20000 prompts, 2000 iterations, init N(0, 1e-4²), 5 seeds; test loss
@@ -108,7 +109,30 @@ CONTEXT = Study(
              "paper": Preset()},
 )
 
-SWEEP = Sweep("preconditioned_gd", [FIG1, FIG3, LAYERS, CONTEXT])
+# n = 10 at a smaller d (issue #35): at d = 5 the optimum f_3* itself is 0.116x the zero
+# predictor (E y² = d), so no 3-layer LSA can clear the learned bar (0.1x) and the n = 10 cell
+# of lsa_context cannot test "trained ≈ f_3*". f_3* / d at n = 10: 0.084 (d = 4), 0.057
+# (d = 3), so d = 4 is the smallest change with room, d = 3 the next; d = 5 stays as the
+# reference. Σ's spectrum is the paper's, cut to d (f_L* does not depend on Σ). The reduced
+# settings otherwise: the paper's batch (20,000 prompts) and test set, 500 iterations.
+SPECTRA = {5: SPECTRUM, 4: SPECTRUM[:4], 3: SPECTRUM[:3]}
+DIMS = {("task.dim", "task.spectrum"): [(d, SPECTRA[d]) for d in (3, 4, 5)]}
+DIM = Study(
+    name="lsa_dim",
+    doc="trained 3-layer sparse-LSA loss at n = 10 vs task dimension d, next to f_3*",
+    figure="lsa_scaling",
+    base={**AHN, "task": {**AHN["task"], "n_points": 10},
+          "train": {**AHN["train"], "artifact_every": 0}},
+    grid={**DIMS, **SEEDS},
+    presets={"smoke": Preset(overrides=SMOKE, grid={**DIMS, ("seed", "task_seed"): [(0, 0)]}),
+             "cpu": Preset(overrides={**CPU, "eval.n_prompts": 20_000}, grid={**DIMS, **SEEDS3}),
+             "reduced": Preset(overrides={**REDUCED, "train.batch_size": 20_000},
+                               grid={**DIMS, **SEEDS3}),
+             "gpu": Preset(overrides={**GPU, "train.steps": 500}, grid={**DIMS, **SEEDS3}),
+             "paper": Preset()},
+)
+
+SWEEP = Sweep("preconditioned_gd", [FIG1, FIG3, LAYERS, CONTEXT, DIM])
 
 if __name__ == "__main__":
     raise SystemExit(SWEEP.main())

@@ -4,7 +4,8 @@
   preconditioned set) and Dist(A_i, I) (red, stays ≈ Dist(Σ⁻¹, I)); Dist(B_i, I) for the
   form with B; the test loss over L-BFGS iterations against the closed-form f_L*. Mean ± std
   over seeds (a new Σ per seed). Heatmaps of the final Σ^½ A_i Σ^½ (and B_i): Figs 2, 4.
-* lsa_scaling: the trained test loss against layers L or context length n, next to f_L*:
+* lsa_scaling: the trained test loss against layers L, dimension d or context length n,
+  next to f_L*:
   the median over seeds with the min–max over seeds as a band (analysis.plotting.seed_band).
 """
 
@@ -259,9 +260,11 @@ def heatmaps(curve: dict, out_dir, name: str) -> list[Path]:
 
 def lsa_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_scaling",
                        **_context) -> dict:
-    """Final test loss vs the study's axis (model.layers or task.n_points), with f_L*."""
+    """Final test loss vs the study's axis (model.layers, task.dim or task.n_points), with
+    f_L*."""
     members = _members(rows)
-    axis = "model.layers" if members["model.layers"].n_unique() > 1 else "task.n_points"
+    axis = next((c for c in ("model.layers", "task.dim") if members[c].n_unique() > 1),
+                "task.n_points")
     final = test_loss_curves(rows)
     final = final.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
     final = final.join(members.select("config_hash", "task.dim", "task.n_points",
@@ -293,7 +296,8 @@ def lsa_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_scaling",
     out = regime.filter(pl.col("learned").not_())
     hollow(ax, out[axis], out["model"], COLORS["model"])
     regime_note(ax, regime_notes(regime, x=axis))
-    ax.set_xlabel("layers L" if axis == "model.layers" else "context length n")
+    ax.set_xlabel({"model.layers": "layers L", "task.dim": "task dimension d"}.get(
+        axis, "context length n"))
     ax.set_ylabel("ICL test loss (mean over prompts)")
     ax.set_title(study_title(rows), fontsize=9)
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5),

@@ -47,6 +47,7 @@ TITLES = {
     "fig3_sparse_b": "Ahn et al. Figs 3-4: LSA with B",
     "lsa_layers": "Ahn et al.: trained LSA loss vs layers L, next to f_L*",
     "lsa_context": "Ahn et al.: trained LSA loss vs context length n, next to f_L*",
+    "lsa_dim": "Ahn et al.: trained 3-layer LSA loss at n = 10 vs dimension d, next to f_3*",
 }
 
 
