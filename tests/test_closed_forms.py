@@ -319,3 +319,18 @@ def test_sigma_from_spectrum_rotation_is_haar_distributed():
     """With the R_ii > 0 sign fix, E U = 0 (unfixed Householder QR gives a biased U)."""
     Us = np.stack([sigma_from_spectrum(PAPER_SPECTRUM, s)[1] for s in range(600)])
     assert np.abs(Us.mean(0)).max() < 0.1  # entries have std 1/√5 ≈ 0.45; SE ≈ 0.018
+
+
+def test_at_n_10_only_a_smaller_d_leaves_room_under_the_learned_bar():
+    # lsa_dim (sweeps/preconditioned_gd.py): the zero predictor's loss is E y² = d (w ~ N(0,
+    # Σ⁻¹)); the bar is 0.1x it. At d = 5 the class optimum f_3* is above the bar, so no
+    # 3-layer LSA can clear it; at d = 4 and 3 it is below. The preset's Σ spectra are cut to d.
+    from icl_core.interface.catalog import load_sweep
+
+    ratios = {d: lsa_optimal_loss(10, d, 3) / d for d in (3, 4, 5)}
+    assert ratios[5] == pytest.approx(0.5794 / 5, rel=1e-3) and ratios[5] > 0.1
+    assert ratios[4] == pytest.approx(0.0844, abs=1e-4) and ratios[3] < ratios[4] < 0.1
+    members = load_sweep("preconditioned_gd").study("lsa_dim").members("reduced")
+    cells = {(m.task.dim, len(m.task.spectrum), m.task.n_points, m.model.layers)
+             for m in members}
+    assert cells == {(d, d, 10, 3) for d in (3, 4, 5)} and len(members) == 9

@@ -523,6 +523,32 @@ def test_explicit_gradient_left_panel_band_spans_the_seeds(tmp_path):
         assert spans(right, it, 10.0 ** -it * FAR[0], 10.0 ** -it * FAR[2])
 
 
+def test_lsa_scaling_reads_a_dimension_axis_with_its_own_optimum(tmp_path):
+    # lsa_dim: n = 10, L = 3, d = 3, 4, 5; each d's f_3* from its own d (E y² = d)
+    from icl_core.algorithms.closed_forms import lsa_optimal_loss
+
+    rows = []
+    for d in (3, 4, 5):
+        for seed, f in enumerate(FAR):
+            base = {"sweep": "lsa", "study": "lsa_dim", "config_hash": f"d{d}s{seed}",
+                    "seed": seed, "task_seed": seed, "status": "ok", "task.spectrum": None,
+                    "task.dim": d, "task.n_points": 10, "model.layers": 3,
+                    "model.form": "sparse", "task.w_law": "inverse", "metric": "mse",
+                    "statistic": "mean", "test_dist": "train", "step": 100, "position": 10,
+                    "infer_iter": None, "loop_iter": None}
+            rows.append({**base, "predictor": "model", "value": 0.02 * d * f})
+            rows.append({**base, "predictor": "zero", "value": float(d)})
+    frame = pl.DataFrame(rows, schema_overrides={"task.spectrum": pl.String,
+                                                 "infer_iter": pl.Int64, "loop_iter": pl.Int64})
+    summary = FIGURES["lsa_scaling"](frame, tmp_path)
+    table = summary["table"]
+    assert table["task.dim"].to_list() == [3, 4, 5]
+    assert table["f_star"].to_list() == pytest.approx(
+        [lsa_optimal_loss(10, d, 3) for d in (3, 4, 5)])
+    assert table["median"].to_list() == pytest.approx([0.02 * d * FAR[1] for d in (3, 4, 5)])
+    assert summary["note"].startswith("trained / f_L*: 3: ")
+
+
 def test_lsa_scaling_band_spans_the_seeds(tmp_path, kept_figures):
     rows = []
     for layers in (1, 2, 3):
