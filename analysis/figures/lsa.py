@@ -282,6 +282,8 @@ def lsa_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "lsa_scaling",
     x = table[axis].to_numpy()
     ax.plot(x, table["f_star"], "s--", color=PALETTE[1], label="$f_L^*$ (closed form)")
     log_axes(ax, x=axis == "task.n_points", y=True)
+    if axis != "task.n_points":
+        ax.set_xticks(x)  # integers: layers, dimensions
     final = final_rows(rows, "mse")
     trivial = trivial_levels(final, "mean", by=[axis])
     for predictor in trivial["predictor"].unique().sort().to_list():
