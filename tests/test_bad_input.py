@@ -122,6 +122,23 @@ def test_the_catalog_and_adaptive_files_run_the_same_checks(tmp_path, capsys, ru
     assert not (tmp_path / "r").exists()
 
 
+def test_catalog_run_with_dry_run_plans_and_trains_nothing(tmp_path, capsys):
+    """`--run ... --dry-run` prints the plan and exits 0, as --dry-run does everywhere; it once
+    started the pool (the flag went to the sweep files' parser only)."""
+    import ray
+
+    from icl_core.interface import catalog
+
+    was_running = ray.is_initialized()
+    argv = ["--run", "--preset", "smoke", "--only", "depth_scaling/least_squares",
+            "--storage", str(tmp_path / "r"), "--dry-run"]
+    assert catalog.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "all sweep files [smoke]:" in out and "depth_scaling/least_squares [smoke]" in out
+    assert ray.is_initialized() == was_running
+    assert not any((tmp_path / "r").rglob("*.parquet"))
+
+
 def test_search_options_are_checked_before_ray(tmp_path, capsys):
     import ray
 

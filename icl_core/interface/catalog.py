@@ -114,7 +114,8 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Plan (default) or run (--run) every sweep file, or those of --only, as one pool."""
+    """Plan (default) or run (--run) every sweep file, or those of --only, as one pool.
+    --dry-run plans, with or without --run: it never trains."""
     from icl_core.interface.api import preflight
     from icl_core.interface.cli import build_parser
     from icl_core.interface.plan_cost import PlanCost, check_size, planned_cluster, print_plan
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyError, ConfigError) as exc:
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
-    if args.run:
+    if args.run and not any(sweep_args.dry_run for _, _, sweep_args in files):
         run_args = files[0][2]
         try:
             check_size([p for _, plans, _ in files for p in plans], run_args)
