@@ -180,3 +180,30 @@ def test_stacked_equals_one_after_another_on_cuda(tmp_path):
     stacked = rows_sorted(tmp_path / "auto")
     assert set(stacked["stack_size"]) == {3}
     assert_same_numbers(rows_sorted(tmp_path / "never"), stacked)
+
+
+def test_a_member_whose_every_step_is_skipped_stalls_as_diverged(tmp_path):
+    """skip_grad_norm (the Liu code's rule) skips a step whose gradient norm exceeds it; a
+    member skipped STALL_STEPS times in a row no longer moves: it ends as diverged from the
+    first skipped step, with that reason, and trains no further (a reduced Fig 7 (a) seed once
+    sat 8,700 steps at MSE 20 recorded as ok). A member whose steps are taken is untouched."""
+    from icl_core.running.trial import run_trial_results
+    from icl_core.training.train import STALL_STEPS
+
+    members = [resolve_member(tiny_member(train={
+        "steps": steps, "batch_size": 8, "report_every": 100, "checkpoint_every": 100,
+        "grad_clip": 100.0, "skip_grad_norm": limit}))
+        for limit, steps in ((1e-30, STALL_STEPS + 300), (1e30, 200))]
+    hashes = [m.hash for m in members]
+    results = run_trial_results(TrialSpec("s", "st", str(tmp_path),
+                                          [m.to_dict() for m in members], hashes=hashes))
+    stalled, fine = (results[h] for h in hashes)
+    assert stalled.status == "diverged" and fine.status == "ok", (stalled, fine)
+    assert stalled.reason.startswith("stalled: every step from step 0 on skipped") and \
+        f"for {STALL_STEPS} steps in a row" in stalled.reason
+    rows, _ = read_rows(str(tmp_path), "s", "st")
+    train = rows.filter(pl.col("metric") == "train_loss")
+    last = train.group_by("config_hash").agg(pl.col("step").max())
+    steps = dict(last.iter_rows())
+    assert steps[hashes[1]] == 200
+    assert steps[hashes[0]] <= STALL_STEPS  # stopped at the stall, not trained on

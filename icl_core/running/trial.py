@@ -31,7 +31,7 @@ from icl_core.storage.store import Store
 from icl_core.training.evaluate import eval_prompts, evaluate
 from icl_core.training.stacked import StackedRun, stack_groups
 from icl_core.training.throughput import records
-from icl_core.training.train import MemberRun, Trainer, still_training, train_until
+from icl_core.training.train import STALL_STEPS, MemberRun, Trainer, still_training, train_until
 
 
 @dataclass
@@ -296,6 +296,10 @@ class Group:
 
 def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
     """The final evaluation of a member that ended training; (status, reason)."""
+    if run.diverged_at is not None and run.stalled:
+        return "diverged", (f"stalled: every step from step {run.diverged_at} on skipped "
+                            f"(gradient norm > skip_grad_norm {member.train.skip_grad_norm:g} "
+                            f"for {STALL_STEPS} steps in a row)")
     if run.diverged_at is not None:
         return "diverged", f"non-finite training loss at step {run.diverged_at}"
     run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True, prompts)

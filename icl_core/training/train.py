@@ -7,6 +7,10 @@ train_loss rows, divergence, stop rules, timing): it runs any `Trainer`, a lone 
 stack of one: MemberRun's own step, L-BFGS on a fixed batch, epoch training) or a stack of
 K members (icl_core.training.stacked.StackedRun, one vmapped step). An optimizer is a name in
 OPTIMIZERS (icl_core.algorithms.optimizers).
+
+A member whose steps are all skipped by `skip_grad_norm` for STALL_STEPS steps in a row has
+stalled: its weights no longer move (the gradient norm stays above the limit), so it ends as
+diverged from the first skipped step, with that reason, instead of training on unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from icl_core.spec.config import MemberConfig, TrainConfig
 from icl_core.tasks import build_task
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.training.throughput import reset_peak_memory
+
+STALL_STEPS = 500  # consecutive steps skipped by skip_grad_norm: the member has stalled
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -74,6 +80,8 @@ class MemberRun:
         self._order: tuple = (-1, None)  # (epoch, its permutation of the training set)
         self._fixed: Batch | None = None  # L-BFGS's fixed batch, drawn on first use
         self.skipped_steps = 0
+        self.skip_streak = 0  # steps skipped in a row up to now (STALL_STEPS: stalled)
+        self.stalled = False  # diverged_at is where a stall began, not a non-finite loss
         self.train_seconds = 0.0  # training time (evaluations excluded) ...
         self.steps_timed = 0  # ... over this many steps
         self.tokens = 0
@@ -120,8 +128,10 @@ class MemberRun:
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
             if cfg.skip_grad_norm is not None and float(norm) > cfg.skip_grad_norm:
                 self.skipped_steps += 1  # this branch syncs, by request of the config
+                self.skip_streak += 1
                 self.scheduler.step()
                 return None, 0
+        self.skip_streak = 0
         self.optimizer.step()
         self.scheduler.step()
         return loss.detach().reshape(1), batch.inputs.shape[0] * batch.inputs.shape[1]
@@ -197,6 +207,8 @@ class MemberRun:
             "stopped_at": self.stopped_at,
             "epoch_loss": self.epoch_loss,
             "skipped_steps": self.skipped_steps,
+            "skip_streak": self.skip_streak,
+            "stalled": self.stalled,
             "train_seconds": self.train_seconds,
             "steps_timed": self.steps_timed,
             "tokens": self.tokens,
@@ -211,6 +223,8 @@ class MemberRun:
         for key in ("step", "rows", "diverged_at", "stopped_at", "epoch_loss", "skipped_steps",
                     "train_seconds", "steps_timed", "tokens", "artifacts"):
             setattr(self, key, state[key])
+        self.skip_streak = state.get("skip_streak", 0)  # checkpoints from before the rule
+        self.stalled = state.get("stalled", False)
 
 
 class Trainer(Protocol):
@@ -271,6 +285,9 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
         run.tokens += tokens
         if bad_steps[k] >= 0:
             run.diverged_at = run.step = bad_steps[k]
+        elif run.skip_streak >= STALL_STEPS:
+            run.diverged_at = run.step = target_step - run.skip_streak  # unchanged since
+            run.stalled = True
         run.rows.append(train_row(run.step, means[k]))
     return means
 
