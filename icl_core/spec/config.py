@@ -59,8 +59,7 @@ class TrainConfig:
     step_size: int = 10_000  # StepLR: decay every step_size steps (paper: 1e4)
     gamma: float = 0.9  # StepLR decay factor (paper: 0.9)
     grad_clip: float | None = None  # max global grad norm (precision-ls code: 100)
-    skip_grad_norm: float | None = None  # skip a step whose grad norm exceeds this (code: 1e3);
-    # 500 skipped in a row (icl_core.training.train.STALL_STEPS): the member ends as diverged
+    skip_grad_norm: float | None = None  # skip steps with grad norm > this (code: 1e3; 500 in a row: diverged)
     report_every: int = 100  # steps between tune.report calls (train-loss rows)
     checkpoint_every: int = 1000  # steps between checkpoints (a multiple of report_every)
     artifact_every: int = 0  # record model.artifacts() every k steps (0: never)
