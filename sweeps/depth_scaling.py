@@ -93,7 +93,7 @@ LS_REDUCED = {**bases.CPU_LS, "task.dim": 2, "task.n_points": 40, "train.steps":
 # lr (each model's better lr is what Fig 7 (a) compares). At the cpu's 3000 steps all three
 # learned but their seed ranges overlapped (1.6x): the preset trains 10,000 steps, the cpu
 # schedule continued (StepLR x0.8 every 1000). There one BaseConv-without-LN seed at 8.5e-3
-# stalled at step ~1300 (every later step skipped by the gradient-norm rule, MSE 20), so that
+# stalled at step 1109 (every later step skipped by the gradient-norm rule, MSE 20), so that
 # model also trains at the cpu lr and at 3e-3.
 GRADIENT_REDUCED = {**bases.CPU_FEATURES, "train.lr": 8.5e-3, "train.warmup_steps": 200,
                     "train.steps": 10_000}
