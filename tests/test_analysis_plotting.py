@@ -146,6 +146,18 @@ def test_seed_band_error_bars_span_every_seed_and_the_caption_says_bars():
     plt.close(fig)
 
 
+def test_seed_band_at_a_lone_x_draws_bars_not_an_empty_band():
+    # a band over one x has no width (nothing shows): one x gets error bars, said so
+    style()
+    fig, ax = plt.subplots()
+    seed_band(ax, OUTLIER.filter(pl.col("x") == 2), "x", "value", label="model")
+    (bars,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+    (segment,) = bars.get_segments()
+    assert (min(segment[:, 1]), max(segment[:, 1])) == (0.5, 30.0)
+    assert "bars: min–max over seeds (n = 3)" in seed_caption(ax)
+    plt.close(fig)
+
+
 def test_seed_level_and_prompt_iqr_keep_their_meanings_apart():
     style()
     fig, ax = plt.subplots()

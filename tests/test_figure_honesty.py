@@ -523,6 +523,29 @@ def test_explicit_gradient_left_panel_band_spans_the_seeds(tmp_path):
         assert spans(right, it, 10.0 ** -it * FAR[0], 10.0 ** -it * FAR[2])
 
 
+def test_explicit_gradient_draws_each_learning_rate_as_its_own_line():
+    # the reduced Fig 7 (a) preset trains each model at several lrs: one line per lr, never
+    # one seed's value medianed over lrs (it once was: 0.505 from 0.01 and 1.0)
+    from analysis.figures.construction import explicit_gradient_data
+
+    rows = []
+    for lr, level in ((1e-3, 0.01), (1e-2, 1.0)):
+        for seed, f in enumerate(FAR):
+            base = {"sweep": "precision", "study": "explicit_gradient", "seed": seed,
+                    "config_hash": f"lr{lr}s{seed}", "status": "ok", "model.depth": 3,
+                    "model.mixer": "baseconv", "model.layer_norm": False, "train.lr": lr,
+                    "model.construction_layers": 0, "task.name": "explicit_gradient",
+                    "dtype": "float32", "step": 10, "position": 5, "test_dist": "train",
+                    "predictor": "model", "metric": "mse", "infer_iter": None}
+            for stat, k in (("median", 1.0), ("q25", 0.5), ("q75", 2.0)):
+                rows.append({**base, "statistic": stat, "value": level * f * k})
+    data = explicit_gradient_data(pl.DataFrame(rows, infer_schema_length=None))
+    assert data.hues_left == ["baseconv, LN off, lr=0.001", "baseconv, LN off, lr=0.01"]
+    medians = dict(data.table_left.select("hue", "median").iter_rows())
+    assert medians == pytest.approx({data.hues_left[0]: 0.01 * FAR[1],
+                                     data.hues_left[1]: 1.0 * FAR[1]})
+
+
 def test_lsa_scaling_reads_a_dimension_axis_with_its_own_optimum(tmp_path):
     # lsa_dim: n = 10, L = 3, d = 3, 4, 5; each d's f_3* from its own d (E y² = d)
     from icl_core.algorithms.closed_forms import lsa_optimal_loss

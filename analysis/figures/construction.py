@@ -61,7 +61,7 @@ from analysis.reading.regime import regime_notes, trivial_levels
 # The config columns this module's figures read besides analysis.reading.frames.SHARED_COLUMNS
 # (analysis.figures.FIGURE_COLUMNS: regenerate reads no others from the store)
 COLUMNS = ("model.construction_layers", "model.depth", "model.layer_norm", "model.mixer", "model.name",
-           "model.steps",)
+           "model.steps", "train.lr",)
 
 CONSTRUCTION_COLORS = {"construction float32": COLORS["model"], "construction float64": PALETTE[1]}
 
@@ -199,6 +199,14 @@ def _frozen_depth(rows: pl.DataFrame) -> int:
     return int(members["model.depth"].max())
 
 
+def _varying(rows: pl.DataFrame, column: str) -> tuple[str, ...]:
+    """(column,) when the members differ in it (e.g. the reduced preset's learning rates: each
+    its own line, never medianed into one seed's value), else ()."""
+    if column not in rows.columns:
+        return ()
+    return (column,) if rows[column].drop_nulls().n_unique() > 1 else ()
+
+
 @dataclass(frozen=True)
 class ExplicitGradientData:
     """What `explicit_gradient_figure` draws, shaped from the rows (no drawing). Left: the
@@ -227,7 +235,7 @@ class ExplicitGradientData:
 def explicit_gradient_data(rows: pl.DataFrame,
                            name: str = "explicit_gradient") -> ExplicitGradientData:
     """The data of `explicit_gradient_figure`: ValueError without scratch model rows."""
-    hue_left = ("model.mixer", "model.layer_norm")
+    hue_left = ("model.mixer", "model.layer_norm", *_varying(rows, "train.lr"))
     hue_right = (*hue_left, "model.construction_layers")
     require(rows, name, ["model.depth", *hue_right, "infer_iter"])
     ok, excluded = _members(rows, name)
@@ -287,8 +295,10 @@ def _draw_scratch(ax, data: ExplicitGradientData, colors: dict) -> None:
     ax.set_xlabel("depth L (layers)")
     ax.set_ylabel("gradient MSE (per-prompt median)")
     ax.set_title("explicit gradient: trained from scratch")
-    ax.legend(loc="best", fontsize=6, title=seed_caption(ax), title_fontsize=6,
-              alignment="left")
+    # one depth: the points sit mid-axis, where an inside legend can land on them
+    place = {"loc": "center right", "bbox_to_anchor": (-0.18, 0.5)} \
+        if data.table_left["x"].n_unique() == 1 else {"loc": "best"}
+    ax.legend(**place, fontsize=6, title=seed_caption(ax), title_fontsize=6, alignment="left")
 
 
 def _draw_inference(ax, data: ExplicitGradientData, colors: dict) -> None:

@@ -92,7 +92,7 @@ def seed_band(ax: Axes, frame: pl.DataFrame, x: str, y: str = "value", label: st
               **line_kw):
     """The seed spread of `y` along `x`, the one way every figure shows it: a line through
     each x's median over seeds and a shaded band from the seeds' min to their max (error bars
-    instead with errorbars=True, for point markers). A seed's value in a cell is the median
+    instead with errorbars=True, for point markers, and at a lone x). A seed's value in a cell is the median
     of its rows there (analysis.reading.spreads.seed_spreads); NaN / null values are left out. With
     one seed at every x there is no band and the label ends in "(1 seed)". The seed counts
     are remembered on the axes for `seed_caption` (the legend title saying what line and
@@ -111,14 +111,20 @@ def seed_band(ax: Axes, frame: pl.DataFrame, x: str, y: str = "value", label: st
     xs = table[x].cast(pl.Float64).to_numpy()
     mid = table["median"].to_numpy()
     (line,) = ax.plot(xs, mid, label=label, color=color, **line_kw)
+    lone = len(xs) == 1  # a band over one x has no width: bars show it
     if not single:
         lo, hi = table["min"].to_numpy(), table["max"].to_numpy()
-        if errorbars:
+        if errorbars or lone:
             ax.errorbar(xs, mid, yerr=[mid - lo, hi - mid], fmt="none",
                         ecolor=line.get_color(), elinewidth=0.9, capsize=2.5, alpha=0.8,
                         zorder=line.get_zorder())
         else:
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=alpha, linewidth=0)
+        if lone:  # the bars' zero-width extent collapses the x limits onto the point
+            x0 = float(xs[0])
+            ax.set_xlim(*((x0 / 3, x0 * 3) if ax.get_xscale() == "log" and x0 > 0
+                          else (x0 - 1, x0 + 1)))
+    errorbars = errorbars or lone
     _remember_seeds(ax, counts, "bars" if errorbars else "band")
     return line, table
 
