@@ -276,11 +276,11 @@ def test_the_reduced_preset_is_optional(tmp_path, capsys):
     argv = ["--preset", "reduced", "--storage", str(tmp_path), "--dry-run"]
     assert load_sweep("preconditioned_gd").main(argv) == 0
     out = capsys.readouterr().out
-    assert "lsa_layers [reduced]" in out and "lsa_context [reduced]" in out
+    assert all(f"{s} [reduced]" in out for s in ("lsa_layers", "lsa_context", "lsa_dim"))
     assert "fig1_sparse" not in out
     assert load_sweep("preconditioned_gd").main(argv + ["--study", "fig1_sparse"]) == 2
     assert ("--preset: study 'fig1_sparse' has no 'reduced' preset (studies with one: "
-            "lsa_layers, lsa_context)") in capsys.readouterr().err
+            "lsa_layers, lsa_context, lsa_dim)") in capsys.readouterr().err
     assert load_sweep("width_scaling").main(argv) == 2
     assert "no study of width_scaling has one" in capsys.readouterr().err
     assert catalog.main(["--preset", "reduced", "--storage", str(tmp_path)]) == 0

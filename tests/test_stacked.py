@@ -182,6 +182,7 @@ def test_stacked_equals_one_after_another_on_cuda(tmp_path):
     assert_same_numbers(rows_sorted(tmp_path / "never"), stacked)
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # no step ever taken
 def test_a_member_whose_every_step_is_skipped_stalls_as_diverged(tmp_path):
     """skip_grad_norm (the Liu code's rule) skips a step whose gradient norm exceeds it; a
     member skipped STALL_STEPS times in a row no longer moves: it ends as diverged from the
