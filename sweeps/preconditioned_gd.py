@@ -115,8 +115,7 @@ CONTEXT = Study(
 # (d = 3), so d = 4 is the smallest change with room, d = 3 the next; d = 5 stays as the
 # reference. Σ's spectrum is the paper's, cut to d (f_L* does not depend on Σ). The reduced
 # settings otherwise: the paper's batch (20,000 prompts) and test set, 500 iterations.
-SPECTRA = {5: SPECTRUM, 4: SPECTRUM[:4], 3: SPECTRUM[:3]}
-DIMS = {("task.dim", "task.spectrum"): [(d, SPECTRA[d]) for d in (3, 4, 5)]}
+DIMS = {("task.dim", "task.spectrum"): [(d, SPECTRUM[:d]) for d in (3, 4, 5)]}
 DIM = Study(
     name="lsa_dim",
     doc="trained 3-layer sparse-LSA loss at n = 10 vs task dimension d, next to f_3*",
