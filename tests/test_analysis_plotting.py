@@ -150,7 +150,10 @@ def test_seed_band_at_a_lone_x_draws_bars_not_an_empty_band():
     # a band over one x has no width (nothing shows): one x gets error bars, said so
     style()
     fig, ax = plt.subplots()
+    ax.set_xscale("log")
     seed_band(ax, OUTLIER.filter(pl.col("x") == 2), "x", "value", label="model")
+    lo, hi = ax.get_xlim()  # bars alone once collapsed a log axis onto the point
+    assert lo < 2.0 < hi and hi / lo > 2
     (bars,) = [c for c in ax.collections if isinstance(c, LineCollection)]
     (segment,) = bars.get_segments()
     assert (min(segment[:, 1]), max(segment[:, 1])) == (0.5, 30.0)
