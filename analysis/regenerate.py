@@ -314,9 +314,10 @@ def check_name(sweep: str) -> None:
 
 
 def stored_sweeps(storage: str) -> list[str]:
-    """Sweeps with a folder in the store."""
+    """Sweeps with a folder in the store; "_"-named folders are the store's own (a pool of
+    several sweep files keeps its Tune state in `_pool/`), never a sweep's."""
     loc = locate(storage)
-    return _folders(loc, loc.root)
+    return [name for name in _folders(loc, loc.root) if not name.startswith("_")]
 
 
 def main(argv: list[str] | None = None, lookup=None, sweep_names=None,

@@ -257,6 +257,26 @@ def test_regenerate_loads_every_sweep_file_as_the_command_line_does(monkeypatch,
     assert "python sweeps/depth_scaling.py" in capsys.readouterr().err
 
 
+def test_regenerate_all_from_the_store_skips_a_pools_own_folder(depth_store, tmp_path, capsys):
+    """A store a pool of several sweep files ran into holds `_pool/tune` (its Tune state):
+    `--all` without the sweep files regenerates the store's sweeps and reads no `_pool`
+    sweep (it stopped there with exit 2 before)."""
+    import shutil
+
+    from analysis.regenerate import main as store_main
+    from icl_core.running.study_report import write_manifest
+
+    store = tmp_path / "store"
+    shutil.copytree(depth_store, store)
+    sweep = load_sweep(SWEEP)
+    write_manifest(Store(str(store)), sweep, sweep.study(STUDY))  # as a sweep run writes it
+    (store / "_pool" / "tune").mkdir(parents=True)
+    out = tmp_path / "figs"
+    assert store_main(["--all", "--storage", str(store), "--out", str(out), "--n-boot", "20"]) == 0
+    assert (out / SWEEP / STUDY / "depth.png").exists()
+    assert "_pool" not in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_smoke_sweep_end_to_end(tmp_path):
     """Train the smoke preset's members, then regenerate its figure from the real rows."""
