@@ -546,6 +546,29 @@ def test_explicit_gradient_draws_each_learning_rate_as_its_own_line():
                                      data.hues_left[1]: 1.0 * FAR[1]})
 
 
+def test_levels_warns_when_a_seed_pools_configs_the_figure_does_not_tell_apart():
+    # the generic guard behind the Fig 7 defect above: two lrs under one hue, one seed's value
+    # their median, is said (a warning naming the cell); with lr in the hue nothing is said
+    import warnings
+
+    from analysis.reading.frames import levels
+
+    rows = [{"hue": "baseconv", "lr": lr, "x": 3.0, "seed": seed, "config_hash": f"{lr}{seed}",
+             "statistic": stat, "value": level * FAR[seed] * k}
+            for lr, level in ((1e-3, 0.01), (1e-2, 1.0)) for seed in range(3)
+            for stat, k in (("median", 1.0), ("q25", 0.5), ("q75", 2.0))]
+    frame = pl.DataFrame(rows)
+    with pytest.warns(UserWarning, match=r"3 \(cell, seed\) pair\(s\) pool several configs "
+                                         r"\(up to 2; e.g. hue=baseconv, x=3.0, seed 0\)"):
+        _, pooled = levels(frame, ["hue", "x"])
+    assert pooled["median"][0] == pytest.approx((0.01 + 1.0) / 2 * FAR[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, apart = levels(frame, ["hue", "lr", "x"])
+        levels(frame, ["hue", "x"], unit="config_hash")  # baselines: a median over members
+    assert apart.height == 2
+
+
 def test_lsa_scaling_reads_a_dimension_axis_with_its_own_optimum(tmp_path):
     # lsa_dim: n = 10, L = 3, d = 3, 4, 5; each d's f_3* from its own d (E y² = d)
     from icl_core.algorithms.closed_forms import lsa_optimal_loss
