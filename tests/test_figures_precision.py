@@ -138,8 +138,8 @@ def test_saturating_fit_recovers_the_floor(tmp_path):
 
 def test_fit_needs_three_depths(tmp_path):
     r = depth_rows(level, depths=(1, 2), mixers=("attention",))
-    summary = mse_vs_axis(r.frame(), tmp_path, "two", x="model.depth", hue=("model.mixer",),
-                          form="power", n_boot=N_BOOT)
+    summary = mse_vs_axis(r.frame(), tmp_path, "two", x="model.depth",
+                          hue=("model.mixer", "model.layer_norm"), form="power", n_boot=N_BOOT)
     assert summary["fit"] is None and summary["fits"] == []
     assert "no fit (2 x value(s)" in summary["note"]
 
