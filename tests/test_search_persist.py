@@ -1,6 +1,7 @@
 """A Tune search persists its Optuna study beside its rows: optuna.load_study opens it, each
 trial names its member's config hash, the best settings are printed, a finished search says
-so before anything starts, and `--resume --num-samples N` extends it to N trials."""
+so before anything starts, `--resume` starts a search never started, and `--resume
+--num-samples N` extends a finished one to N trials."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     search = sweep.study("width_lr").for_preset("smoke")
     (point,) = search.points("smoke")
     argv = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
-    assert sweep.main(argv) == 0
+    # --resume of a search never started starts it (a pool stopped before its searches is
+    # finished by the same command with --resume; it stopped there with exit 2 before)
+    assert sweep.main(argv + ["--resume"]) == 0
     out = capsys.readouterr().out
+    assert f"--resume: no search at {tmp_path}" in out and "yet; starting it" in out
     journal = tmp_path / "hpo_lr" / "width_lr" / "optuna.journal"
     assert journal.is_file()
     study = optuna.load_study(study_name=f"width_lr-{point.hash}",

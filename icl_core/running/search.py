@@ -141,7 +141,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
     study persisted beside the rows (icl_core.running.optuna_searcher). `resume`: finish an interrupted run
     (Tuner.restore), then add trials until the study has `num_samples` (so `--resume
-    --num-samples N` extends a finished search to N)."""
+    --num-samples N` extends a finished search to N); a search never started starts."""
     import time
 
     from ray import tune
@@ -153,9 +153,12 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     name = study_name(search.name, point)
     path = uri_join(tune_dir, f"search-{point.hash}")
     run_name, todo, done = f"search-{point.hash}", num_samples, 0
+    if resume and not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
+        # never started (e.g. a pool stopped before its searches): --resume starts it, as it
+        # runs a grid's unfinished members, so one re-run command finishes every study
+        print(f"[{label}] --resume: no search at {path} yet; starting it", flush=True)
+        resume = False
     if resume:
-        if not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
-            raise ConfigError(f"--resume: no search to resume at {path}")
         if tune.Tuner.can_restore(path):
             try:
                 verify(path)  # before anything of it is unpickled (icl_core.storage.signing)
