@@ -168,10 +168,13 @@ def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
                                  **{s: pl.Float64 for s in STATS}, "n": pl.UInt32})
     if stats.height == 0:
         return empty.drop("n"), empty
-    if unit == "seed" and "config_hash" in stats.columns:
-        _warn_pooled(stats, keys)
-    per_unit = (stats.group_by(*keys, unit, "statistic").agg(pl.col("value").median())
-                .pivot(on="statistic", index=[*keys, unit], values="value"))
+    count = unit == "seed" and "config_hash" in stats.columns  # configs per seed, same pass
+    per_stat = stats.group_by(*keys, unit, "statistic").agg(
+        pl.col("value").median(), *([pl.col("config_hash").n_unique().alias("configs")] if count else []))
+    if count:
+        _warn_pooled(per_stat, keys)
+    per_unit = per_stat.select(*keys, unit, "statistic", "value").pivot(
+        on="statistic", index=[*keys, unit], values="value")
     per_unit = per_unit.with_columns(
         [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in per_unit.columns]
     ).sort(*keys, unit)
@@ -181,17 +184,19 @@ def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
     return per_unit, table
 
 
-def _warn_pooled(stats: pl.DataFrame, keys: list[str]) -> None:
-    """Warn when a seed's value in a cell is a median over several configs: they differ in a
-    column the cell's keys do not hold (a figure's undrawn axis, e.g. the learning rate), so
-    the figure draws their mix as one line."""
-    pooled = (stats.group_by(*keys, "seed").agg(pl.col("config_hash").n_unique().alias("n"))
-              .filter(pl.col("n") > 1).sort([*keys, "seed"], nulls_last=True))
+def _warn_pooled(per_stat: pl.DataFrame, keys: list[str]) -> None:
+    """Warn when a seed's value in a cell is a median over several configs (`per_stat`: per
+    keys, seed and statistic, its `configs`): they differ in a column the cell's keys do not
+    hold (a figure's undrawn axis, e.g. the learning rate), so the figure draws their mix as
+    one line."""
+    pooled = (per_stat.filter(pl.col("configs") > 1)
+              .group_by(*keys, "seed").agg(pl.col("configs").max())
+              .sort([*keys, "seed"], nulls_last=True))
     if pooled.height:
         first = pooled.row(0, named=True)
         where = ", ".join(f"{k}={first[k]}" for k in keys)
         warnings.warn(f"{pooled.height} (cell, seed) pair(s) pool several configs (up to "
-                      f"{pooled['n'].max()}; e.g. {where}, seed {first['seed']}): they differ "
+                      f"{pooled['configs'].max()}; e.g. {where}, seed {first['seed']}): they differ "
                       f"in a column the figure does not draw, and each seed's value is their "
                       f"median", stacklevel=3)
 
