@@ -227,6 +227,35 @@ def test_driver_killed_mid_sweep_then_rerun_completes_each_trial_once(ray_sessio
     assert curve.group_by("config_hash").len()["len"].to_list() == [30] * 4  # nothing missing
 
 
+def test_ctrl_c_ends_a_pool_before_its_searches(ray_session, tmp_path):
+    """Tune catches Ctrl-C and returns from fit(); the command must end there (exit 130,
+    one line saying how to finish), not go on to start the pool's search."""
+    storage = tmp_path / "r"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "icl_core.interface.catalog", "--run", "--preset", "smoke",
+         "--only", "depth_scaling/least_squares", "hpo_lr", "--storage", str(storage),
+         "--address", ray_session.get_runtime_context().gcs_address, "--no-figures",
+         "--num-samples", "1", "--pack", "2", "--set", "train.steps=3000"],
+        # one grid trial of two ~6 s members: stopped, it is the last, with nothing pending
+        # (Tune marks it TERMINATED: only the signal handler it leaves says it was stopped)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        for line in driver.stdout:  # the pool's first trial has started
+            if "1 running" in line:
+                break
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 130, err[-2000:]
+    assert "interrupted (Ctrl-C): what finished is stored; the same command run again " \
+           "finishes the rest" in err, err[-1500:]
+    assert not (storage / "hpo_lr" / "width_lr" / "optuna.journal").exists()  # never started
+    assert "width_lr@" not in out
+
+
 def test_optuna_search_through_tune_lands_in_the_store(ray_session, tmp_path, capsys):
     sweep = catalog.load_sweep("hpo_lr")
     argv = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]

@@ -406,7 +406,9 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
 
 
 def _run_all(sweep: str, chosen: list[Adaptive], store: Store, args) -> int:
-    from icl_core.running.ray_launch import init_ray
+    import sys
+
+    from icl_core.running.ray_launch import Interrupted, init_ray
     from icl_core.storage.provenance import driver_provenance
 
     started = init_ray(args.address)
@@ -414,6 +416,9 @@ def _run_all(sweep: str, chosen: list[Adaptive], store: Store, args) -> int:
         logs = [run_adaptive(sweep, a, args.preset, store, args.max_concurrent,
                              driver_provenance(), args.max_rounds, args.logger)
                 for a in chosen]
+    except Interrupted as exc:  # Ctrl-C: the round stays planned, not done (its log says so)
+        print(exc, file=sys.stderr, flush=True)
+        return exc.exit_status
     finally:
         if started:
             import ray

@@ -19,7 +19,7 @@ class RunResult:
     summary: per study, how many of its configs ended in each status (KINDS: "missing", no row
     file; "claimed", trained by another driver at the time); figures: the files the run wrote
     (figures and fit reports); exit_status: the command line's (0 all ok, 1 a failed or
-    missing config or figure, 2 bad input met while running)."""
+    missing config or figure, 2 bad input met while running, 130 stopped by Ctrl-C)."""
 
     sweep: str
     preset: str

@@ -165,9 +165,10 @@ def plan_gpu_seconds(plan: Plan, model=None) -> float:
 
 def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     """Start (or join) Ray; run the grid studies of every (sweep, plans) pair in `files` as one
-    pool (icl_core.running.trial_pool), then the searches; stop the Ray this started; the exit status. A
+    pool (icl_core.running.trial_pool), then the searches; stop the Ray this started; the exit status
+    (130 after Ctrl-C: what ran so far is reported and nothing more starts). A
     storage the cluster's nodes cannot share raises a ConfigError."""
-    from icl_core.running.ray_launch import init_ray
+    from icl_core.running.ray_launch import Interrupted, init_ray
     from icl_core.running.trial_pool import run_pool
     from icl_core.storage.provenance import driver_provenance
 
@@ -206,6 +207,9 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
                     exit_code |= 2
                 except Exception as exc:  # reported; the other studies still run
                     exit_code |= study_crashed(f"{sweep.name}/{plan.study.name}", exc)
+    except Interrupted as exc:  # Ctrl-C: no study after this one starts
+        print(exc, file=sys.stderr, flush=True)
+        exit_code = exc.exit_status
     finally:
         if started:
             import ray

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Protocol
 
@@ -19,6 +21,40 @@ from ray.tune import Callback
 from icl_core.running.tracking import tracking_callbacks
 from icl_core.running.trial import TrialSpec
 from icl_core.running.tune_trainable import SPEC_KEY, spec_from_config, tune_trainable
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ray Tune was stopped with Ctrl-C (SIGINT) before its trials ended. Tune catches the
+    signal, saves its state and returns from fit(); this carries the stop on, so a command
+    ends there (exit status 130) instead of going on to its next study. A KeyboardInterrupt:
+    the `except Exception` that keeps the other studies going after one crashes lets it by."""
+
+    exit_status = 130  # a shell's status for a command stopped by SIGINT (128 + 2)
+
+    def __init__(self, label: str):
+        super().__init__(f"[{label}] interrupted (Ctrl-C): what finished is stored; the same "
+                         "command run again finishes the rest (with --resume where a search "
+                         "was stopped)")
+
+
+def fit(tuner, label: str):
+    """tuner.fit() (its ResultGrid); raises Interrupted when Ctrl-C stopped it. While it runs,
+    Tune's own SIGINT handler replaces the one before (in the main thread, unless
+    TUNE_DISABLE_SIGINT_HANDLER); on Ctrl-C it puts the one before back (a second Ctrl-C
+    skips Tune's last save) and fit() returns, every stopped trial marked TERMINATED as if it
+    had finished. So the handler left in place says whether it fired: the one before is back
+    after a stop, Tune's is still there after a run that ended (put back here, so that a
+    Ctrl-C after the run is a KeyboardInterrupt again, not a flag nothing reads)."""
+    main = threading.current_thread() is threading.main_thread()
+    catches = main and not int(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER") or 0)
+    before = signal.getsignal(signal.SIGINT)
+    results = tuner.fit()
+    after = signal.getsignal(signal.SIGINT)
+    if catches and after is before:
+        raise Interrupted(label)
+    if main and after is not before:
+        signal.signal(signal.SIGINT, before)
+    return results
 
 
 class Pool(Protocol):
@@ -154,7 +190,7 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
     a pool lists the longest first); failures are recorded in rows, not raised here. `pool`:
     the studies the trials belong to (per-study counts, each study's report as soon as its
     own trials are done); `loggers`: --logger (icl_core.running.tracking). Returns the progress
-    counts (done, failed, diverged, restarts)."""
+    counts (done, failed, diverged, restarts); raises Interrupted after Ctrl-C."""
     quiet()
     trainable = tune.with_resources(tune_trainable, trial_resources)
     name = time.strftime("run-%Y%m%d-%H%M%S")
@@ -180,7 +216,7 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
         ),
     )
     with snapshot_period(GRID_SNAPSHOT_S):
-        tuner.fit()
+        fit(tuner, label)
     sys.stdout.flush()
     return progress
 

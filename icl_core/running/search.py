@@ -141,12 +141,14 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
     study persisted beside the rows (icl_core.running.optuna_searcher). `resume`: finish an interrupted run
     (Tuner.restore), then add trials until the study has `num_samples` (so `--resume
-    --num-samples N` extends a finished search to N); a search never started starts."""
+    --num-samples N` extends a finished search to N); a search never started starts. Raises
+    icl_core.running.ray_launch.Interrupted after Ctrl-C."""
     import time
 
     from ray import tune
 
     from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+    from icl_core.running.ray_launch import fit
 
     trainable = _search_trainable(resources)
     journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
@@ -165,8 +167,8 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
             except UntrustedState as exc:
                 raise ConfigError(f"--resume: {exc}") from None
             with keep_signed(path):
-                tune.Tuner.restore(path, trainable, resume_unfinished=True,
-                                   resume_errored=True).fit()
+                fit(tune.Tuner.restore(path, trainable, resume_unfinished=True,
+                                       resume_errored=True), label)
         done = finished_trials(journal, name)
         if done >= num_samples:
             return print_best(search, point, journal, label)
@@ -187,7 +189,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
                                       spec_template.storage),
     )
     with keep_signed(uri_join(tune_dir, run_name)):  # --resume checks it before unpickling
-        tuner.fit()
+        fit(tuner, label)
     print_best(search, point, journal, label)
 
 

@@ -265,8 +265,9 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
 
 
 def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int:
-    """Run the grid studies `entries` ((sweep, plan) pairs) as one pool; the exit status."""
-    from icl_core.running.ray_launch import run_tune
+    """Run the grid studies `entries` ((sweep, plan) pairs) as one pool; the exit status.
+    Raises icl_core.running.ray_launch.Interrupted after Ctrl-C, once every study is reported."""
+    from icl_core.running.ray_launch import Interrupted, run_tune
     from icl_core.running.study_report import report_study
 
     studies, specs = plan_pool(entries, store, provenance, args, cluster_gpus(), cluster_cpus())
@@ -277,6 +278,7 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int
     for study in studies:
         if not study.trials:
             pool.finish(study)
+    interrupted = None
     with contextlib.ExitStack() as held:  # every study's claims refreshed while trials run
         for study in studies:
             held.enter_context(study.claims.keep())
@@ -289,10 +291,14 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int
             try:
                 run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool,
                          args.logger)
+            except Interrupted as exc:  # raised on once the summaries say what was stored
+                interrupted = exc
             except Exception as exc:  # the summaries below still say what was stored
                 print(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished "
                       "is stored, run the same command again to finish the rest",
                       file=sys.stderr, flush=True)
         for study in studies:  # every study is reported, whatever Tune did
             pool.finish(study)
+    if interrupted is not None:
+        raise interrupted
     return pool.status
