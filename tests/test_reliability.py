@@ -14,8 +14,9 @@ import pytest
 import torch
 from conftest import tiny_member
 from faults import kill, raylet_pid, trial_workers
+from ray.tune.experiment import Trial
 
-from icl_core.running.ray_launch import run_tune
+from icl_core.running.ray_launch import Progress, run_tune
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.running.tune_trainable import (
     CHECKPOINT_FILE,
@@ -112,3 +113,22 @@ def test_checkpoints_are_atomic_and_loaded_without_unpickling_code(tmp_path):
     torch.save({"step": Payload()}, tmp_path / CHECKPOINT_FILE)
     with pytest.raises(Exception, match="[Ww]eights only load failed|Unsupported"):
         load_state(str(tmp_path))
+
+
+def test_a_restored_runs_progress_counts_its_ended_trials_and_its_own_time(capsys):
+    """Tuner.restore (a search's --resume) unpickles the Progress callback as it was when the
+    first run started: the line must count the trials that run had ended and time this run."""
+    progress = Progress("s", total=3, every_s=0.0)
+    progress.start -= 5000  # the first run began long ago
+    progress.setup()  # Tune calls it at the start of each fit()
+    trials = [Trial("__fake", stub=True) for _ in range(3)]
+    trials[0].set_status(Trial.TERMINATED)
+    trials[1].set_status(Trial.ERROR)
+    progress.on_step_begin(0, trials)
+    progress.on_trial_start(0, trials, trials[2])
+    assert "1/3 trials done, 1 running, 1 failed" in capsys.readouterr().out
+    progress.start = time.time() - 100  # this run's own 100 s: half of the one trial left
+    progress.on_trial_result(0, trials, trials[2], {"progress": 0.5})
+    line = capsys.readouterr().out
+    eta = float(line.rsplit("ETA ", 1)[1].rstrip("s\n"))
+    assert "elapsed 10" in line and 100 <= eta <= 102, line  # not 5000 s, not 2.5 trials left

@@ -96,6 +96,11 @@ class Progress(Callback):
     def __init__(self, label: str, total: int, every_s: float = 10.0, pool: Pool | None = None):
         self.label, self.total, self.every_s = label, total, every_s
         self.pool = pool
+        self.setup()
+
+    def setup(self, **info):
+        """The counts, zero at each fit(): Tuner.restore unpickles this callback as it was
+        when the first run started, and a restored run counts its own time from now."""
         self.start = time.time()
         self.last = 0.0
         self.done = self.failed = self.diverged = self.restarts = 0
@@ -103,6 +108,23 @@ class Progress(Callback):
         self.diverged_in: dict = {}  # trial id -> members of it that diverged
         self.progress: dict = {}  # trial id -> share of its work done (0-1)
         self.weight: dict = {}  # trial id -> its planned seconds (1 each without a pool)
+        self.resumed = False  # whether the trials a restored run had ended are counted
+        self.before = 0.0  # their work: the ETA's rate is this run's own
+
+    def on_step_begin(self, iteration, trials, **info):
+        """The first step of a run: trials ended before it (a restored run's) count as done,
+        or failed, so the counts reach the total and the ETA weighs only what is left."""
+        if self.resumed:
+            return
+        self.resumed = True
+        for trial in trials:
+            if trial.status in ("TERMINATED", "ERROR") and trial.trial_id not in self.progress:
+                self.before += self._weight(trial)
+                self.progress[trial.trial_id] = 1.0
+                if trial.status == "TERMINATED":
+                    self.done += 1
+                else:
+                    self.failed += 1
 
     def _weight(self, trial) -> float:
         if trial.trial_id not in self.weight:
@@ -156,7 +178,7 @@ class Progress(Callback):
             work = sum(p * self.weight.get(t, 0.0) for t, p in self.progress.items())
         else:
             total_work, work = float(self.total), sum(self.progress.values())
-        left = max(0.0, total_work - work)
+        left, work = max(0.0, total_work - work), work - self.before
         eta = f"{elapsed / work * left:.0f}s" if work > 0.01 * total_work else "?"
         studies = self.pool.counts() if self.pool is not None else ""
         print(
