@@ -155,13 +155,14 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     name = study_name(search.name, point)
     path = uri_join(tune_dir, f"search-{point.hash}")
     run_name, todo, done = f"search-{point.hash}", num_samples, 0
-    if resume and not tune.Tuner.can_restore(path) and not finished_trials(journal, name):
+    restorable = tune.Tuner.can_restore(path)  # a remote listing on a URI store: asked once
+    if resume and not restorable and not finished_trials(journal, name):
         # never started (e.g. a pool stopped before its searches): --resume starts it, as it
         # runs a grid's unfinished members, so one re-run command finishes every study
         print(f"[{label}] --resume: no search at {path} yet; starting it", flush=True)
         resume = False
     if resume:
-        if tune.Tuner.can_restore(path):
+        if restorable:
             try:
                 verify(path)  # before anything of it is unpickled (icl_core.storage.signing)
             except UntrustedState as exc:
