@@ -6,6 +6,7 @@ Ray: synthetic laws y = a x^-b with log-normal seed noise written with the row w
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 import numpy as np
@@ -224,3 +225,35 @@ def test_every_adaptive_file_plans_each_preset(tmp_path, capsys, name):
             lo, hi = ready.bounds
             assert all(lo <= c <= hi for c in ready.lattice())
     assert not any(tmp_path.iterdir())
+
+
+def test_ctrl_c_ends_an_adaptive_study_with_its_round_left_to_run(ray_session, tmp_path):
+    """Tune catches Ctrl-C and returns from fit(); the adaptive command must end there (exit
+    130, one line), its round still planned, not marked done and followed by the next."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    from icl_core.interface.adaptive import read_log
+
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "sweeps" / "adaptive_depth.py"), "--preset", "smoke",
+         "--storage", str(tmp_path), "--max-concurrent", "1",
+         "--address", ray_session.get_runtime_context().gcs_address],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in driver.stdout:  # round 0's first of three trials (one at a time) started
+            if "1 running" in line:
+                break
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 130, err[-2000:]
+    assert "[adaptive_depth/least_squares_adaptive] interrupted (Ctrl-C)" in err, err[-1500:]
+    log = read_log(Store(str(tmp_path)), "adaptive_depth", "least_squares_adaptive")
+    assert [r["done"] for r in log["rounds"]] == [False]  # re-running the command resumes it
+    assert "after round 0" not in out
