@@ -334,3 +334,33 @@ def test_at_n_10_only_a_smaller_d_leaves_room_under_the_learned_bar():
     cells = {(m.task.dim, len(m.task.spectrum), m.task.n_points, m.model.layers)
              for m in members}
     assert cells == {(d, d, 10, 3) for d in (3, 4, 5)} and len(members) == 9
+
+
+def test_lsa_optimal_baseline_scores_f_L_star_on_prompts_and_rejects_other_tasks():
+    """The paired reference of Ahn's "trained ≈ f_L*": the `lsa_optimal` baseline (optimal
+    preconditioned GD, P_ℓ = −a_ℓ Σ⁻¹) on sampled prompts has mean query error f_L* (L = 1-3,
+    within 4 standard errors over 100,000 prompts, float64); a wrong preconditioner (Σ for
+    Σ⁻¹) misses it; a task without Σ is refused before any trial starts."""
+    from icl_core.algorithms.baselines import BASELINES
+    from icl_core.spec.config import ConfigError
+    from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
+
+    cfg = LinearRegressionConfig(dim=5, n_points=20, layout="fixed_n",
+                                 spectrum=(1, 1, 0.5, 0.25, 1), w_law="inverse")
+    task = LinearRegression(cfg, 3, torch.device("cpu"), torch.float64)
+    batch = task.sample(100_000, torch.Generator().manual_seed(0))
+    problem = task.regression_problems(batch)[-1]
+    y = batch.targets[:, -1, 0]
+    preds = BASELINES["lsa_optimal"](problem, None, task)
+    for L in (1, 2, 3):
+        err = (preds[L] - y).pow(2)
+        se = float(err.std()) / len(err) ** 0.5
+        assert abs(float(err.mean()) - lsa_optimal_loss(20, 5, L)) < 4 * se, L
+    task.sigma = torch.linalg.inv(task.sigma)  # the wrong preconditioner: Σ instead of Σ⁻¹
+    wrong = (BASELINES["lsa_optimal"](problem, None, task)[3] - y).pow(2).mean()
+    assert float(wrong) > 1.5 * lsa_optimal_loss(20, 5, 3)
+    from icl_core.spec.config import resolve_member
+
+    with pytest.raises(ConfigError, match="lsa_optimal"):
+        resolve_member({"task": {"name": "rep_regression"}, "model": {"name": "transformer"},
+                        "eval": {"baselines": ["lsa_optimal"]}})

@@ -286,6 +286,10 @@ def _check_pairing(member: MemberConfig, task_cls: type) -> None:
     for name in evaluation.baselines if valid is not None else ():
         require(name in valid, "eval.baselines", f"{name!r} is not defined for task "
                 f"{task.name!r}; valid choices: {', '.join(valid)}")
+    if "lsa_optimal" in evaluation.baselines:  # needs the task's covariance Σ
+        require(task.name == "linear_regression", "eval.baselines",
+                f"'lsa_optimal' needs a task with a covariance Σ (linear_regression), "
+                f"not {task.name!r}")
     if task_cls.causal and not model.causal_ok:
         raise ConfigError(f"model.name: {model.name!r} reads the whole sequence, but task "
                           f"{task.name!r} needs a causal model")

@@ -234,6 +234,8 @@ def baseline_rows(task, batch, cfg, test_dist, step) -> list[dict]:
             per_iter: dict = {}  # infer_iter -> [(P,) errors per problem]
             fn = BASELINES[name]
             extra = (tuned_steps(task, fn, name, cfg, precision),) if isinstance(fn, Tuned) else ()
+            if getattr(fn, "uses_task", False):
+                extra = (task,)
             for p in problems:
                 cast = cast_problem(p, precision)
                 target = batch.targets[:, p.token].mean(-1)  # (P,) float64
