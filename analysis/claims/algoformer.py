@@ -1,0 +1,3 @@
+"""Claims of algoformer (placeholder)."""
+
+CLAIMS = ()

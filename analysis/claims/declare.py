@@ -1,0 +1,108 @@
+"""A paper's claim declared as data: what is compared, on which rows, with which factor. The
+engine (`analysis.claims.engine`) decides every claim by the same rules; nothing here runs.
+
+    Claim(id="ahn.layers.L4", paper="Ahn", figure="Fig 5 (L = 4)",
+          quote="the trained loss matches f_L*", source=Source("preconditioned_gd",
+          "lsa_layers", "reduced"), kind="within", factor=1.1, metric="mse", statistic="mean",
+          cells=(Cell("L = 4", {"model.layers": 4, "train.batch_size": 20_000}),),
+          reference="lsa_optimal_float64", reference_where={"infer_iter": 4})
+
+Kinds (`KINDS`), each a general rule any claim may use:
+* "better": cell A better than cell B (errors: lower; R²: higher).
+* "gap": B ÷ A >= factor (errors; A the better side). factor is the paper's own ("~100x").
+* "within": A ÷ reference <= factor, paired per seed on the same prompts where `reference` is
+  a predictor scored on the model's own test prompts (f_L*-optimal, OLS, GD, ...); else A ÷ B.
+* "reaches": A reaches `value` (errors: <= value; R²: >= value), a level the paper names.
+* "slope": the slope of log(value) on log(x) over the cells (x: `x` column), per seed, has
+  the sign of `value` (-1: falls, +1: grows) or, with `factor`, lies within `factor` of it.
+* "exact": a closed form or construction: |A − value| / |value| <= tolerance (no seeds).
+A claim in parts (`parts`) is "partly" where some parts are reproduced and some are not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+KINDS = ("better", "gap", "within", "reaches", "slope", "exact")
+MIN_SEEDS = 3  # seeds per compared cell before a claim about trained models is judged
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a claim's rows come from: a sweep file's study at a preset (its evaluation
+    settings: test prompts, seeds, steps are the preset's, fixed before the run)."""
+
+    sweep: str
+    study: str
+    preset: str
+
+    def command(self) -> str:
+        """The command that produces this evidence (resumable)."""
+        return (f"python -m icl_core.interface.catalog --run --preset {self.preset} --only "
+                f"{self.sweep}/{self.study} --storage results --resume && python -m "
+                f"analysis.claims.evidence --from results --preset {self.preset} "
+                f"{self.sweep}/{self.study}")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The rows of one compared cell: config columns equal to `where` (dotted names:
+    "model.layers"), the model's rows (predictor "model", or `predictor`), one value per seed."""
+
+    label: str
+    where: dict[str, Any] = field(default_factory=dict)
+    predictor: str = "model"
+    trained: bool = True  # False: a hand-built model or baseline (no learned regime, no seeds)
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str  # "<paper>.<study>.<what>", unique
+    paper: str
+    figure: str
+    quote: str  # the paper's own words, short
+    source: Source | None  # None: a closed form evaluated in process (kind "exact")
+    kind: str  # one of KINDS
+    cells: tuple[Cell, ...] = ()
+    metric: str = "mse"
+    statistic: str = "median"  # over prompts: mean | median | pooled
+    position: int | None = None  # prompt position (k); None: each member's last (the query)
+    test_dist: str = "train"
+    factor: float | None = None  # the paper's own factor (gap, within, slope)
+    value: float | None = None  # reaches: the level; slope: the sign; exact: the closed form
+    tolerance: float | None = None  # exact: relative tolerance
+    reference: str | None = None  # within: a predictor on the same prompts (paired per seed)
+    reference_where: dict[str, Any] = field(default_factory=dict)  # e.g. {"infer_iter": 4}
+    x: str | None = None  # slope: the config column on the x axis
+    parts: tuple[Claim, ...] = ()  # a claim in parts ("partly" possible); then no cells
+    scale: str = ""  # what the preset changes from the paper's setting, said in the table
+    was: str = ""  # the hand-written verdict this row had before the engine (for the diff)
+    figure_file: str = ""  # docs/figures/... the row links
+    # an exact claim evaluates its own number in process: "module:function" returning a float
+    compute: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS and not self.parts:
+            raise ValueError(f"claim {self.id}: kind {self.kind!r}; valid choices: "
+                             f"{', '.join(KINDS)}")
+
+    def declared(self) -> dict:
+        """What the claim's hash covers: everything that decides it (not `was`, not docs)."""
+        d = asdict(self)
+        for k in ("was", "figure_file", "quote"):
+            d.pop(k)
+        d["parts"] = [p.declared() for p in self.parts]
+        return d
+
+    def hash(self) -> str:
+        text = json.dumps(self.declared(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def sources(self) -> list[Source]:
+        found = [self.source] if self.source else []
+        for p in self.parts:
+            found += [s for s in p.sources() if s not in found]
+        return found

@@ -1,0 +1,306 @@
+"""One engine decides every declared claim (`analysis.claims.declare`) from rows, by the same
+rules; there is no per-claim code path.
+
+1. **Evidence.** No rows for the claim's source: "evidence pending" with the command that
+   produces them.
+2. **Learned regime** of every trained cell (`analysis.reading.regime.learned_regime`: the bar
+   and the floor, constants unchanged): no predictor can clear the bar: "bar out of reach";
+   a cell not learned (or no trivial rows): "not testable".
+3. **Seeds.** Fewer than MIN_SEEDS on a compared cell: "not testable".
+4. **The comparison** of the claim's kind, on one value per seed (the median over the seed's
+   rows in the cell), by the bootstrap interval of `analysis.claims.separation`, on log values
+   for errors (so factors are ratios) and raw values for R²: the interval wholly on the
+   claim's side: "reproduced"; wholly on the other: "not reproduced"; across it: "not
+   testable: unresolved". Where the claim names a `reference` predictor scored on the same
+   prompts, each seed's model value is divided by its own reference value first (paired).
+5. **Parts**: all parts reproduced: reproduced; some reproduced and some not: "partly";
+   none reproduced and some not: "not reproduced"; otherwise the parts' common state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from analysis.claims.declare import MIN_SEEDS, Cell, Claim, Source
+from analysis.claims.separation import LEVEL, ci_one, ci_two, minmax_apart
+from analysis.reading.regime import REACH, Regime, is_r2, learned_regime
+
+OUTCOMES = ("reproduced", "not reproduced", "partly", "not testable", "bar out of reach",
+            "evidence pending")
+ITER_COLUMNS = ("infer_iter", "loop_iter")
+
+
+@dataclass(frozen=True)
+class Decision:
+    claim: Claim
+    outcome: str  # one of OUTCOMES
+    reason: str = ""  # why (for every outcome but reproduced / not reproduced: what is missing)
+    numbers: str = ""  # the values it was decided on: cells, reference, bar, floor, seeds
+    minmax: str = ""  # today's min-max rule on the same values (reported, not deciding)
+    parts: tuple[Decision, ...] = field(default_factory=tuple)
+
+    def line(self) -> str:
+        why = f": {self.reason}" if self.reason else ""
+        return f"{self.outcome}{why}"
+
+
+class Undecidable(Exception):
+    """A cell that cannot be read as declared (no rows, configs pooled): not testable."""
+
+
+def _select(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str,
+            iters: dict) -> pl.DataFrame:
+    f = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == claim.metric)
+                    & (pl.col("statistic") == claim.statistic)
+                    & (pl.col("predictor") == predictor))
+    if "test_dist" in f.columns:
+        f = f.filter(pl.col("test_dist").fill_null("train") == claim.test_dist)
+    for col, want in cell.where.items():
+        if col not in f.columns:
+            raise Undecidable(f"{cell.label}: the rows have no column {col!r}")
+        f = f.filter(pl.col(col) == want)
+    for col in ITER_COLUMNS:
+        if col in f.columns:
+            f = f.filter(pl.col(col) == iters[col] if col in iters else pl.col(col).is_null())
+    if claim.position is not None:
+        f = f.filter(pl.col("position") == claim.position)
+    f = f.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+    if claim.position is None and "position" in f.columns:
+        pos = pl.col("position").fill_null(-1)
+        f = f.filter(pos == pos.max().over("config_hash"))
+    return f
+
+
+def seed_values(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str | None = None,
+                iters: dict | None = None) -> dict[int, float]:
+    """{seed: value} of one cell (the median of the seed's rows there); a seed whose rows span
+    several configs means the cell is under-declared: Undecidable."""
+    f = _select(rows, claim, cell, predictor or cell.predictor, iters or {})
+    if f.height == 0:
+        raise Undecidable(f"{cell.label}: no {predictor or cell.predictor} rows "
+                          f"({claim.metric}, {claim.statistic}) for {cell.where}")
+    per = f.group_by("seed").agg(pl.col("value").median(), pl.col("config_hash").n_unique())
+    pooled = per.filter(pl.col("config_hash") > 1)
+    if pooled.height:
+        raise Undecidable(f"{cell.label}: seed {pooled['seed'][0]} pools "
+                          f"{pooled['config_hash'][0]} configs; declare the cell's settings")
+    return dict(zip(per["seed"].to_list(), per["value"].to_list(), strict=True))
+
+
+def regime(rows: pl.DataFrame, claim: Claim, cell: Cell) -> Regime:
+    """The learned-regime check of one trained cell, on its rows at the claim's position."""
+    f = rows
+    for col, want in cell.where.items():
+        f = f.filter(pl.col(col) == want)
+    if claim.position is not None:
+        f = f.filter(pl.col("position") == claim.position)
+    if f.filter((pl.col("predictor") == cell.predictor) & (pl.col("metric") == claim.metric)
+                & (pl.col("status") == "ok")).height == 0:
+        raise Undecidable(f"{cell.label}: no ok {cell.predictor} rows ({claim.metric}) for "
+                          f"{cell.where or 'the study'}")
+    table = learned_regime(f, by=[], metric=claim.metric, statistic=claim.statistic,
+                           test_dist=claim.test_dist)
+    if table.height == 0:
+        return Regime(learned=None, model=math.nan, metric=claim.metric, label=cell.label)
+    return Regime.from_row(table.row(0, named=True), label=cell.label)
+
+
+def _fmt(values) -> str:
+    v = sorted(values)
+    med = v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+    return f"{med:.3g} [{v[0]:.3g}–{v[-1]:.3g}] ({len(v)} seeds)"
+
+
+def _scale(claim: Claim, values):
+    """log values for errors (a factor is a ratio), raw for R²."""
+    if is_r2(claim.metric):
+        return list(values)
+    if min(values) <= 0:
+        raise Undecidable(f"non-positive error {min(values):.3g}: no ratio")
+    return [math.log(v) for v in values]
+
+
+def _side(lo: float, hi: float, bound: float, want_above: bool, strict: bool = False) -> str:
+    """reproduced / not reproduced / unresolved for an interval against a bound (strict: an
+    interval touching the bound is unresolved: an ordering needs a difference)."""
+    if want_above:
+        above = lo > bound if strict else lo >= bound
+        return "reproduced" if above else "not reproduced" if hi < bound else "unresolved"
+    below = hi < bound if strict else hi <= bound
+    return "reproduced" if below else "not reproduced" if lo > bound else "unresolved"
+
+
+def _show(claim: Claim, lo: float, hi: float) -> str:
+    if is_r2(claim.metric):
+        return f"{int(LEVEL * 100)}% CI [{lo:.3g}, {hi:.3g}]"
+    return f"{int(LEVEL * 100)}% CI of the ratio [{math.exp(lo):.3g}, {math.exp(hi):.3g}]"
+
+
+def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
+    """(result, numbers, minmax) of the claim's comparison; result as `_side`."""
+    higher = is_r2(claim.metric)
+    vals = [seed_values(rows, claim, c) for c in claim.cells]
+    for c, v in zip(claim.cells, vals, strict=True):
+        if c.trained and len(v) < MIN_SEEDS:
+            raise Undecidable(f"{c.label}: {len(v)} seed(s) (needs >= {MIN_SEEDS})")
+    kind = claim.kind
+    if kind in ("better", "gap") and claim.reference:  # the model vs a predictor, paired
+        cell, model = claim.cells[0], vals[0]
+        ref = seed_values(rows, claim, cell, claim.reference, claim.reference_where)
+        seeds = sorted(set(model) & set(ref))
+        if len(seeds) < MIN_SEEDS:
+            raise Undecidable(f"{len(seeds)} paired seed(s) (needs >= {MIN_SEEDS})")
+        sm, sr = _scale(claim, [model[s] for s in seeds]), _scale(claim, [ref[s] for s in seeds])
+        adv = [m - r for m, r in zip(sm, sr, strict=True)] if higher else \
+            [r - m for m, r in zip(sm, sr, strict=True)]  # the model's advantage, per seed
+        lo, hi = ci_one(adv)
+        bound = math.log(claim.factor) if kind == "gap" else 0.0
+        result = _side(lo, hi, bound, want_above=True, strict=kind == "better")
+        factor = f", claim >= {claim.factor:g}x" if kind == "gap" else ""
+        shown = [math.exp(x) for x in adv] if not higher else adv
+        numbers = (f"{claim.reference} ÷ {cell.label} on the same prompts, per seed "
+                   f"{_fmt(shown)}; {_show(claim, lo, hi)}{factor}; model "
+                   f"{_fmt(model.values())}, reference {_fmt([ref[s] for s in seeds])}")
+        ok = all(x > bound for x in adv)
+        return result, numbers, "every seed on the claim's side" if ok else "not every seed"
+    if kind in ("better", "gap"):
+        a, b = vals[0], vals[1]
+        la, lb = claim.cells[0].label, claim.cells[1].label
+        sa, sb = _scale(claim, a.values()), _scale(claim, b.values())
+        lo, hi = ci_two(sb, sa) if higher else ci_two(sa, sb)  # A's advantage over B
+        bound = math.log(claim.factor) if kind == "gap" else 0.0
+        result = _side(lo, hi, bound, want_above=True, strict=kind == "better")
+        factor = f", claim >= {claim.factor:g}x" if kind == "gap" else ""
+        numbers = f"{la} {_fmt(a.values())} vs {lb} {_fmt(b.values())}; {_show(claim, lo, hi)}{factor}"
+        apart = minmax_apart(list(a.values()), list(b.values()))
+        return result, numbers, "ranges apart" if apart else "ranges overlap"
+    if kind == "within":
+        cell = claim.cells[0]
+        model = vals[0]
+        if claim.reference:
+            ref = seed_values(rows, claim, cell, claim.reference, claim.reference_where)
+            seeds = sorted(set(model) & set(ref))
+            ratios = [model[s] / ref[s] for s in seeds]
+            what = f"{cell.label} ÷ {claim.reference} on the same prompts, per seed"
+            ref_text = f"; reference {_fmt([ref[s] for s in seeds])}"
+        else:
+            other = vals[1]
+            seeds = sorted(set(model) & set(other))
+            ratios = [model[s] / other[s] for s in seeds]
+            what = f"{cell.label} ÷ {claim.cells[1].label}, per seed"
+            ref_text = ""
+        if len(ratios) < MIN_SEEDS:
+            raise Undecidable(f"{len(ratios)} paired seed(s) (needs >= {MIN_SEEDS})")
+        lo, hi = ci_one([math.log(r) for r in ratios])
+        bound = math.log(claim.factor)
+        result = ("reproduced" if -bound <= lo and hi <= bound else
+                  "not reproduced" if lo > bound or hi < -bound else "unresolved")
+        numbers = (f"{what}: {_fmt(ratios)}; {_show(claim, lo, hi)}, claim within "
+                   f"{claim.factor:g}x; model {_fmt(model.values())}{ref_text}")
+        inside = all(1 / claim.factor <= r <= claim.factor for r in ratios)
+        outside = all(r > claim.factor or r < 1 / claim.factor for r in ratios)
+        return result, numbers, ("all seeds within" if inside else "all seeds outside"
+                                 if outside else "seeds on both sides")
+    if kind == "reaches":
+        a = vals[0]
+        s = _scale(claim, a.values())
+        bound = claim.value if higher else math.log(claim.value)
+        lo, hi = ci_one(s)
+        result = _side(lo, hi, bound, want_above=higher)
+        shown = (f"[{lo:.3g}, {hi:.3g}]" if higher else f"[{math.exp(lo):.3g}, {math.exp(hi):.3g}]")
+        word = ">=" if higher else "<="
+        numbers = (f"{claim.cells[0].label} {_fmt(a.values())}; {int(LEVEL * 100)}% CI {shown}, "
+                   f"claim {word} {claim.value:g}")
+        ok = all(v >= claim.value for v in a.values()) if higher else \
+            all(v <= claim.value for v in a.values())
+        return result, numbers, "every seed on the claim's side" if ok else "not every seed"
+    if kind == "slope":
+        if claim.x is None:
+            raise ValueError(f"claim {claim.id}: a slope claim needs x")
+        xs = [c.where[claim.x] for c in claim.cells]
+        seeds = sorted(set.intersection(*(set(v) for v in vals)))
+        if len(seeds) < MIN_SEEDS:
+            raise Undecidable(f"{len(seeds)} seed(s) in every cell (needs >= {MIN_SEEDS})")
+        lx = [math.log(x) for x in xs]
+        mx = sum(lx) / len(lx)
+        slopes = []
+        for s in seeds:
+            ly = _scale(claim, [v[s] for v in vals])
+            my = sum(ly) / len(ly)
+            slopes.append(sum((u - mx) * (w - my) for u, w in zip(lx, ly, strict=True))
+                          / sum((u - mx) ** 2 for u in lx))
+        lo, hi = ci_one(slopes)
+        if claim.value:  # a sign: the interval on that side of 0
+            result = _side(lo, hi, 0.0, want_above=claim.value > 0, strict=True)
+            claim_text = "falls" if claim.value < 0 else "grows"
+        else:  # flat: the interval inside ±factor
+            f = claim.factor
+            result = ("reproduced" if -f <= lo and hi <= f else
+                      "not reproduced" if lo > f or hi < -f else "unresolved")
+            claim_text = f"flat (|slope| <= {f:g})"
+        numbers = (f"log-log slope in {claim.x} per seed {_fmt(slopes)}; {int(LEVEL * 100)}% CI "
+                   f"[{lo:.3g}, {hi:.3g}], claim {claim_text}")
+        return result, numbers, f"slopes {min(slopes):.3g} to {max(slopes):.3g}"
+    raise ValueError(f"claim {claim.id}: kind {kind!r} is decided without rows")
+
+
+def _exact(claim: Claim) -> Decision:
+    module, _, name = claim.compute.partition(":")
+    got = float(getattr(importlib.import_module(module), name)())
+    err = abs(got - claim.value) / abs(claim.value) if claim.value else abs(got)
+    ok = err <= claim.tolerance
+    numbers = (f"computed {got:.6g} vs {claim.value:.6g}: relative error {err:.2g} "
+               f"(tolerance {claim.tolerance:g})")
+    return Decision(claim, "reproduced" if ok else "not reproduced", "", numbers, "—")
+
+
+def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> Decision:
+    """The verdict of one claim; `rows_of(source)` returns the rows of a source (None: no
+    evidence)."""
+    if claim.parts:
+        return _combine(claim, [decide(p, rows_of) for p in claim.parts])
+    if claim.kind == "exact":
+        return _exact(claim)
+    rows = rows_of(claim.source)
+    if rows is None:
+        return Decision(claim, "evidence pending", f"run `{claim.source.command()}`")
+    try:
+        notes = []
+        for cell in claim.cells:
+            if not cell.trained:
+                continue
+            r = regime(rows, claim, cell)
+            if r.reach == REACH[2]:
+                return Decision(claim, "bar out of reach", r.text())
+            if not r.learned:
+                return Decision(claim, "not testable", r.text())
+            notes.append(r.text())
+        result, numbers, minmax = _compare(claim, rows)
+    except Undecidable as exc:
+        return Decision(claim, "not testable", str(exc))
+    numbers = "; ".join([numbers, *notes])
+    if result == "unresolved":
+        return Decision(claim, "not testable", "unresolved: the interval spans the claim's "
+                        "bound", numbers, minmax)
+    return Decision(claim, result, "", numbers, minmax)
+
+
+def _combine(claim: Claim, parts: list[Decision]) -> Decision:
+    outcomes = [p.outcome for p in parts]
+    numbers = " | ".join(f"{p.claim.figure}: {p.line()}" for p in parts)
+    if all(o == "reproduced" for o in outcomes):
+        return Decision(claim, "reproduced", "", numbers, "", tuple(parts))
+    if "reproduced" in outcomes:
+        return Decision(claim, "partly", "parts: " + ", ".join(outcomes), numbers, "",
+                        tuple(parts))
+    if "not reproduced" in outcomes:
+        return Decision(claim, "not reproduced", "parts: " + ", ".join(outcomes), numbers, "",
+                        tuple(parts))
+    first = next(o for o in OUTCOMES[3:] if o in outcomes)
+    reason = next(p.reason for p in parts if p.outcome == first)
+    return Decision(claim, first, reason, numbers, "", tuple(parts))

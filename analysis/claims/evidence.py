@@ -1,0 +1,127 @@
+"""The evidence in the repository: the rows every published verdict and reduced figure is
+computed from, compacted, with their provenance. A folder per preset laid out like a store,
+so every reader of stores reads it too (`python -m analysis.regenerate <sweep> --storage
+evidence/reduced` redraws the figures):
+
+    evidence/<preset>/<sweep>/<study>/rows/rows.parquet   the rows, only the columns read
+    evidence/<preset>/<sweep>/<study>/study.json          the study's manifest (from the run)
+    evidence/<preset>/<sweep>/<study>/provenance.json     commit, preset, device, seeds, time
+
+Commit a study's evidence from a finished store (any --storage a run wrote):
+
+    python -m analysis.claims.evidence --from results --preset reduced algoformer/loops
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from analysis.reading.store import MissingResults, read_rows
+
+EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"  # the source tree's folder
+# columns no claim or figure reads: provenance that is kept once per study (provenance.json)
+# or names a machine
+DROPPED = ("config_json", "hostname", "python_version", "numpy_version", "polars_version",
+           "optuna_version", "ray_version", "torch_version", "finished_at", "device_name",
+           "code_version", "threads", "matmul_peak_flops", "peak_memory_kind", "trial_id")
+BUDGET_MB = 25.0  # all evidence in git together
+
+
+def study_dir(preset: str, sweep: str, study: str, root: Path | None = None) -> Path:
+    return (root or EVIDENCE) / preset / sweep / study
+
+
+def load(preset: str, sweep: str, study: str, root: Path | None = None) -> pl.DataFrame | None:
+    """A study's committed rows, or None when its evidence is not (yet) committed."""
+    folder = study_dir(preset, sweep, study, root) / "rows"
+    files = sorted(folder.glob("*.parquet"))
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed") if files else None
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, cwd=EVIDENCE.parent, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None) -> dict:
+    model = rows.filter(pl.col("predictor") == "model")
+    members = model.unique("config_hash")
+
+    def first(col):
+        return members[col].drop_nulls()[0] if col in members.columns and \
+            members[col].drop_nulls().len() else None
+
+    wall = members["wall_time_s"].sum() if "wall_time_s" in members.columns else None
+    return {"preset": preset, "commit": code_version or _commit(),
+            "device": first("device"), "dtype": first("dtype"), "torch": first("torch_version"),
+            "members": members.height, "seeds": sorted(members["seed"].drop_nulls().unique().to_list()),
+            "statuses": dict(sorted(members.group_by("status").len().iter_rows())),
+            "member_wall_time_s": round(float(wall), 1) if wall is not None else None,
+            "rows": rows.height}
+
+
+def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None) -> Path:
+    """Copy one study's rows from a store into the evidence folder, compacted; returns the
+    study's evidence folder. Raises MissingResults when the store has no rows for it."""
+    rows, _ = read_rows(storage, sweep, study)
+    code = rows["code_version"].drop_nulls()[0] if "code_version" in rows.columns and \
+        rows["code_version"].drop_nulls().len() else None
+    prov = provenance(rows, preset, code)
+    keep = [c for c in rows.columns if c not in DROPPED]
+    out = study_dir(preset, sweep, study, root)
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "rows").mkdir(parents=True)
+    rows.select(keep).write_parquet(out / "rows" / "rows.parquet", compression="zstd",
+                                    compression_level=19)
+    manifest = Path(storage) / sweep / study / "study.json"
+    if manifest.exists():
+        shutil.copy(manifest, out / "study.json")
+    (out / "provenance.json").write_text(json.dumps(prov, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def size_mb(root: Path | None = None) -> float:
+    base = root or EVIDENCE
+    return sum(f.stat().st_size for f in base.rglob("*") if f.is_file()) / 2 ** 20
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.claims.evidence",
+        description="Commit studies' rows as evidence (compacted, with provenance).")
+    parser.add_argument("studies", nargs="+", metavar="SWEEP/STUDY")
+    parser.add_argument("--from", dest="storage", required=True, help="the store the run wrote")
+    parser.add_argument("--preset", required=True, help="the preset the store was run at")
+    parser.add_argument("--evidence", type=Path, default=None, help=f"default: {EVIDENCE}")
+    args = parser.parse_args(argv)
+    for item in args.studies:
+        sweep, _, study = item.partition("/")
+        if not study:
+            parser.error(f"{item!r}: name a study as SWEEP/STUDY")
+        try:
+            out = compact(args.storage, args.preset, sweep, study, args.evidence)
+        except MissingResults as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        prov = json.loads((out / "provenance.json").read_text())
+        print(f"{item}: {prov['members']} members, {prov['rows']} rows, seeds {prov['seeds']} "
+              f"-> {out}")
+    total = size_mb(args.evidence)
+    print(f"evidence: {total:.2f} MB in all (budget {BUDGET_MB:g} MB)")
+    return 1 if total > BUDGET_MB else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+"""Claims of liu (placeholder)."""
+
+CLAIMS = ()

@@ -1,0 +1,3 @@
+"""Claims of mousavi (placeholder)."""
+
+CLAIMS = ()

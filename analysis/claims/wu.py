@@ -1,0 +1,3 @@
+"""Claims of wu (placeholder)."""
+
+CLAIMS = ()
