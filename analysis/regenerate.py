@@ -135,7 +135,7 @@ def _estimates(row: dict) -> str:
 
 
 def regime_markdown(regime: pl.DataFrame | None) -> str:
-    """The figure's learned-regime table (analysis.verdicts) as a fits.md section ("" when
+    """The figure's learned-regime table (analysis.reading.regime) as a fits.md section ("" when
     there is none or the rows hold no trivial predictor)."""
     if not isinstance(regime, pl.DataFrame) or regime.height == 0 or \
             regime["learned"].null_count() == regime.height:
@@ -146,7 +146,7 @@ def regime_markdown(regime: pl.DataFrame | None) -> str:
             f"predictor: error <= {LEARNED_ERROR_RATIO:g}x its error, R² >= its R² + "
             f"{LEARNED_R2_GAP:g}; a threshold claim (samples to reach error t): t <= "
             f"{THRESHOLD_RATIO:g}x its error (analysis.reading.regime); on a task with a floor, the "
-            "same bar on the excess over it (analysis.verdicts); otherwise: not testable at "
+            "same bar on the excess over it (analysis.reading.regime); otherwise: not testable at "
             "this scale (reach: whether any predictor can clear the bar)."
             "\n\n" + markdown_table(shown))
 

@@ -20,6 +20,7 @@ from analysis.backtests.interval import (
     interval_score,
     summarize,
 )
+from analysis.backtests.scoreboard import judgement, shown
 from analysis.backtests.synthetic import synthetic_backtests
 from icl_core.interface.console import main as icl_main
 from icl_core.storage.store import Store, rows_table
@@ -199,3 +200,83 @@ def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path
     assert "tau_0 = 0.1 (1 held out), 0.1 (2 held out) per unit ln x" in page  # too few to pool
     assert "| line |" in page and "No sealed forecast" in page
     assert (figures / "backtest_reliability.png").stat().st_size > 0
+
+
+def write_law(root, law, noise: float = 0.01) -> str:
+    """A store of study `law`: mse = law(x) at 6 widths x 3 seeds, log-normal noise."""
+    store, rng = Store(str(root)), np.random.default_rng(0)
+    for x in (8, 16, 32, 64, 128, 256):
+        for seed in range(3):
+            write_member(store, "law", x, seed, law(x) * math.exp(noise * rng.normal()))
+    return str(root)
+
+
+def test_scoreboard_judges_ours_against_the_naive_forecasters_per_store(tmp_path, monkeypatch):
+    """A curve that stops falling after its held-in x (the last value is right, ours is not)
+    and a saturating law (ours is right, both naive forecasters are not): each store's page
+    section says who is ahead on the median |log10 error|, with the numbers its table prints;
+    all stores together are judged at the top; stores inside the current directory are named
+    by their relative path."""
+    monkeypatch.chdir(tmp_path)
+    flat = write_law(tmp_path / "evidence" / "flat", lambda x: min(x, 64) ** -1.0)
+    sat = write_law(tmp_path / "evidence" / "sat", lambda x: 0.1 + 2.0 * x ** -0.7)
+    out = tmp_path / "docs" / "FORECASTS.md"
+    assert main(["scoreboard", "--storage", flat, "--storage", sat, "--out", str(out),
+                 "--figures", str(tmp_path / "docs" / "figures"), "--laws", "12",
+                 "--note", "Free prose."]) == 0
+    page = out.read_text()
+    assert str(tmp_path) not in page and "--storage evidence/flat" in page
+    top, flat_part, sat_part = (page.split("## Back-tests on the stores")[1]
+                                .split("## Sealed forecasts")[0].split("### evidence/"))
+    assert flat_part.startswith("flat\n") and sat_part.startswith("sat\n")
+
+    def err(storage):
+        return {m: f"{s['median_abs_log10_error']:.4f}"
+                for m, s in backtest_store(storage).summary.items()}
+
+    e = err(flat)  # measured: last 0.0027, ours 0.2980, line 0.3051
+    assert float(e["last"]) < float(e["ours"]) < float(e["line"])
+    assert (f"- On this store the last measured value beats ours on median |log10 error| "
+            f"({e['last']} vs {e['ours']}); the log-log line through the last two values does "
+            f"not ({e['line']}).") in flat_part
+    e = err(sat)  # measured: ours 0.0076, last 0.0998, line 0.0301
+    assert float(e["ours"]) < min(float(e["last"]), float(e["line"]))
+    assert (f"- On this store ours beats both naive forecasters on median |log10 error| "
+            f"({e['ours']} vs last {e['last']}, line {e['line']}).") in sat_part
+    for part in (flat_part, sat_part):  # one sentence per score
+        assert part.count("- On this store ") == 3
+        assert "mean interval score" in part and "coverage of the 80% intervals" in part
+    assert top.count("- On all stores together ") == 3 and "Free prose." in top
+    assert top.index("All stores together:") < top.index("Free prose.")
+    assert "level with" not in flat_part.split("\n- On this store")[1]
+
+
+def test_the_judgement_compares_the_printed_values():
+    """Ties only where the table prints the same value; a strictly better one beats."""
+    def summary(**scores):
+        return {m: {"median_abs_log10_error": e, "interval_score": 1.0, "coverage": c}
+                for m, (e, c) in scores.items()}
+
+    text = judgement(summary(ours=(0.2247, 0.733), last=(0.2169, 0.2), line=(0.2386, 0.4)),
+                     where="On all stores together")
+    assert ("On all stores together the last measured value beats ours on median |log10 error| "
+            "(0.2169 vs 0.2247); the log-log line through the last two values does not "
+            "(0.2386).") in text
+    assert "ours is level with both naive forecasters on mean interval score (1.0000)" in text
+    assert ("ours beats both naive forecasters on coverage of the 80% intervals (0.733 vs last "
+            "0.200, line 0.400; nearer 0.8 is better)") in text
+    text = judgement(summary(ours=(0.22471, 0.9), last=(0.22469, 0.7), line=(0.1, 0.85)))
+    assert ("On this store the log-log line through the last two values beats ours on median "
+            "|log10 error| (0.1000 vs 0.2247); the last measured value is level with ours.") in text
+    assert "both naive forecasters beat ours on coverage of the 80% intervals (last 0.700" not in text
+    assert ("the log-log line through the last two values beats ours on coverage of the 80% "
+            "intervals (0.850 vs 0.900; nearer 0.8 is better); the last measured value is level "
+            "with ours.") in text
+
+
+def test_a_store_is_named_relative_to_the_current_directory_when_inside_it(tmp_path, monkeypatch):
+    (tmp_path / "evidence" / "cpu").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "evidence")
+    assert shown(str(tmp_path / "evidence" / "cpu")) == "cpu" == shown("cpu")
+    assert shown(str(tmp_path)) == str(tmp_path.resolve())
+    assert shown("s3://KEY:SECRET@bucket/root") == "s3://KEY:***@bucket/root"

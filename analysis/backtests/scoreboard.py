@@ -9,6 +9,12 @@ qualifying study, ours and both naive forecasters, and the studies that do not q
 why), the count against the target (>= 30 back-tests over >= 8 studies, 80% intervals covering
 70-90%), every sealed forecast found in those stores scored (analysis.forecasts.score), and the
 reliability figure (<figures>/backtest_reliability.png).
+
+The judgement is computed, not written: for all stores together and for each store, one
+sentence per score (`SCORES`) says which forecaster is ahead, ours or a naive one, on the same
+back-tests, comparing the values as the table prints them (`judgement`). A store is named by
+its path relative to the current directory when it lies inside it, else its absolute path
+(`shown`). `--note` adds free prose to the stores' section; it judges nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +34,13 @@ from icl_core.storage.store import redacted
 
 TARGET_BACKTESTS, TARGET_STUDIES = 30, 8
 TARGET_COVERAGE = (0.7, 0.9)
+# the scores judged: summary key, name in a sentence, decimals as summary_markdown prints them
+SCORES = (("median_abs_log10_error", "median |log10 error|", 4),
+          ("interval_score", "mean interval score", 4),
+          ("coverage", "coverage of the {level:.0%} intervals", 3))  # nearer `level` is better
+NAIVE = {"last": "the last measured value", "line": "the log-log line through the last two values"}
 
-__all__ = ["add_scoreboard_args", "run_scoreboard", "scoreboard"]
+__all__ = ["SCORES", "add_scoreboard_args", "judgement", "run_scoreboard", "scoreboard", "shown"]
 
 
 def add_scoreboard_args(parser) -> None:
@@ -41,7 +52,56 @@ def add_scoreboard_args(parser) -> None:
     parser.add_argument("--laws", type=int, default=100, help="synthetic laws")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic laws")
     parser.add_argument("--note", action="append", default=[],
-                        help="a line for the page's 'Stores' section (repeatable)")
+                        help="free prose for the stores' section (repeatable); it judges "
+                        "nothing: the judgement sentences are computed")
+
+
+def shown(storage: str) -> str:
+    """A store as the page names it: a local path relative to the current directory when it
+    lies inside it, else absolute; a URI as given (its secret redacted)."""
+    if "://" in storage:
+        return redacted(storage)
+    path, here = Path(storage).expanduser().resolve(), Path.cwd().resolve()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+
+def _sentence(summary: dict[str, dict], key: str, name: str, digits: int, level: float,
+              where: str) -> str:
+    """Which of ours and the naive forecasters is ahead on one score, as printed."""
+    printed = {m: f"{s[key]:.{digits}f}" for m, s in summary.items()}
+    # lower is better; coverage: nearer `level` (rounded again: 0.700 and 0.900 tie at 0.8)
+    loss = {m: round(abs(float(v) - level), digits + 2) if key == "coverage" else float(v)
+            for m, v in printed.items()}
+    naive = [m for m in NAIVE if m in summary]
+    ahead = [m for m in naive if loss[m] < loss["ours"]]
+    tied = [m for m in naive if loss[m] == loss["ours"]]
+    behind = [m for m in naive if loss[m] > loss["ours"]]
+    tail = f"; nearer {level:g} is better" if key == "coverage" else ""
+    ours = printed["ours"]
+    if len(ahead) == 2:
+        return (f"{where} both naive forecasters beat ours on {name} (last {printed['last']}, "
+                f"line {printed['line']} vs ours {ours}{tail}).")
+    if ahead:
+        (m,) = ahead
+        rest = "".join(f"; {NAIVE[o]} does not ({printed[o]})" for o in behind) + "".join(
+            f"; {NAIVE[o]} is level with ours" for o in tied)
+        return f"{where} {NAIVE[m]} beats ours on {name} ({printed[m]} vs {ours}{tail}){rest}."
+    if not tied:
+        return (f"{where} ours beats both naive forecasters on {name} ({ours} vs "
+                + ", ".join(f"{m} {printed[m]}" for m in behind) + f"{tail}).")
+    if not behind:
+        return f"{where} ours is level with both naive forecasters on {name} ({ours}{tail})."
+    (t,), (b,) = tied, behind
+    return (f"{where} no naive forecaster beats ours on {name}: ours is level with {NAIVE[t]} "
+            f"({ours}) and ahead of {NAIVE[b]} ({printed[b]}{tail}).")
+
+
+def judgement(summary: dict[str, dict], level: float = LEVEL, where: str = "On this store"
+              ) -> str:
+    """One sentence per score of `SCORES` (Markdown list items): ours against each naive
+    forecaster on the same back-tests (summary: analysis.backtests.interval.summarize)."""
+    return "".join(f"- {_sentence(summary, key, name.format(level=level), digits, level, where)}\n"
+                   for key, name, digits in SCORES) if "ours" in summary else ""
 
 
 def _sealed(storage: str) -> list[str]:
@@ -60,9 +120,9 @@ def _sealed(storage: str) -> list[str]:
                 warnings.simplefilter("ignore")
                 result = score(storage, sweep, study, write=False, figure=False)
         except (MissingResults, ValueError) as exc:
-            lines.append(f"- {redacted(storage)}/{sweep}/{study}: cannot be scored ({exc})")
+            lines.append(f"- {shown(storage)}/{sweep}/{study}: cannot be scored ({exc})")
             continue
-        lines.append(f"- {redacted(storage)}/{sweep}/{study}: {result.summary()}")
+        lines.append(f"- {shown(storage)}/{sweep}/{study}: {result.summary()}")
         for r in result.points.iter_rows(named=True):
             lines.append(f"  - {r['forecast']} at x = {r['x']}: predicted {r['predicted']:.4g} "
                          f"[{r['lo']:.4g}, {r['hi']:.4g}], measured {r['measured']}, "
@@ -98,12 +158,12 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
         try:
             result = backtest_store(storage, level=level)
         except (StoreError, MissingResults) as exc:
-            body.append(f"### {redacted(storage)}\n\nnot read: {exc}\n")
+            body.append(f"### {shown(storage)}\n\nnot read: {exc}\n")
             continue
         rows = result.rows
         store_rows += rows
         studies += result.studies
-        body.append(f"### {redacted(storage)}\n")
+        body.append(f"### {shown(storage)}\n")
         body.append("Studies back-tested: " + (", ".join(result.studies) or "none") + ".\n")
         if result.skipped:
             body.append("Not qualifying:\n\n" + "\n".join(f"- {s}" for s in result.skipped)
@@ -115,7 +175,8 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
                             f"{t:.3g} ({h} held out)" for h, t in sorted(tau0.items()))
                         + " per unit ln x.\n")
             body.append(table_markdown(result.table))
-            body.append(summary_markdown(summarize(rows, level), level))
+            summary = summarize(rows, level)
+            body.append(summary_markdown(summary, level) + "\n" + judgement(summary, level))
     n_ours = sum(r["method"] == "ours" for r in store_rows)
     store_sum = summarize(store_rows, level) if store_rows else {}
     coverage = store_sum.get("ours", {}).get("coverage", math.nan)
@@ -132,10 +193,11 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
         by_law.append(f"| {law} | {s['n']} | {s['coverage']:.3f} | "
                       f"{s['median_abs_log10_error']:.4f} |")
     parts.append("\n".join(by_law) + "\n")
-    parts.append("## Back-tests on the stores\n\n" + "".join(f"{n}\n\n" for n in notes)
+    together = "" if not store_rows else (
+        "All stores together:\n\n" + summary_markdown(store_sum, level) + "\n"
+        + judgement(store_sum, level, "On all stores together") + "\n")
+    parts.append("## Back-tests on the stores\n\n" + together + "".join(f"{n}\n\n" for n in notes)
                  + "\n".join(body))
-    if store_rows:
-        parts.append("All stores together:\n\n" + summary_markdown(store_sum, level))
     sealed = [line for storage in storages for line in _sealed(storage)]
     parts.append("## Sealed forecasts\n\n" + ("\n".join(sealed) if sealed else
                  "No sealed forecast (forecasts/*.json) in these stores.") + "\n")
@@ -163,7 +225,8 @@ def scoreboard(storages: list[str], out: str, figures: str, level: float = LEVEL
 
 def run_scoreboard(args) -> int:
     command = "python -m analysis.backtests scoreboard " + " ".join(
-        [f"--storage {shlex.quote(redacted(s))}" for s in args.storage] + [f"--out {args.out}"]
+        [f"--storage {shlex.quote(shown(s))}" for s in args.storage]
+        + [f"--out {shlex.quote(shown(args.out))}"]
         + [f"--note {shlex.quote(n)}" for n in args.note])
     for path in scoreboard(args.storage, args.out, args.figures, args.level, args.laws,
                            args.seed, command, args.note):

@@ -50,12 +50,18 @@ class Source:
 @dataclass(frozen=True)
 class Cell:
     """The rows of one compared cell: config columns equal to `where` (dotted names:
-    "model.layers"), the model's rows (predictor "model", or `predictor`), one value per seed."""
+    "model.layers"; also "position", "infer_iter", "loop_iter"), the model's rows (predictor
+    "model", or `predictor`: a trained reference such as "teacher_net_float32" is gated like a
+    model), one value per seed."""
 
     label: str
     where: dict[str, Any] = field(default_factory=dict)
     predictor: str = "model"
     trained: bool = True  # False: a hand-built model or baseline (no learned regime, no seeds)
+    # False: the cell is the claimed failure itself (e.g. the same models past their training
+    # length): its learned regime is not asked (its seeds still are)
+    gated: bool = True
+    test_dist: str | None = None  # this cell's test distribution (None: the claim's)
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,14 @@ class Claim:
     reference: str | None = None  # within: a predictor on the same prompts (paired per seed)
     reference_where: dict[str, Any] = field(default_factory=dict)  # e.g. {"infer_iter": 4}
     x: str | None = None  # slope: the config column on the x axis
+    # a claim about reaching error `threshold` (samples to reach it, e.g. the steps a run took
+    # to stop there): its trained cells are gated by the threshold rule (threshold <= 0.5 x the
+    # best trivial error, analysis.reading.regime.THRESHOLD_RATIO) instead of the learned bar;
+    # a threshold above it is "bar out of reach" (the threshold is the paper's, the trivial
+    # level the task's: no model or training changes it)
+    threshold: float | None = None
+    gate_metric: str | None = None  # the metric the gate reads (default: `metric`), e.g. mse
+    gate_statistic: str | None = None  # and its statistic (default: `statistic`)
     parts: tuple[Claim, ...] = ()  # a claim in parts ("partly" possible); then no cells
     scale: str = ""  # what the preset changes from the paper's setting, said in the table
     was: str = ""  # the hand-written verdict this row had before the engine (for the diff)

@@ -28,7 +28,15 @@ import polars as pl
 
 from analysis.claims.declare import MIN_SEEDS, Cell, Claim, Source
 from analysis.claims.separation import LEVEL, ci_one, ci_two, minmax_apart
-from analysis.reading.regime import REACH, Regime, is_r2, learned_regime
+from analysis.reading.regime import (
+    REACH,
+    Regime,
+    final_rows,
+    is_r2,
+    learned_regime,
+    threshold_regime,
+    trivial_levels,
+)
 
 OUTCOMES = ("reproduced", "not reproduced", "partly", "not testable", "bar out of reach",
             "evidence pending")
@@ -59,11 +67,13 @@ def _select(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str,
                     & (pl.col("statistic") == claim.statistic)
                     & (pl.col("predictor") == predictor))
     if "test_dist" in f.columns:
-        f = f.filter(pl.col("test_dist").fill_null("train") == claim.test_dist)
+        f = f.filter(pl.col("test_dist").fill_null("train") == (cell.test_dist or claim.test_dist))
+    iters = {**{c: v for c, v in cell.where.items() if c in ITER_COLUMNS}, **iters}
     for col, want in cell.where.items():
         if col not in f.columns:
             raise Undecidable(f"{cell.label}: the rows have no column {col!r}")
-        f = f.filter(pl.col(col) == want)
+        if col not in ITER_COLUMNS:
+            f = f.filter(pl.col(col) == want)
     for col in ITER_COLUMNS:
         if col in f.columns:
             f = f.filter(pl.col(col) == iters[col] if col in iters else pl.col(col).is_null())
@@ -93,18 +103,37 @@ def seed_values(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str | N
 
 
 def regime(rows: pl.DataFrame, claim: Claim, cell: Cell) -> Regime:
-    """The learned-regime check of one trained cell, on its rows at the claim's position."""
+    """The learned-regime check of one trained cell: its config's headline rows (iteration
+    columns left out: the bar's trivial predictors have none) at the claim's position, on the
+    gate's metric; a threshold claim's cell: the threshold rule on the best trivial error."""
     f = rows
     for col, want in cell.where.items():
-        f = f.filter(pl.col(col) == want)
+        if col not in f.columns:
+            raise Undecidable(f"{cell.label}: the rows have no column {col!r}")
+        if col not in ITER_COLUMNS:
+            f = f.filter(pl.col(col) == want)
+    metric = claim.gate_metric or claim.metric
+    statistic = claim.gate_statistic or claim.statistic
+    if cell.predictor != "model":  # a trained reference (a net fitted on the prompt): its own bar
+        p = pl.col("predictor")
+        f = f.filter(p != "model").with_columns(
+            pl.when(p == cell.predictor).then(pl.lit("model")).otherwise(p).alias("predictor"))
+        f = f.filter(pl.col("infer_iter").is_null() if "infer_iter" in f.columns else True)
     if claim.position is not None:
         f = f.filter(pl.col("position") == claim.position)
-    if f.filter((pl.col("predictor") == cell.predictor) & (pl.col("metric") == claim.metric)
+    if f.filter((pl.col("predictor") == "model") & (pl.col("metric") == metric)
                 & (pl.col("status") == "ok")).height == 0:
-        raise Undecidable(f"{cell.label}: no ok {cell.predictor} rows ({claim.metric}) for "
+        raise Undecidable(f"{cell.label}: no ok {cell.predictor} rows ({metric}) for "
                           f"{cell.where or 'the study'}")
-    table = learned_regime(f, by=[], metric=claim.metric, statistic=claim.statistic,
-                           test_dist=claim.test_dist)
+    test_dist = cell.test_dist or claim.test_dist
+    if claim.threshold is not None:
+        final = final_rows(f, metric, test_dist)
+        levels = trivial_levels(final, statistic)
+        if levels.height == 0:
+            return threshold_regime(claim.threshold, None, label=cell.label)
+        best = levels.sort("value").row(0, named=True)
+        return threshold_regime(claim.threshold, best["value"], best["predictor"], cell.label)
+    table = learned_regime(f, by=[], metric=metric, statistic=statistic, test_dist=test_dist)
     if table.height == 0:
         return Regime(learned=None, model=math.nan, metric=claim.metric, label=cell.label)
     return Regime.from_row(table.row(0, named=True), label=cell.label)
@@ -196,6 +225,8 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
             ref_text = ""
         if len(ratios) < MIN_SEEDS:
             raise Undecidable(f"{len(ratios)} paired seed(s) (needs >= {MIN_SEEDS})")
+        if min(ratios) <= 0:
+            raise Undecidable(f"a non-positive ratio ({min(ratios):.3g}): no factor")
         lo, hi = ci_one([math.log(r) for r in ratios])
         bound = math.log(claim.factor)
         result = ("reproduced" if -bound <= lo and hi <= bound else
@@ -243,7 +274,8 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
             result = ("reproduced" if -f <= lo and hi <= f else
                       "not reproduced" if lo > f or hi < -f else "unresolved")
             claim_text = f"flat (|slope| <= {f:g})"
-        numbers = (f"log-log slope in {claim.x} per seed {_fmt(slopes)}; {int(LEVEL * 100)}% CI "
+        what = "slope of R² on log" if higher else "log-log slope in"
+        numbers = (f"{what} {claim.x} per seed {_fmt(slopes)}; {int(LEVEL * 100)}% CI "
                    f"[{lo:.3g}, {hi:.3g}], claim {claim_text}")
         return result, numbers, f"slopes {min(slopes):.3g} to {max(slopes):.3g}"
     raise ValueError(f"claim {claim.id}: kind {kind!r} is decided without rows")
@@ -251,7 +283,8 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
 
 def _exact(claim: Claim) -> Decision:
     module, _, name = claim.compute.partition(":")
-    got = float(getattr(importlib.import_module(module), name)())
+    found = getattr(importlib.import_module(module), name)
+    got = float(found() if callable(found) else found)
     err = abs(got - claim.value) / abs(claim.value) if claim.value else abs(got)
     ok = err <= claim.tolerance
     numbers = (f"computed {got:.6g} vs {claim.value:.6g}: relative error {err:.2g} "
@@ -272,10 +305,10 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
     try:
         notes = []
         for cell in claim.cells:
-            if not cell.trained:
+            if not (cell.trained and cell.gated):
                 continue
             r = regime(rows, claim, cell)
-            if r.reach == REACH[2]:
+            if r.reach == REACH[2] or (r.threshold is not None and r.learned is False):
                 return Decision(claim, "bar out of reach", r.text())
             if not r.learned:
                 return Decision(claim, "not testable", r.text())

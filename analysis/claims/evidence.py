@@ -30,7 +30,7 @@ EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"  # the source tree's
 # or names a machine
 DROPPED = ("config_json", "hostname", "python_version", "numpy_version", "polars_version",
            "optuna_version", "ray_version", "torch_version", "finished_at", "device_name",
-           "code_version", "threads", "matmul_peak_flops", "peak_memory_kind", "trial_id")
+           "code_version", "threads", "matmul_peak_flops", "peak_memory_kind")
 BUDGET_MB = 25.0  # all evidence in git together
 
 

@@ -35,6 +35,7 @@ from analysis.plotting import (
     baseline_curve,
     figure_legend,
     look,
+    panel_grid,
     regime_note,
     save,
     seed_band,
@@ -192,8 +193,7 @@ def _draw_shift_grid(data: ShiftData, rows: pl.DataFrame, mixer: str, out_dir, n
                      ) -> list:
     """One attention type's grid: teacher depth N (rows) x test mixture (columns), R² vs k."""
     depths, dists, n_train, members = data.depths, data.dists, data.n_train, data.members
-    fig, axes = plt.subplots(len(depths), len(dists), squeeze=False, sharex=True,
-                             figsize=(2.6 * len(dists), 2.2 * len(depths)))
+    fig, axes = panel_grid(len(depths), len(dists), (2.6, 2.2), sharex=True)
     for i, depth in enumerate(depths):
         for j, dist in enumerate(dists):
             ax, low = axes[i, j], 0.0
@@ -231,8 +231,7 @@ def _draw_shift_grid(data: ShiftData, rows: pl.DataFrame, mixer: str, out_dir, n
             if i == len(depths) - 1:
                 ax.set_xlabel("in-context examples k")
     fig.suptitle(f"{study_title(rows)}\n{MIXER_LABEL.get(mixer, mixer)}: R² vs k "
-                 f"(trained on {n_train} pairs)", y=1.0, fontsize=9)
-    fig.tight_layout()
+                 f"(trained on {n_train} pairs)", fontsize=9)
     figure_legend(fig, axes.flat, title=seed_caption(list(axes.flat)).replace(
         "median over seeds", "median over seeds (transformer, trained net)"))
     paths = save(fig, out_dir, name)
@@ -243,8 +242,7 @@ def _draw_shift_grid(data: ShiftData, rows: pl.DataFrame, mixer: str, out_dir, n
 def _draw_shift_summary(data: ShiftData, rows: pl.DataFrame, out_dir, name: str) -> list:
     """R² at the training length vs ω₂, one panel per teacher depth."""
     depths, dists, n_train = data.depths, data.dists, data.n_train
-    fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
-                             figsize=(3.2 * len(depths), 3.0))
+    fig, axes = panel_grid(1, len(depths), (3.2, 3.0), sharey=True)
     for i, depth in enumerate(depths):
         ax = axes[0, i]
         mixes = [_mix(d) for d in dists]
@@ -265,7 +263,6 @@ def _draw_shift_summary(data: ShiftData, rows: pl.DataFrame, out_dir, name: str)
         ax.set_xlabel("test mixture ω₂")
     axes[0, 0].set_ylabel(f"R² ({STATISTIC}) at k = {n_train}")
     fig.suptitle(f"{study_title(rows)}: R² at the training length", fontsize=9)
-    fig.tight_layout()
     figure_legend(fig, axes.flat)
     paths = save(fig, out_dir, name)
     plt.close(fig)
@@ -303,8 +300,7 @@ def baseline_epochs_figure(rows: pl.DataFrame, out_dir, name: str) -> list:
     dist = sorted(net["test_dist"].unique().to_list(), key=_mix)[0]
     net = net.filter(pl.col("test_dist") == dist)
     depths = sorted(net["task.depth"].unique().to_list())
-    fig, axes = plt.subplots(1, len(depths), squeeze=False, sharey=True,
-                             figsize=(3.2 * len(depths), 3.0))
+    fig, axes = panel_grid(1, len(depths), (3.2, 3.0), sharey=True)
     for ax, depth in zip(axes[0], depths, strict=True):
         src = net.filter(pl.col("task.depth") == depth)
         for k in sorted(src["position"].unique().to_list()):

@@ -2,7 +2,8 @@
 `from analysis.plotting import ...`. Its parts are private modules, by what they draw:
 
 * _core: the shared look of every figure (style, the colour-blind-safe `PALETTE`, log axes and
-  ticks, seed bands, fitted curves, reference lines, `save` / `finish`); see its docstring.
+  ticks, seed bands, fitted curves, reference lines, grids of panels, `save` / `finish`); see
+  its docstring.
 * _baselines: every baseline predictor in its own `Look`, its value in the legend.
 * _notes: human titles, panel notes and the learned-regime verdict on panels, rings around
   cells outside the learned regime.
@@ -27,6 +28,7 @@ from analysis.plotting._core import (
     DPI,
     FORMATS,
     LEGEND_NAMES,
+    ONE_PANEL,
     PALETTE,
     PROMPT_IQR,
     SEED_SPREAD,
@@ -37,6 +39,7 @@ from analysis.plotting._core import (
     grid_ticks,
     log_axes,
     palette,
+    panel_grid,
     power_reference,
     prompt_iqr,
     reference_line,
@@ -75,6 +78,8 @@ __all__ = [
     "reference_line",
     "power_reference",
     "log_axes",
+    "ONE_PANEL",
+    "panel_grid",
     "save",
     "finish",
     "grid_ticks",

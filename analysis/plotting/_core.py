@@ -7,6 +7,7 @@ curves, reference lines, save.
     draw_fit(ax, fit, (1, 128))          # the fit, its 95% band, dashed where extrapolated
     reference_line(ax, 1e-9, "GD"); power_reference(ax, 1, 1e-1, -1.0, "slope -1")
     save(fig, out_dir, "name")            # name.png and name.pdf (finish: save, then close)
+    fig, axes = panel_grid(n_rows, n_cols, (2.6, 2.2))  # a grid of only the panels drawn
 
 Every model in a figure that compares models is drawn with `seed_band` (or `seed_level` for a
 level that does not vary along x): the line is the median over seeds, the band the min–max
@@ -16,6 +17,9 @@ prompts (`band` with per-prompt q25/q75) means something else and is never drawn
 to a seed band: such figures draw the prompt IQR as ticks (`prompt_iqr`) and say so.
 
 Figures render off-screen (the Agg backend) and are saved as PNG and PDF side by side.
+A grid of panels (`panel_grid`) holds only the panels it draws, sized by their number and never
+smaller than the one-panel figure (`ONE_PANEL`); `save` wraps a title wider than its figure, so
+the saved canvas (bbox "tight") does not grow around a narrow grid for a long title.
 Legends of fitted curves read like "b = 0.35 [0.32, 0.37]" (`fit_label`); a fit that is not
 resolved (`analysis.fitting.fit.fit_status`) reads "unresolved (at bound b=20)" and is drawn dotted.
 
@@ -39,6 +43,7 @@ import polars as pl
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from analysis.fitting.fit import Fit
@@ -47,6 +52,7 @@ from analysis.reading.spreads import seed_spreads
 
 FORMATS = ("png", "pdf")
 DPI = 200
+ONE_PANEL = (5.0, 3.6)  # inches: a one-panel figure, and the smallest grid of panels
 # seaborn's colour-blind-safe palette: every colour in every figure comes from it (or grey).
 PALETTE = ("#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4",
            "#949494", "#ece133", "#56b4e9")
@@ -70,7 +76,7 @@ def style() -> None:
     plt.rcParams.update({
         "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
         "legend.frameon": False, "legend.fontsize": 8,
-        "figure.figsize": (5.0, 3.6), "figure.dpi": 100, "savefig.bbox": "tight",
+        "figure.figsize": ONE_PANEL, "figure.dpi": 100, "savefig.bbox": "tight",
         "pdf.fonttype": 42,  # editable text in PDFs
     })
 
@@ -275,8 +281,29 @@ def log_axes(ax: Axes, x: bool = True, y: bool = True) -> None:
         ax.set_yscale("log")
 
 
+def panel_grid(n_rows: int, n_cols: int, panel: tuple[float, float], **subplots_kw
+               ) -> tuple[Figure, np.ndarray]:
+    """A figure of n_rows x n_cols panels, the ones a figure draws and no more: panel (width,
+    height) inches each, the figure at least `ONE_PANEL` so that one panel stays readable with
+    its notes, and the constrained layout (it makes room for titles, labels and a wrapped
+    suptitle); subplots_kw go to plt.subplots. Returns (fig, axes[n_rows, n_cols])."""
+    size = (max(n_cols * panel[0], ONE_PANEL[0]), max(n_rows * panel[1], ONE_PANEL[1]))
+    subplots_kw.setdefault("layout", "constrained")
+    return plt.subplots(n_rows, n_cols, squeeze=False, figsize=size, **subplots_kw)
+
+
+def _wrap_title(fig: Figure) -> None:
+    """Wrap a suptitle wider than its figure at the figure's width, under the constrained
+    layout, which makes room for the lines (another layout was fixed before the title grew)."""
+    title = fig._suptitle  # matplotlib keeps the suptitle's Text here (no public getter)
+    if title is not None and isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        title.set_wrap(True)
+
+
 def save(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
-    """Write <out_dir>/<name>.png and .pdf (creating out_dir); returns the paths."""
+    """Write <out_dir>/<name>.png and .pdf (creating out_dir), the suptitle wrapped at the
+    figure's width (`_wrap_title`); returns the paths."""
+    _wrap_title(fig)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -1,12 +1,35 @@
-"""The learned-regime bar (the rule is stated in analysis.verdicts): a claim about a trained
-model is judged only where the model is clearly better than the best trivial predictor on
-the same test prompts: error <= LEARNED_ERROR_RATIO x the best trivial error, R² >= the best
-trivial R² + LEARNED_R2_GAP, a threshold t <= THRESHOLD_RATIO x the best trivial error; ridge
-is part of the bar only on tasks it does not solve (`RIDGE_SOLVES`). Where the task reports
-its floor (rows with predictor "floor": the best predictor that knows the task's law,
-icl_core.algorithms.floor) the same bar applies to the excess over it (`excess_bar`), which is today's
-bar when the floor is 0 error / R² 1 (the value assumed where no floor row exists); a cell
-whose bar no predictor can clear is "bar out of reach", apart from "not learned" (`REACH`).
+"""The learned-regime bar, stated once (the verdict engine, analysis.claims.engine, applies it
+to every trained cell before any comparison; figures ring the cells that fail it):
+
+* **Learned regime.** A claim about a trained model is judged only where the model is clearly
+  better than the best trivial predictor on the same test prompts (rows whose `predictor` is
+  one of `TRIVIAL`; seed-medians of the same statistic, metric, position and step):
+  error metrics (lower is better): model error <= LEARNED_ERROR_RATIO = 0.1 x the best
+  trivial error; R² (higher is better): model R² >= the best trivial R² + LEARNED_R2_GAP =
+  0.05; a threshold claim (samples to reach error t): t <= THRESHOLD_RATIO = 0.5 x the best
+  trivial error. Otherwise the verdict is "not testable at this scale", never "reproduced"
+  or "partly reproduced". Ridge is part of the bar only on tasks it does not solve: on the
+  linear tasks (`RIDGE_SOLVES`) it is the task's own solution, a reference like OLS.
+* **The floor.** Every task reports its floor (rows with predictor "floor", icl_core.algorithms.floor:
+  the error of the best predictor that knows the task's law, e.g. the Bayes posterior mean
+  of noisy linear regression; not a trivial predictor): F for errors, a ceiling C for R²;
+  a task without a floor row has F = 0 / C = 1 (exact for noiseless tasks whose law the
+  prompt determines, optimistic otherwise). The bar applies to the excess over the floor,
+  for every row, the constants unchanged (`analysis.reading.regime.excess_bar`):
+  error: model − F <= 0.1 x (trivial − F); R²: model − trivial >= 0.05 x (C − trivial) /
+  (1 − trivial). Why this R² form: R² = 1 − error / Var(y), so 1 − R² is the error in units
+  of Var(y) and C − R² the error above the floor. Today's R² rule asks the model to remove
+  a fixed share 0.05 / (1 − trivial) of the trivial predictor's unexplained variance
+  (1 − trivial, its error above a floor of 0); likewise the floor rule asks the same share
+  of its error above the floor (C − trivial). With F = 0 / C = 1 both are exactly today's
+  rules (0.1 x trivial; trivial + 0.05); a floor only lowers what a model must beat by what
+  no model can beat. A cell's **reach**: "reachable" where the floor clears today's bar (F
+  <= 0.1 x trivial; C >= trivial + 0.05); "excess only" where only the bar on the excess
+  can be cleared (judged by it, and said so); "out of reach" where no predictor can clear
+  the bar (error: trivial <= F, nothing above the floor to learn; R²: trivial >= C or
+  trivial > 1 − 0.05, where the gap demanded exceeds the room left): "bar out of reach:
+  this setting cannot test the claim (best trivial X, floor F, bar B)", not "not learned";
+  the remedy is a setting or position with room, named in the verdict ("at k >= 2d").
 
     table = learned_regime(rows, by=["model.mixer", "model.depth"])   # one row per cell
     regime_notes(table, group="model.mixer", x="model.depth")         # lines for a panel
@@ -96,7 +119,7 @@ def default_statistic(frame: pl.DataFrame) -> str:
 
 
 def excess_bar(trivial, floor=None, r2: bool = False):
-    """The bar a model must clear, on the excess over the floor (the rule in analysis.verdicts;
+    """The bar a model must clear, on the excess over the floor (the rule in this module's docstring;
     floats or Polars expressions). error: model − floor <= LEARNED_ERROR_RATIO x (trivial −
     floor), i.e. bar = floor + 0.1 (trivial − floor); R² (floor = the ceiling c): model −
     trivial >= LEARNED_R2_GAP x (c − trivial) / (1 − trivial). With floor 0 / ceiling 1 (and

@@ -1,4 +1,4 @@
-"""A cell's spread over seeds, the project's one rule for it (analysis.verdicts states the
+"""A cell's spread over seeds, the project's one rule for it (analysis.claims.engine states the
 rules): a seed's value in a cell is the median of its rows there; a cell's spread is its seed
 values' min-max range (`SPREAD`).
 

@@ -8,6 +8,9 @@
                                    the preset (or the grid's values), type, default and doc
     icl regenerate [options]       = python -m analysis.regenerate [options]
     icl backtest [options]         = python -m analysis.backtests backtest [options]
+    icl verdicts [--write|--check|--json|--pending]
+                                   every declared claim decided on the committed evidence
+                                   (= python -m analysis.verdicts; offline, no training)
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
                                    (seconds; = python -m icl_core.interface.levels)
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
                 "regenerate": regenerate, "levels": levels, "claims": claims,
-                "compact": compact, "backtest": backtest}
+                "compact": compact, "backtest": backtest, "verdicts": verdicts}
     if command not in commands:
         from icl_core.common.validation import unknown
 
@@ -90,6 +93,12 @@ def regenerate(rest: list[str]) -> int:
     from analysis.regenerate import main as regenerate_main
 
     return regenerate_main(rest, prog="icl regenerate")
+
+
+def verdicts(rest: list[str]) -> int:
+    from analysis.verdicts import main as verdicts_main
+
+    return verdicts_main(rest, prog="icl verdicts")
 
 
 def backtest(rest: list[str]) -> int:

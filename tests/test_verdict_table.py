@@ -1,0 +1,71 @@
+"""The verdict table is the engine's output on the committed evidence (a hand edit of
+docs/VERDICTS.md or of REPRODUCTION's generated table fails here); the evidence fits its
+budget; a claim re-declared after its evidence decided it shows its earlier verdict."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from analysis.claims import CLAIMS
+from analysis.claims.declare import Cell, Claim, Source
+from analysis.claims.engine import Decision
+from analysis.claims.evidence import BUDGET_MB, EVIDENCE, compact, load, size_mb
+from analysis.verdicts import _verdict, main, updated_ledger
+from icl_core.storage.store import ROW_SCHEMA
+
+
+def test_committed_tables_equal_the_engines_output(capsys):
+    assert main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_evidence_fits_its_budget_and_names_no_machine():
+    assert size_mb() <= BUDGET_MB
+    for prov in EVIDENCE.rglob("provenance.json"):
+        text = prov.read_text()
+        assert "/work/" not in text and "/home/" not in text and "/root/" not in text, prov
+
+
+def test_every_claim_is_decided_or_says_why():
+    main(["--json"])  # the engine runs on every claim without raising
+    for c in CLAIMS:
+        assert c.paper and c.figure and (c.source or c.parts or c.kind == "exact"), c.id
+
+
+def test_a_claim_redeclared_after_evidence_shows_its_earlier_verdict():
+    src = Source("s", "st", "cpu")
+    old = Claim(id="x", paper="P", figure="F", quote="", source=src, kind="gap", factor=100,
+                cells=(Cell("a"), Cell("b")))
+    new = Claim(**{**old.__dict__, "factor": 10})
+    ledger = updated_ledger([Decision(old, "not reproduced")], {"claims": {}})
+    assert _verdict(Decision(old, "not reproduced"), ledger) == "**not reproduced**"
+    shown = _verdict(Decision(new, "reproduced"), ledger)
+    assert shown == "**reproduced** (re-declared; earlier: not reproduced)"
+    again = updated_ledger([Decision(new, "reproduced")], ledger)  # written, still shown
+    assert again["claims"]["x"]["earlier"] == [{"hash": old.hash(), "outcome": "not reproduced"}]
+    assert _verdict(Decision(new, "reproduced"), again) == shown
+    pending = updated_ledger([Decision(old, "evidence pending")], {"claims": {}})
+    assert _verdict(Decision(new, "reproduced"), pending) == "**reproduced**"  # nothing judged
+
+
+def test_compact_keeps_the_rows_claims_read_and_drops_machine_columns(tmp_path):
+    store = tmp_path / "store"
+    rows_dir = store / "sw" / "st" / "rows"
+    rows_dir.mkdir(parents=True)
+    fixed = pl.from_arrow(ROW_SCHEMA.empty_table())
+    frame = pl.concat([fixed, pl.DataFrame({
+        "sweep": ["sw"] * 2, "study": ["st"] * 2, "config_hash": ["c0", "c1"], "seed": [0, 1],
+        "status": ["ok", "ok"], "step": [10, 10], "metric": ["mse"] * 2, "value": [0.1, 0.2],
+        "statistic": ["median"] * 2, "predictor": ["model"] * 2, "hostname": ["laptop"] * 2,
+        "config_json": ["{}"] * 2, "code_version": ["abc"] * 2, "device": ["cpu"] * 2,
+        "wall_time_s": [1.5, 2.5]})], how="diagonal_relaxed")
+    frame.write_parquet(rows_dir / "part.parquet")
+    out = compact(str(store), "cpu", "sw", "st", root=tmp_path / "evidence")
+    got = load("cpu", "sw", "st", root=tmp_path / "evidence")
+    assert got is not None and got.height == 2 and "hostname" not in got.columns
+    assert got["value"].to_list() == [0.1, 0.2]
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["commit"] == "abc" and prov["seeds"] == [0, 1] and prov["members"] == 2
+    assert prov["member_wall_time_s"] == 4.0 and prov["device"] == "cpu"
+    assert load("cpu", "sw", "other", root=tmp_path / "evidence") is None
