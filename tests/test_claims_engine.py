@@ -168,3 +168,28 @@ def test_a_changed_declaration_changes_its_hash_not_its_prose():
     assert Claim(**{**c.__dict__, "statistic": "mean"}).hash() != c.hash()
     with pytest.raises(ValueError, match="valid choices"):
         claim("ordering")
+
+
+def test_paired_cells_compare_each_seed_with_itself():
+    """Seeds far apart (a shared shift per seed) but B above A on every seed by 1.5x: two
+    samples overlap (not testable), paired per seed it is resolved."""
+    frame = rows({"a": [0.01, 0.02, 0.04], "b": [0.015, 0.03, 0.06]})
+    assert judge(claim("better"), frame).outcome == "not testable"
+    paired = claim("better", paired=True)
+    d = judge(paired, frame)
+    assert d.outcome == "reproduced" and "paired per seed: ratio 1.5 [1.5–1.5]" in d.numbers
+    assert judge(claim("gap", factor=2, paired=True), frame).outcome == "not reproduced"
+
+
+def test_a_reference_is_read_at_its_own_iteration_not_the_cells():
+    """The model's cell at loop_iter 5; the reference (opt) only has infer_iter rows: it is
+    read at reference_where, whatever iteration the model's cell names."""
+    frame = rows({"a": [1.0, 1.1, 1.2]}, ref={"a": [2.0, 2.2, 2.4]}, trivial=30.0)
+    per_loop = frame.filter(pl.col("predictor") == "model").with_columns(
+        pl.lit(5, pl.Int64).alias("loop_iter"))  # beside the headline rows (loop_iter null)
+    looped = pl.concat([frame, per_loop])
+    c = Claim(id="t", paper="P", figure="F", quote="", source=SRC, kind="gap", factor=1.5,
+              cells=(Cell("a at t = 5", {"model.name": "a", "loop_iter": 5}),),
+              reference="opt", reference_where={"infer_iter": 3})
+    d = judge(c, looped)
+    assert d.outcome == "reproduced" and "per seed 2 [2–2]" in d.numbers

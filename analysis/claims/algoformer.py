@@ -9,6 +9,13 @@ Iterations: the model's rows after t loops carry `loop_iter` (t = T equals its h
 the GD / Newton baselines' rows after t iterations `infer_iter`; both are scored on the
 model's own test prompts, so Fig 5 is paired per seed. The two closed-form rows are computed
 here, in process (`gpt2_bodies_error`, `newton_error`, `gd_at_machine_precision`).
+
+Readings (the paper is silent): Fig 3 "larger ΔT is stable" is declared as its testable half,
+ΔT = 1 drifting after T (per seed, error at t = 50 vs the same seed at t = T: the slope's
+sign); "ΔT = 4 stays flat" needs a tolerance the paper does not give and is not declared.
+"Larger T trains harder": T = 8 above T = 4, each at its own training T (the headline rows).
+Fig 5 "the beginning stages": t <= 3; "better with noise": at the preset's last iteration,
+t = 30, AlgoFormer and each baseline after the same t (not each curve's best).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ EXAMPLES_CPU = Source("algoformer", "examples", "cpu")
 LOOPS = Source("algoformer", "loops", "reduced")
 LAYERS_HEADS = Source("algoformer", "layers_heads", "reduced")
 VS_NEWTON = Source("algoformer", "vs_newton", "reduced")
-REDUCED = "reduced: d = 3, N = 10, 4000 steps (cpu: 800), 3 seeds"
+REDUCED = "reduced: d = 3, N = 10, 4000 steps, 3 seeds"
 GD, NEWTON = "gd_tuned_float64", "newton_float64"  # tuned per prefix length, on held-out prompts
 FIG2 = "docs/figures/reduced/examples__algo_examples.png"
 FIG3 = "docs/figures/reduced/loops__algo_loops.png"
@@ -55,10 +62,12 @@ def _fig2_part(task: str, a: str, b: str, source: Source) -> Claim:
 
 
 def _loop_cell(T: int, dT: int, t: int | None = None) -> Cell:
+    """(T, ΔT)'s rows at its training T (t None: the headline rows) or after t loops; past T
+    the cell is the claimed drift itself: the config is gated once, at t = T."""
     where = {"model.name": "algoformer", "model.loops": T, "model.window": dT}
-    at = "" if t is None else f", t = {t}"
-    return Cell(f"(T, ΔT) = ({T}, {dT}){at}",
-                where if t is None else {**where, "loop_iter": t})
+    if t is None:
+        return Cell(f"(T, ΔT) = ({T}, {dT})", where)
+    return Cell(f"(T, ΔT) = ({T}, {dT}), t = {t}", {**where, "loop_iter": t}, gated=t <= T)
 
 
 def _algo_cell(L: int, h: int) -> Cell:
@@ -71,15 +80,17 @@ def _lh_part(what: str, figure: str, a: Cell, b: Cell) -> Claim:
                  source=LAYERS_HEADS, kind="better", statistic=STAT, cells=(a, b))
 
 
-def _vs_baseline(sigma: float, t_model: int, t_ref: int, ref: str, what: str) -> Claim:
+def _vs_baseline(sigma: float, t: int, ref: str, what: str) -> Claim:
+    """AlgoFormer after t loops below the baseline `ref` after t iterations, on the same
+    prompts (paired per seed)."""
     name = {GD: "GD", NEWTON: "Newton"}[ref]
     sid = f"s{sigma:g}".replace(".", "p")  # ids are dotted paths: σ = 0.1 -> s0p1
-    return Claim(id=f"algoformer.vs_newton.{what}.{sid}.t{t_model}.{name.lower()}",
-                 paper=PAPER, figure=f"σ = {sigma:g}, t = {t_model}: AlgoFormer < {name}",
+    return Claim(id=f"algoformer.vs_newton.{what}.{sid}.t{t}.{name.lower()}",
+                 paper=PAPER, figure=f"σ = {sigma:g}, t = {t}: AlgoFormer < {name}",
                  quote="", source=VS_NEWTON, kind="better", statistic=STAT,
-                 cells=(Cell(f"AlgoFormer (6, 6), σ = {sigma:g}, t = {t_model}",
-                             {"task.noise_std": sigma, **FIG5_MODEL, "loop_iter": t_model}),),
-                 reference=ref, reference_where={"infer_iter": t_ref})
+                 cells=(Cell(f"AlgoFormer (6, 6), σ = {sigma:g}, t = {t}",
+                             {"task.noise_std": sigma, **FIG5_MODEL, "loop_iter": t}),),
+                 reference=ref, reference_where={"infer_iter": t})
 
 
 # ---- the closed forms (kind "exact"), each computed in process in a few seconds ----------
@@ -218,8 +229,8 @@ CLAIMS = (
     Claim(id="algoformer.examples.lowest", paper=PAPER,
           figure="Fig 2: AlgoFormer lowest error; CoT looped ≫ others",
           quote="the AlgoFormer consistently outperforms both the standard and the vanilla "
-                "looped transformer across all tasks; in CoT both significantly surpass the "
-                "looped one",
+                "looped transformer across all tasks; [CoT] both the AlgoFormer and the "
+                "standard transformer significantly surpass the vanilla looped transformer",
           source=None, kind="parts",
           parts=tuple(_fig2_part("regression", "AlgoFormer", b, EXAMPLES)
                       for b in ("standard", "looped"))
@@ -294,8 +305,8 @@ CLAIMS = (
                 "gradient descent in the beginning stages; with increasing noise levels ... "
                 "our method exhibits better performance",
           source=None, kind="parts",
-          parts=tuple(_vs_baseline(0.0, t, t, ref, "early") for t in EARLY for ref in (GD, NEWTON))
-          + tuple(_vs_baseline(s, HORIZON, HORIZON, ref, "noise") for s in (0.1, 1.0)
+          parts=tuple(_vs_baseline(0.0, t, ref, "early") for t in EARLY for ref in (GD, NEWTON))
+          + tuple(_vs_baseline(s, HORIZON, ref, "noise") for s in (0.1, 1.0)
                   for ref in (GD, NEWTON)),
           scale=REDUCED + "; linear regression, all prefixes, (T, ΔT) = (6, 6), loops and "
                 "iterations to 30",

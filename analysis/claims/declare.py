@@ -82,6 +82,9 @@ class Claim:
     tolerance: float | None = None  # exact: relative tolerance
     reference: str | None = None  # within: a predictor on the same prompts (paired per seed)
     reference_where: dict[str, Any] = field(default_factory=dict)  # e.g. {"infer_iter": 4}
+    # better / gap between two cells of the same seeds (e.g. one model at two iterations, or two
+    # members scored on the same prompts): per-seed differences instead of two samples
+    paired: bool = False
     x: str | None = None  # slope: the config column on the x axis
     # a claim about reaching error `threshold` (samples to reach it, e.g. the steps a run took
     # to stop there): its trained cells are gated by the threshold rule (threshold <= 0.5 x the

@@ -19,7 +19,7 @@ to a seed band: such figures draw the prompt IQR as ticks (`prompt_iqr`) and say
 Figures render off-screen (the Agg backend) and are saved as PNG and PDF side by side.
 A grid of panels (`panel_grid`) holds only the panels it draws, sized by their number and never
 smaller than the one-panel figure (`ONE_PANEL`); `save` wraps a title wider than its figure, so
-the saved canvas (bbox "tight") does not grow around a narrow grid for a long title.
+the saved canvas (bbox "tight") does not grow sideways around narrow panels for a long title.
 Legends of fitted curves read like "b = 0.35 [0.32, 0.37]" (`fit_label`); a fit that is not
 resolved (`analysis.fitting.fit.fit_status`) reads "unresolved (at bound b=20)" and is drawn dotted.
 
@@ -292,18 +292,22 @@ def panel_grid(n_rows: int, n_cols: int, panel: tuple[float, float], **subplots_
     return plt.subplots(n_rows, n_cols, squeeze=False, figsize=size, **subplots_kw)
 
 
-def _wrap_title(fig: Figure) -> None:
-    """Wrap a suptitle wider than its figure at the figure's width, under the constrained
-    layout, which makes room for the lines (another layout was fixed before the title grew)."""
+def _wrap_titles(fig: Figure) -> None:
+    """Wrap a title wider than its figure at the figure's width, so that a long title does not
+    widen the saved canvas (bbox "tight") around narrow panels: a panel's title always (its
+    lines go up, above the panel), the suptitle under the constrained layout, which makes room
+    for its lines (another layout was fixed before the title grew)."""
+    for ax in fig.axes:
+        ax.title.set_wrap(True)
     title = fig._suptitle  # matplotlib keeps the suptitle's Text here (no public getter)
     if title is not None and isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
         title.set_wrap(True)
 
 
 def save(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
-    """Write <out_dir>/<name>.png and .pdf (creating out_dir), the suptitle wrapped at the
-    figure's width (`_wrap_title`); returns the paths."""
-    _wrap_title(fig)
+    """Write <out_dir>/<name>.png and .pdf (creating out_dir), titles wider than the figure
+    wrapped at its width (`_wrap_titles`); returns the paths."""
+    _wrap_titles(fig)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
