@@ -224,7 +224,7 @@ def test_newton_schulz_converges_to_least_squares():
 
 
 def test_tuned_baselines_reuse_gd_and_pick_from_the_grid():
-    from icl_core.algorithms.baselines import BASELINES
+    from icl_core.algorithms.registry import BASELINES
     from icl_core.tasks.base import RegressionProblem
 
     gen = torch.Generator().manual_seed(6)
@@ -265,7 +265,7 @@ def test_bad_task_and_baseline_configs_name_the_field():
         ({"task": {"name": "linear_regression"}, "eval": {"newton_alpha_grid": [0.5, -1]}},
          "eval.newton_alpha_grid: must hold step sizes > 0"),
         ({"task": {"name": "linear_regression"}, "eval": {"baselines": ["newtn"]}},
-         "valid choices: gd, gd_tuned, newton, ols, teacher_net"),
+         "valid choices: gd, gd_tuned, lsa_optimal, newton, ols, teacher_net"),
     ]:
         with pytest.raises(ConfigError) as info:
             resolve_member({"model": {"name": "transformer"}, **raw})

@@ -341,7 +341,7 @@ def test_lsa_optimal_baseline_scores_f_L_star_on_prompts_and_rejects_other_tasks
     preconditioned GD, P_ℓ = −a_ℓ Σ⁻¹) on sampled prompts has mean query error f_L* (L = 1-3,
     within 4 standard errors over 100,000 prompts, float64); a wrong preconditioner (Σ for
     Σ⁻¹) misses it; a task without Σ is refused before any trial starts."""
-    from icl_core.algorithms.baselines import BASELINES
+    from icl_core.algorithms.registry import BASELINES
     from icl_core.spec.config import ConfigError
     from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
 

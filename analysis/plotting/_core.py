@@ -34,6 +34,8 @@ figure, titled with the seed caption).
 from __future__ import annotations
 
 import math
+import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -292,29 +294,42 @@ def panel_grid(n_rows: int, n_cols: int, panel: tuple[float, float], **subplots_
     return plt.subplots(n_rows, n_cols, squeeze=False, figsize=size, **subplots_kw)
 
 
-def _wrap_titles(fig: Figure) -> None:
-    """Wrap a title wider than its figure at the figure's width, so that a long title does not
-    widen the saved canvas (bbox "tight") around narrow panels: a panel's title always (its
-    lines go up, above the panel), the suptitle under the constrained layout, which makes room
-    for its lines (another layout was fixed before the title grew)."""
-    for ax in fig.axes:
-        ax.title.set_wrap(True)
-    title = fig._suptitle  # matplotlib keeps the suptitle's Text here (no public getter)
-    if title is not None and isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
-        title.set_wrap(True)
+@contextmanager
+def _titles_wrapped(fig: Figure):
+    """A title wider than the figure wrapped at the figure's width while it is saved (its text
+    restored after), so that a long title does not widen the saved canvas (bbox "tight")
+    around narrow panels: a panel's title always (its lines go up, above the panel), the
+    suptitle under the constrained layout, which makes room for its lines (another layout was
+    fixed before the title grew). matplotlib's own wrap does not do: with bbox "tight" it
+    wraps the drawn title at another width than the one it measured."""
+    texts = [ax.title for ax in fig.axes]
+    if fig._suptitle is not None and isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        texts.append(fig._suptitle)  # matplotlib keeps the suptitle's Text here (no getter)
+    originals = [(text, text.get_text()) for text in texts]
+    for text, original in originals:
+        over = text.get_window_extent().width / fig.bbox.width  # > 1: wider than the figure
+        if original and over > 1:
+            lines = original.split("\n")
+            chars = max(int(max(map(len, lines)) / over * 0.95), 10)
+            text.set_text("\n".join(textwrap.fill(line, chars) for line in lines))
+    try:
+        yield
+    finally:
+        for text, original in originals:
+            text.set_text(original)
 
 
 def save(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     """Write <out_dir>/<name>.png and .pdf (creating out_dir), titles wider than the figure
-    wrapped at its width (`_wrap_titles`); returns the paths."""
-    _wrap_titles(fig)
+    wrapped at its width (`_titles_wrapped`); returns the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in FORMATS:
-        path = out / f"{name}.{fmt}"
-        fig.savefig(path, dpi=DPI)
-        paths.append(path)
+    with _titles_wrapped(fig):
+        for fmt in FORMATS:
+            path = out / f"{name}.{fmt}"
+            fig.savefig(path, dpi=DPI)
+            paths.append(path)
     return paths
 
 

@@ -12,7 +12,7 @@ normal equations lose half the digits (see notes §11: float64 lstsq ~1e-26 vs ~
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
@@ -68,11 +68,11 @@ def predict(w_BxD: torch.Tensor, x_BxD: torch.Tensor) -> torch.Tensor:
     return (w_BxD * x_BxD).sum(dim=-1)
 
 
-def _ols_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
+def ols_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
     return {None: predict(ols(p.X, p.y), p.x_query)}
 
 
-def _gd_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
+def gd_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
     iterates = gd(p.X, p.y, eval_cfg.gd_lr, eval_cfg.gd_steps)
     return {t: predict(w, p.x_query) for t, w in iterates.items()}
 
@@ -148,7 +148,7 @@ class Tuned(Protocol):
     def __call__(self, p: RegressionProblem, eval_cfg, tuned: dict) -> dict: ...
 
 
-def _tuned(name: str):
+def tuned(name: str):
     def baseline(p: RegressionProblem, eval_cfg, tuned: dict) -> dict[int | None, torch.Tensor]:
         its = iterates(name, p.X, p.y, tuned[p.token], eval_cfg.gd_steps)
         return {t: predict(w, p.x_query) for t, w in its.items()}
@@ -161,44 +161,6 @@ def _tuned(name: str):
     return baseline
 
 
-LSA_OPTIMAL_LAYERS = tuple(range(1, 9))  # L reported by "lsa_optimal" (Ahn's range: 1-8)
-
-
-def _lsa_optimal_baseline(p: RegressionProblem, eval_cfg, task) -> dict[int | None, torch.Tensor]:
-    """The f_L*-optimal predictor of Ahn et al. (their §3): L steps of preconditioned GD with
-    P_ℓ = −a_ℓ Σ⁻¹ at the optimal step sizes a_ℓ (closed_forms.lsa_optimal_steps) for this
-    problem's n examples and the task's Σ, one prediction per L (infer_iter = L). Its expected
-    query error is f_L* exactly; scored on the model's own test prompts it is the paired
-    reference of "trained loss ≈ f_L*" (model ÷ optimum on the same prompts)."""
-    from icl_core.algorithms.closed_forms import lsa_optimal_steps, preconditioned_gd
-
-    n, d = p.X.shape[1], p.X.shape[2]
-    if n == 0:
-        zero = torch.zeros_like(p.x_query[:, 0])
-        return {L: zero for L in LSA_OPTIMAL_LAYERS}
-    sigma_inv = torch.linalg.inv(task.sigma.to(torch.float64)).to(p.X)
-    out = {}
-    for L in LSA_OPTIMAL_LAYERS:
-        steps = lsa_optimal_steps(n, d, L)
-        ws = preconditioned_gd(p.X, p.y, [-float(a) * sigma_inv for a in steps])
-        out[L] = predict(ws[-1], p.x_query)
-    return out
-
-
-_lsa_optimal_baseline.uses_task = True  # baseline_rows passes the task (its Σ)
-
-
-def _teacher_net_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
+def teacher_net_baseline(p: RegressionProblem, eval_cfg) -> dict[int | None, torch.Tensor]:
     raise ValueError("eval.baselines: 'teacher_net' trains a network of the teacher's class; "
                      "only a task with a teacher (relu_teacher) defines it")
-
-
-# lsa_optimal (Ahn et al.): fn(problem, eval_cfg, task), a task with a covariance `sigma`
-# name -> fn(problem, eval_cfg) -> {infer_iter (None if not iterative): predictions (B,)}
-# (teacher_net: computed by the relu_teacher task's own `baseline_errors`)
-# gd_tuned / newton (AlgoFormer Fig 5): step size per prefix chosen by grid search on held-out
-# prompts (fn.tune), then fn(problem, eval_cfg, tuned) at every iteration in eval.gd_steps
-BASELINES: dict[str, Callable] = {"ols": _ols_baseline, "gd": _gd_baseline,
-                                  "teacher_net": _teacher_net_baseline,
-                                  "gd_tuned": _tuned("gd_tuned"), "newton": _tuned("newton"),
-                                  "lsa_optimal": _lsa_optimal_baseline}

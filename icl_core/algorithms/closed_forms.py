@@ -19,7 +19,7 @@ from functools import cache
 import numpy as np
 import torch
 
-from icl_core.algorithms.baselines import ls_grad
+from icl_core.algorithms.baselines import ls_grad, predict
 
 __all__ = [
     "dist_to_identity",
@@ -35,6 +35,7 @@ __all__ = [
     "preconditioned_gd",
     "gd_steps",
     "sigma_from_spectrum",
+    "lsa_optimal_baseline",
 ]
 
 
@@ -276,3 +277,31 @@ def sigma_from_spectrum(spectrum, task_seed: int) -> tuple[np.ndarray, np.ndarra
     U = Q * np.where(np.diag(R) < 0, -1.0, 1.0)  # flip columns so that R_ii > 0
     sigma = (U.T * D**2) @ U
     return 0.5 * (sigma + sigma.T), U
+
+
+# ----------------------------------------------------------------------------- the optimum as a baseline
+
+
+LSA_OPTIMAL_LAYERS = tuple(range(1, 9))  # L reported by "lsa_optimal" (Ahn's range: 1-8)
+
+
+def lsa_optimal_baseline(p, eval_cfg, task) -> dict[int | None, torch.Tensor]:
+    """The f_L*-optimal predictor of Ahn et al. (their §3): L steps of preconditioned GD with
+    P_ℓ = −a_ℓ Σ⁻¹ at the optimal step sizes a_ℓ (closed_forms.lsa_optimal_steps) for this
+    problem's n examples and the task's Σ, one prediction per L (infer_iter = L). Its expected
+    query error is f_L* exactly; scored on the model's own test prompts it is the paired
+    reference of "trained loss ≈ f_L*" (model ÷ optimum on the same prompts)."""
+    n, d = p.X.shape[1], p.X.shape[2]
+    if n == 0:
+        zero = torch.zeros_like(p.x_query[:, 0])
+        return {L: zero for L in LSA_OPTIMAL_LAYERS}
+    sigma_inv = torch.linalg.inv(task.sigma.to(torch.float64)).to(p.X)
+    out = {}
+    for L in LSA_OPTIMAL_LAYERS:
+        steps = lsa_optimal_steps(n, d, L)
+        ws = preconditioned_gd(p.X, p.y, [-float(a) * sigma_inv for a in steps])
+        out[L] = predict(ws[-1], p.x_query)
+    return out
+
+
+lsa_optimal_baseline.uses_task = True  # baseline_rows passes the task (its Σ)

@@ -152,7 +152,7 @@ class EvalConfig:
                     f"must hold step sizes > 0, got {list(grid)}")
         require(self.stop_below is None or self.every > 0, f"{path}.stop_below",
                 "needs intermediate evaluations: set eval.every > 0")
-        from icl_core.algorithms.baselines import BASELINES
+        from icl_core.algorithms.registry import BASELINES
 
         for name in self.baselines:
             if name not in BASELINES:

@@ -21,8 +21,9 @@ import dataclasses
 
 import torch
 
-from icl_core.algorithms.baselines import BASELINES, Tuned
+from icl_core.algorithms.baselines import Tuned
 from icl_core.algorithms.floor import FLOOR
+from icl_core.algorithms.registry import BASELINES
 from icl_core.common.device import derive_seed, generator
 from icl_core.models.base import LoopOutputs
 from icl_core.spec.config import MemberConfig
