@@ -35,7 +35,7 @@ def base_study(**grid) -> Study:
         (tiny_member(train__optimizer="sgdx"), "train.optimizer: unknown 'sgdx'; valid choices: adam, adamw"),
         (tiny_member(train__checkpoint_every=15), "train.checkpoint_every: must be a positive multiple"),
         (tiny_member(eval__baselines=["conjugate_gradient"]),
-         "eval.baselines: unknown 'conjugate_gradient'; valid choices: gd, gd_tuned, newton, ols"),
+         "eval.baselines: unknown 'conjugate_gradient'; valid choices: gd, gd_tuned, lsa_optimal, newton, ols"),
         (tiny_member(eval__grid=[{"n_pointz": 3}]), "eval.grid[0].n_pointz: unknown field"),
         ({**tiny_member(), "dtype": "float16"}, "dtype: 'float16' is not valid; valid choices: float32, float64"),
         ({**tiny_member(), "device": "tpu"}, "device: 'tpu' is not valid"),

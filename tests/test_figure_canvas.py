@@ -10,7 +10,7 @@ import pytest
 from matplotlib.transforms import Bbox
 
 from analysis.figures.by_name import FIGURES
-from analysis.plotting import DPI, ONE_PANEL, panel_grid
+from analysis.plotting import DPI, ONE_PANEL, panel_grid, save, style
 from tests.test_figure_honesty import deep_rows
 
 # the title of the reduced run under docs/figures/reduced/ (regenerate --scale): long
@@ -76,4 +76,18 @@ def test_panel_grid_is_sized_by_its_panels_and_never_below_one_panel():
     plt.close(fig)
     fig, axes = panel_grid(1, 1, (2.6, 2.2))
     assert axes.shape == (1, 1) and tuple(fig.get_size_inches()) == pytest.approx(ONE_PANEL)
+    plt.close(fig)
+
+
+def test_a_long_panel_title_wraps_at_the_figure_and_keeps_its_text(tmp_path):
+    """A panel's title wider than the figure (a study title with its scale) is wrapped while
+    the figure is saved: the canvas keeps the figure's width, and the title its text."""
+    style()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [3, 1, 2])
+    title = f"Liu et al. Figs 2, 10: least squares vs depth, Transformer vs BaseConv [{SCALE}]"
+    ax.set_title(title, fontsize=9)
+    png = save(fig, tmp_path, "long_title")[0]
+    assert plt.imread(png).shape[1] <= (fig.get_size_inches()[0] + 0.2) * DPI  # pad 0.1 a side
+    assert canvas_share(fig, png) >= 0.7 and ax.get_title() == title
     plt.close(fig)
