@@ -64,7 +64,8 @@ def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None)
 
     wall = members["wall_time_s"].sum() if "wall_time_s" in members.columns else None
     return {"preset": preset, "commit": code_version or _commit(),
-            "device": first("device"), "dtype": first("dtype"), "torch": first("torch_version"),
+            "device": first("device_type") or first("device"), "device_name": first("device_name"),
+            "dtype": first("dtype"), "torch": first("torch_version"),
             "members": members.height, "seeds": sorted(members["seed"].drop_nulls().unique().to_list()),
             "statuses": dict(sorted(members.group_by("status").len().iter_rows())),
             "member_wall_time_s": round(float(wall), 1) if wall is not None else None,
