@@ -193,3 +193,40 @@ def test_a_reference_is_read_at_its_own_iteration_not_the_cells():
               reference="opt", reference_where={"infer_iter": 3})
     d = judge(c, looped)
     assert d.outcome == "reproduced" and "per seed 2 [2–2]" in d.numbers
+
+
+def curves(levels: dict[str, list[list[float]]], batch: int = 64) -> pl.DataFrame:
+    """Test-MSE (mean) curves over steps 10, 20, ... per (cell, seed), with the zero
+    predictor at 1.0 on every step: what n* claims read."""
+    out = []
+    for name, per_seed in levels.items():
+        for seed, curve in enumerate(per_seed):
+            base = {"config_hash": f"{name}{seed}", "seed": seed, "status": "ok",
+                    "model.name": name, "task.name": "qstr", "metric": "mse",
+                    "statistic": "mean", "position": 9, "test_dist": "train",
+                    "infer_iter": None, "loop_iter": None, "train.batch_size": batch}
+            for i, v in enumerate(curve):
+                step = 10 * (i + 1)
+                out.append({**base, "predictor": "model", "step": step, "value": v})
+                out.append({**base, "predictor": "zero", "step": step, "value": 1.0})
+    return pl.DataFrame(out, schema_overrides={"infer_iter": pl.Int64, "loop_iter": pl.Int64})
+
+
+def test_samples_to_reach_a_threshold_with_censored_runs():
+    """n* per seed from each curve (log-log interpolation: 0.4 at 1280 samples -> 0.2 at
+    1920 crosses 0.3 at 1280 x 1.5^0.415); B never reaches 0.3: its cap (40 steps x 64) is a lower bound, so
+    'A needs fewer' holds; A censored cannot support it; a threshold above half the trivial
+    error is out of reach."""
+    fast = [[0.8, 0.4, 0.2, 0.1]] * 3
+    slow = [[0.9, 0.8, 0.7, 0.6]] * 3
+    frame = curves({"a": fast, "b": slow})
+    c = claim("better", metric="n_star", statistic="mean", threshold=0.3, gate_metric="mse")
+    d = judge(c, frame)
+    assert d.outcome == "reproduced", d
+    n_a = 64 * 20 * 1.5 ** (math.log(0.4 / 0.3) / math.log(2))  # 1280 -> 1920 samples
+    assert f"a {n_a:.3g}" in d.numbers and "b 2.56e+03" in d.numbers
+    d = judge(claim("better", ("b", "a"), metric="n_star", threshold=0.3, gate_metric="mse"),
+              frame)
+    assert d.outcome == "not testable" and "censored" in d.reason
+    far = claim("better", metric="n_star", threshold=0.7, gate_metric="mse")
+    assert judge(far, frame).outcome == "bar out of reach"

@@ -41,6 +41,7 @@ from analysis.reading.regime import (
 OUTCOMES = ("reproduced", "not reproduced", "partly", "not testable", "bar out of reach",
             "evidence pending")
 ITER_COLUMNS = ("infer_iter", "loop_iter")
+N_STAR = "n_star"  # a derived metric: samples to reach `threshold` (n_star_values)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Undecidable(Exception):
 
 
 def _select(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str,
-            iters: dict) -> pl.DataFrame:
+            iters: dict, final: bool = True) -> pl.DataFrame:
     f = rows.filter((pl.col("status") == "ok") & (pl.col("metric") == claim.metric)
                     & (pl.col("statistic") == claim.statistic)
                     & (pl.col("predictor") == predictor))
@@ -80,11 +81,43 @@ def _select(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str,
             f = f.filter(pl.col(col) == iters[col] if col in iters else pl.col(col).is_null())
     if claim.position is not None:
         f = f.filter(pl.col("position") == claim.position)
-    f = f.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
+    if final:
+        f = f.filter(pl.col("step") == pl.col("step").max().over("config_hash"))
     if claim.position is None and "position" in f.columns:
         pos = pl.col("position").fill_null(-1)
         f = f.filter(pos == pos.max().over("config_hash"))
     return f
+
+
+def n_star_values(rows: pl.DataFrame, claim: Claim, cell: Cell, lower_bound: bool
+                  ) -> dict[int, float]:
+    """{seed: n*} of a cell: the training samples (step x train.batch_size) at which the
+    model's `gate_metric` (its statistic, at the last position) first reaches
+    `claim.threshold` (analysis.fitting.sample_complexity.n_star: running minimum, log-log
+    interpolation between the bracketing evaluations). A seed that never reached it within its
+    run: its cap where the claim needs a lower bound there (`lower_bound`: the side claimed to
+    need more samples), else Undecidable (a censored n* cannot support the claim)."""
+    from analysis.fitting.sample_complexity import n_star
+
+    gate = Claim(**{**claim.__dict__, "metric": claim.gate_metric or "mse",
+                    "statistic": claim.gate_statistic or claim.statistic})
+    f = _select(rows, gate, cell, cell.predictor, {}, final=False)
+    if f.height == 0:
+        raise Undecidable(f"{cell.label}: no {gate.metric} rows over training for {cell.where}")
+    if "train.batch_size" not in f.columns:
+        raise Undecidable(f"{cell.label}: the rows have no train.batch_size (samples seen)")
+    out: dict[int, float] = {}
+    for (seed,), part in f.group_by(["seed"], maintain_order=True):
+        if part["config_hash"].n_unique() > 1:
+            raise Undecidable(f"{cell.label}: seed {seed} pools {part['config_hash'].n_unique()}"
+                              " configs; declare the cell's settings")
+        samples = (part["step"] * part["train.batch_size"]).to_numpy()
+        got = n_star(samples, part["value"].to_numpy(), claim.threshold)
+        if got.censored and not lower_bound:
+            raise Undecidable(f"{cell.label}: seed {seed} did not reach {claim.threshold:g} "
+                              f"within {got.x_max:.3g} samples (censored)")
+        out[int(seed)] = got.x_max if got.censored else got.n_star
+    return out
 
 
 def seed_values(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str | None = None,
@@ -174,7 +207,11 @@ def _show(claim: Claim, lo: float, hi: float) -> str:
 def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
     """(result, numbers, minmax) of the claim's comparison; result as `_side`."""
     higher = is_r2(claim.metric)
-    vals = [seed_values(rows, claim, c) for c in claim.cells]
+    if claim.metric == N_STAR:  # samples to reach the threshold; B's censored seeds: caps
+        vals = [n_star_values(rows, claim, c, lower_bound=claim.kind in ("better", "gap")
+                              and i == 1) for i, c in enumerate(claim.cells)]
+    else:
+        vals = [seed_values(rows, claim, c) for c in claim.cells]
     for c, v in zip(claim.cells, vals, strict=True):
         if c.trained and len(v) < MIN_SEEDS:
             raise Undecidable(f"{c.label}: {len(v)} seed(s) (needs >= {MIN_SEEDS})")
