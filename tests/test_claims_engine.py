@@ -225,8 +225,9 @@ def test_samples_to_reach_a_threshold_with_censored_runs():
     assert d.outcome == "reproduced", d
     n_a = 64 * 20 * 1.5 ** (math.log(0.4 / 0.3) / math.log(2))  # 1280 -> 1920 samples
     assert f"a {n_a:.3g}" in d.numbers and "b 2.56e+03" in d.numbers
-    d = judge(claim("better", ("b", "a"), metric="n_star", threshold=0.3, gate_metric="mse"),
+    d = judge(claim("better", ("b", "a"), metric="n_star", statistic="mean", threshold=0.3,
+                    gate_metric="mse"),
               frame)
     assert d.outcome == "not testable" and "censored" in d.reason
-    far = claim("better", metric="n_star", threshold=0.7, gate_metric="mse")
+    far = claim("better", metric="n_star", statistic="mean", threshold=0.7, gate_metric="mse")
     assert judge(far, frame).outcome == "bar out of reach"
