@@ -72,13 +72,18 @@ def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None)
             "rows": rows.height}
 
 
-def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None) -> Path:
+def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
+            scale: str | None = None) -> Path:
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
-    study's evidence folder. Raises MissingResults when the store has no rows for it."""
+    study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
+    kept as the rows' `scale` column, which every figure's title shows. Raises MissingResults
+    when the store has no rows for it."""
     rows, _ = read_rows(storage, sweep, study)
+    if scale:
+        rows = rows.with_columns(pl.lit(scale).alias("scale"))
     code = rows["code_version"].drop_nulls()[0] if "code_version" in rows.columns and \
         rows["code_version"].drop_nulls().len() else None
-    prov = provenance(rows, preset, code)
+    prov = {**provenance(rows, preset, code), **({"scale": scale} if scale else {})}
     keep = [c for c in rows.columns if c not in DROPPED]
     out = study_dir(preset, sweep, study, root)
     if out.exists():
@@ -106,13 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="storage", required=True, help="the store the run wrote")
     parser.add_argument("--preset", required=True, help="the preset the store was run at")
     parser.add_argument("--evidence", type=Path, default=None, help=f"default: {EVIDENCE}")
+    parser.add_argument("--scale", help="the scale the rows are at, shown in every figure's title")
     args = parser.parse_args(argv)
     for item in args.studies:
         sweep, _, study = item.partition("/")
         if not study:
             parser.error(f"{item!r}: name a study as SWEEP/STUDY")
         try:
-            out = compact(args.storage, args.preset, sweep, study, args.evidence)
+            out = compact(args.storage, args.preset, sweep, study, args.evidence, args.scale)
         except MissingResults as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
