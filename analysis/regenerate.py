@@ -237,8 +237,8 @@ def study_columns(study: dict) -> list[str]:
     columns and its grid axes (`generic_fits`)."""
     figure = study["figure"]
     keys = [k for key in study["grid"] for k in (key if isinstance(key, list) else [key])]
-    if figure in FIGURES:
-        return [*FIGURE_COLUMNS[figure], *keys, *_figure_arg_columns(study)]
+    if figure in FIGURES:  # "scale": evidence keeps the scale its rows are at (titles)
+        return [*FIGURE_COLUMNS[figure], *keys, *_figure_arg_columns(study), "scale"]
     return [*ROW_SCHEMA.names, *keys]
 
 
