@@ -19,6 +19,7 @@ rules; there is no per-claim code path.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from collections.abc import Callable
@@ -338,11 +339,18 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
     raise ValueError(f"claim {claim.id}: kind {kind!r} is decided without rows")
 
 
+@functools.cache
+def computed(compute: str) -> float:
+    """The number an exact claim's `compute` ("module:function" or a constant) gives; once per
+    process (the checks are deterministic: a construction against GD, a model against GPT-2)."""
+    module, _, name = compute.partition(":")
+    found = getattr(importlib.import_module(module), name)
+    return float(found() if callable(found) else found)
+
+
 def _exact(claim: Claim) -> Decision:
-    module, _, name = claim.compute.partition(":")
     try:
-        found = getattr(importlib.import_module(module), name)
-        got = float(found() if callable(found) else found)
+        got = computed(claim.compute)
     except ImportError as exc:  # an optional dependency of the check (e.g. transformers)
         return Decision(claim, "not testable", f"cannot compute: {exc}")
     err = abs(got - claim.value) / abs(claim.value) if claim.value else abs(got)
