@@ -10,13 +10,13 @@ import polars as pl
 import pytest
 import torch
 
-from analysis.figures.retrieval import qk_contrast, reachable
+from analysis.figures.retrieval import reachable
 from icl_core.common.device import generator
 from icl_core.models import build_model
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
 from icl_core.tasks import build_task
-from icl_core.tasks.sparse_retrieval import code_dim
+from icl_core.tasks.sparse_retrieval import code_dim, qk_contrast
 from icl_core.training.train import MemberRun
 
 CPU = torch.device("cpu")
@@ -257,3 +257,24 @@ def test_attention_figure_shows_the_median_seed_and_the_seeds_spread(tmp_path):
     assert (summary[f"{key}_lo"], summary[f"{key}_hi"], summary[f"{key}_n"]) == (
         pytest.approx(10.0), pytest.approx(200.0), 3)
     assert "50.0 [10.0–200.0], 3 seed(s)" in summary["note"]
+
+
+def test_the_final_evaluation_writes_fig2s_contrast_as_a_row(tmp_path):
+    """An attention model's last evaluation carries "qk_offblock_ratio" = 1 / the contrast of
+    its recorded query-key matrix (the row Fig 2's claim reads); an FFN, which records none,
+    gets no such row."""
+    from icl_core.storage.artifacts import load_artifact
+
+    m = member(train={"artifact_every": 10})
+    run_trial(TrialSpec("sw", "st", str(tmp_path), [m.to_dict()]))
+    rows = pl.read_parquet(tmp_path / "sw" / "st" / "rows" / "*.parquet")
+    ratio = rows.filter(pl.col("metric") == "qk_offblock_ratio")
+    assert ratio.height == 1 and ratio["step"][0] == 20
+    steps, values = load_artifact(str(tmp_path), "sw", "st", ratio["config_hash"][0], "qk")
+    assert steps[-1] == 20
+    t = task_of(m)
+    assert ratio["value"][0] == pytest.approx(1 / qk_contrast(values[-1][0], 3, t.cfg.d_e))
+    ffn = member(model={"name": "ffn"})
+    run_trial(TrialSpec("sw", "ffn", str(tmp_path), [ffn.to_dict()]))
+    rows = pl.read_parquet(tmp_path / "sw" / "ffn" / "rows" / "*.parquet")
+    assert rows.filter(pl.col("metric") == "qk_offblock_ratio").height == 0

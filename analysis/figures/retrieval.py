@@ -345,15 +345,6 @@ def threshold_table(threshold: float, trivial: dict[float, tuple[str, float]]) -
                                       "learned": pl.Boolean, "regime": pl.String})
 
 
-def qk_contrast(qk: np.ndarray, d: int, d_e: int) -> float:
-    """mean |diagonal of the (query w_t, key w_j) block| / mean |entries outside that block|."""
-    a = np.abs(qk)
-    block = a[d + d_e:d + 2 * d_e, d:d + d_e]
-    outside = np.ones_like(a, dtype=bool)
-    outside[d + d_e:d + 2 * d_e, d:d + d_e] = False
-    return float(np.diag(block).mean() / a[outside].mean())
-
-
 def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_boot: int = 1000,
                          storage=None, **_context) -> dict:
     """|W_QK| after training, one panel per (architecture, prompt kind); with several seeds
@@ -367,7 +358,7 @@ def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_bo
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0),
                              squeeze=False, layout="constrained")
     summary: dict = {}
-    from icl_core.tasks.sparse_retrieval import code_dim  # imports torch: only here
+    from icl_core.tasks.sparse_retrieval import code_dim, qk_contrast  # torch: only here
 
     for ax, group in zip(axes[0], panels, strict=True):
         runs = []

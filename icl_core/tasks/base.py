@@ -110,6 +110,15 @@ class HasBaselineErrors(Protocol):
 
 
 @runtime_checkable
+class HasArtifactMetrics(Protocol):
+    """Rows the task reads off the trained model's recorded arrays (`model.artifacts()`, e.g.
+    attention weights) at the final evaluation: dicts with metric, statistic, value (position
+    None). Called by icl_core.training.evaluate for models that record artifacts."""
+
+    def artifact_metrics(self, artifacts: dict) -> list[dict]: ...
+
+
+@runtime_checkable
 class HasPredictionMetrics(Protocol):
     """Rows the task computes from all predictions at once (e.g. R² pooled over prompts):
     dicts with metric, statistic, value, position. Called by icl_core.training.evaluate for the model

@@ -111,6 +111,17 @@ def position_codes(n: int, d_e: int, generator: torch.Generator) -> torch.Tensor
     return codes
 
 
+def qk_contrast(qk, d: int, d_e: int) -> float:
+    """The Fig 2 contrast of a query-key matrix (E, E) (numpy or torch): mean |diagonal of
+    the (query w_t, key w_j) block| / mean |entries outside that block| (features ordered
+    x | w | w_t: the block is rows d + d_e .. d + 2 d_e, columns d .. d + d_e)."""
+    a = torch.as_tensor(qk, dtype=torch.float64).abs()
+    block = a[d + d_e:d + 2 * d_e, d:d + d_e]
+    outside = torch.ones_like(a, dtype=torch.bool)
+    outside[d + d_e:d + 2 * d_e, d:d + d_e] = False
+    return float(torch.diagonal(block).mean() / a[outside].mean())
+
+
 class SparseRetrieval(TaskBase):
     causal = False
     pool_tokens = True  # metric: MSE pooled over the N positions of a prompt
@@ -126,6 +137,17 @@ class SparseRetrieval(TaskBase):
         self.prompt_len = cfg.n_points
         self.positions = torch.arange(cfg.n_points)
         self.mask = torch.ones(cfg.n_points, dtype=torch.bool)
+
+    def artifact_metrics(self, artifacts: dict) -> list[dict]:
+        """Fig 2's claim as a row: "qk_offblock_ratio" = 1 / `qk_contrast` of head 0's
+        query-key matrix (the attention models record "qk"); lower is better, like an error.
+        Nothing for a model without one."""
+        if "qk" not in artifacts:
+            return []
+        qk = artifacts["qk"][0]  # head 0: (E, E)
+        contrast = qk_contrast(qk, self.cfg.dim, self.cfg.d_e)
+        return [{"metric": "qk_offblock_ratio", "statistic": "value", "position": None,
+                 "value": 1.0 / contrast if contrast > 0 else float("inf")}]
 
     def indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """(B, N, q) long: t_i per position (distinct within a position when q > 1); the same

@@ -28,7 +28,13 @@ from icl_core.common.device import derive_seed, generator
 from icl_core.models.base import LoopOutputs
 from icl_core.spec.config import MemberConfig
 from icl_core.tasks import build_task
-from icl_core.tasks.base import HasBaselineErrors, HasFloor, HasPredictionMetrics, Iterates
+from icl_core.tasks.base import (
+    HasArtifactMetrics,
+    HasBaselineErrors,
+    HasFloor,
+    HasPredictionMetrics,
+    Iterates,
+)
 from icl_core.training import trivial
 
 STATISTICS = ("mean", "median", "q25", "q75")
@@ -148,6 +154,9 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
                 rows += error_rows(*position_errors(sq, task, tokens), task, test_dist, step,
                                    "model", loop_iter=t)
         if baselines:
+            if isinstance(task, HasArtifactMetrics) and hasattr(model, "artifacts"):
+                arrays = {k: v.detach().cpu() for k, v in model.artifacts().items()}
+                rows += task_rows(task.artifact_metrics(arrays), task, test_dist, step, "model")
             rows += baseline_rows(task, batch, cfg, test_dist, step)
             rows += trivial_rows(task, batch, cfg, test_dist, step)
             rows += floor_rows(task, batch, cfg, test_dist, step)
