@@ -124,6 +124,8 @@ def _detail(d: Decision, depth: int = 0) -> list[str]:
     line = (f"| {pad}`{c.id}` | {c.kind}{f' {c.factor:g}x' if c.factor else ''} | {src} | "
             f"{_cell(d.numbers or '—')} | {_cell(d.minmax or '—')} | **{d.outcome}** | "
             f"{_cell(d.reason or '—')} |")
+    if d.outcome == "evidence pending":
+        line = line.replace(_cell(d.reason), "the command: below")
     out = [line]
     for p in d.parts:
         out += _detail(p, depth + 1)

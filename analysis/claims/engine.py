@@ -393,7 +393,7 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
 
 def _combine(claim: Claim, parts: list[Decision]) -> Decision:
     outcomes = [p.outcome for p in parts]
-    numbers = " | ".join(f"{p.claim.figure}: {p.line()}" for p in parts)
+    numbers = "; ".join(f"{p.claim.figure}: {p.outcome}" for p in parts)  # each part: its row
     if all(o == "reproduced" for o in outcomes):
         return Decision(claim, "reproduced", "", numbers, "", tuple(parts))
     if "reproduced" in outcomes:
