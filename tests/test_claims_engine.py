@@ -231,3 +231,21 @@ def test_samples_to_reach_a_threshold_with_censored_runs():
     assert d.outcome == "not testable" and "censored" in d.reason
     far = claim("better", metric="n_star", statistic="mean", threshold=0.7, gate_metric="mse")
     assert judge(far, frame).outcome == "bar out of reach"
+
+
+def test_slope_and_exact_say_not_testable_where_they_cannot_decide():
+    """A slope whose seeds disagree in sign is unresolved; an exact check whose module cannot
+    be imported (an optional dependency) is not testable, never a verdict."""
+    per_seed = {1: (0.010, 0.030, 0.011), 2: (0.020, 0.015, 0.022), 4: (0.040, 0.008, 0.044)}
+    cells = {f"d{d}": list(v) for d, v in per_seed.items()}
+    frame = rows(cells).with_columns(
+        pl.col("model.name").str.strip_prefix("d").cast(pl.Int64).alias("model.depth"))
+    cs = tuple(Cell(f"L={d}", {"model.depth": d}) for d in per_seed)
+    grows = Claim(id="t", paper="P", figure="F", quote="", source=SRC, kind="slope", cells=cs,
+                  x="model.depth", value=1)
+    d = judge(grows, frame)
+    assert d.outcome == "not testable" and d.reason.startswith("unresolved")
+    missing = Claim(id="e", paper="P", figure="F", quote="", source=None, kind="exact",
+                    compute="a_module_that_is_not_installed:f", value=1.0, tolerance=0.1)
+    d = decide(missing, lambda s: None)
+    assert d.outcome == "not testable" and "cannot compute" in d.reason
