@@ -22,7 +22,7 @@ from pathlib import Path
 from analysis.claims import CLAIMS, claims_hash
 from analysis.claims.declare import Claim, Source
 from analysis.claims.engine import Decision, decide
-from analysis.claims.evidence import EVIDENCE, load, size_mb, study_dir
+from analysis.claims.evidence import EVIDENCE, committed, load, size_mb, study_dir
 
 ROOT = EVIDENCE.parent
 VERDICTS_MD = ROOT / "docs" / "VERDICTS.md"
@@ -102,7 +102,7 @@ def glance(decisions: list[Decision], ledger: dict, root: Path | None = None) ->
         if d.outcome == "evidence pending" or (d.parts and any(
                 p.outcome == "evidence pending" for p in d.parts)):
             pending = [s for s in d.claim.sources()
-                       if load(s.preset, s.sweep, s.study, root) is None]
+                       if not committed(s.preset, s.sweep, s.study, root)]
             runs = "; ".join(f"`{s.command()}`" for s in pending)
             why = (_short(why) + "; " if d.outcome != "evidence pending" else "") + \
                 f"evidence pending: {runs}"
@@ -154,9 +154,6 @@ def verdicts_md(decisions: list[Decision], ledger: dict, root: Path | None = Non
     for d in decisions:
         counts[d.outcome] = counts.get(d.outcome, 0) + 1
     tally = ", ".join(f"{n} {o}" for o, n in counts.items())
-    pending = [d for d in decisions if d.outcome == "evidence pending"] + [
-        p for d in decisions for p in d.parts if p.outcome == "evidence pending"]
-    commands = sorted({s.command() for d in pending for s in d.claim.sources()})
     parts = [
         "# Verdicts, one line of numbers per claim",
         "",
@@ -174,8 +171,16 @@ def verdicts_md(decisions: list[Decision], ledger: dict, root: Path | None = Non
     for d in decisions:
         parts += _detail(d)
     parts += ["", "## Evidence pending: the commands that produce it", ""]
-    parts += [f"- `{cmd}`" for cmd in commands] or ["- none"]
+    parts += pending_commands(decisions)
     return "\n".join(parts) + "\n"
+
+
+def pending_commands(decisions: list[Decision]) -> list[str]:
+    """One Markdown item per command that produces evidence still missing ("- none")."""
+    pending = [d for d in decisions if d.outcome == "evidence pending"] + [
+        p for d in decisions for p in d.parts if p.outcome == "evidence pending"]
+    commands = sorted({s.command() for d in pending for s in d.claim.sources()})
+    return [f"- `{cmd}`" for cmd in commands] or ["- none"]
 
 
 def reproduction_block(decisions: list[Decision], ledger: dict, root: Path | None = None
@@ -229,8 +234,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m analysis.verdicts
                                         for p in d.parts]}))
         return 0
     if args.pending:
-        text = verdicts_md(decisions, ledger, args.evidence)
-        print(text.split("## Evidence pending: the commands that produce it\n\n", 1)[1], end="")
+        print("\n".join(pending_commands(decisions)))
         return 0
     md = verdicts_md(decisions, ledger, args.evidence)
     block = reproduction_block(decisions, ledger, args.evidence)

@@ -38,3 +38,16 @@ def tiny_member(**over) -> dict:
         else:
             cfg[section] = value
     return cfg
+
+
+@pytest.fixture
+def kept_figures(monkeypatch):
+    """The figures the figure functions close, kept open for inspection."""
+    import matplotlib.pyplot as plt
+
+    kept, close = [], plt.close  # the real close: the patch is still on at teardown
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    yield kept
+    for fig in kept:
+        if fig is not None:
+            close(fig)

@@ -17,15 +17,6 @@ from tests.test_figure_honesty import deep_rows
 SCALE = "reduced: d = 4, teacher width 16, inputs N(0, I), 10k steps"
 
 
-@pytest.fixture
-def kept_figures(monkeypatch):
-    """The figures the figure functions close, kept open for inspection."""
-    kept, close = [], plt.close  # the real close: the patch is still on at teardown
-    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
-    yield kept
-    for fig in kept:
-        close(fig)
-
 
 def shift_rows(teacher_depths=(3,), dists=("w0.0",)) -> pl.DataFrame:
     """deep_rows (two mixers, three seeds) at these teacher depths and test mixtures, at the

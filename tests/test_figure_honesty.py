@@ -276,16 +276,6 @@ FAR = (1.0, 1.3, 8.0)  # seed factors of an error: seed 2 far off
 R2_OFFSETS = (0.0, 0.01, -0.5)  # seed offsets of an R²: seed 2 far off
 
 
-@pytest.fixture
-def kept_figures(monkeypatch):
-    """The figures the figure functions close, kept open for inspection."""
-    kept, close = [], plt.close  # the real close: the patch is still on at teardown
-    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
-    yield kept
-    for fig in kept:
-        if fig is not None:
-            close(fig)
-
 
 def bands_at(ax, x: float) -> list[tuple[float, float]]:
     """(lowest, highest) y at x of every shaded band (fill_between) and error bar on ax."""

@@ -11,7 +11,7 @@ import polars as pl
 from analysis.claims import CLAIMS
 from analysis.claims.declare import Cell, Claim, Source
 from analysis.claims.engine import Decision
-from analysis.claims.evidence import BUDGET_MB, EVIDENCE, compact, load, size_mb
+from analysis.claims.evidence import BUDGET_MB, EVIDENCE, committed, compact, load, size_mb
 from analysis.verdicts import _verdict, main, updated_ledger
 from icl_core.storage.store import ROW_SCHEMA
 
@@ -69,3 +69,13 @@ def test_compact_keeps_the_rows_claims_read_and_drops_machine_columns(tmp_path):
     assert prov["commit"] == "abc" and prov["seeds"] == [0, 1] and prov["members"] == 2
     assert prov["member_wall_time_s"] == 4.0 and prov["device"] == "cpu"
     assert load("cpu", "sw", "other", root=tmp_path / "evidence") is None
+
+
+def test_pending_lists_the_command_of_every_study_without_evidence(capsys):
+    main(["--pending"])
+    lines = capsys.readouterr().out.splitlines()
+    pending = {s for c in CLAIMS for s in c.sources() if not committed(s.preset, s.sweep, s.study)}
+    assert len(lines) == len(pending) and all(line.startswith("- `python -m") for line in lines)
+    assert committed("reduced", "algoformer", "vs_newton")  # evidence in this tree
+    assert not any("--only algoformer/vs_newton " in line and "reduced" in line
+                   for line in lines)

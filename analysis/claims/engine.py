@@ -205,6 +205,14 @@ def _show(claim: Claim, lo: float, hi: float) -> str:
     return f"{int(LEVEL * 100)}% CI of the ratio [{math.exp(lo):.3g}, {math.exp(hi):.3g}]"
 
 
+def _paired_seeds(a: dict, b: dict) -> list:
+    """The seeds both sides have (paired comparisons), at least MIN_SEEDS."""
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < MIN_SEEDS:
+        raise Undecidable(f"{len(seeds)} paired seed(s) (needs >= {MIN_SEEDS})")
+    return seeds
+
+
 def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
     """(result, numbers, minmax) of the claim's comparison; result as `_side`."""
     higher = is_r2(claim.metric)
@@ -217,31 +225,14 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         if c.trained and len(v) < MIN_SEEDS:
             raise Undecidable(f"{c.label}: {len(v)} seed(s) (needs >= {MIN_SEEDS})")
     kind = claim.kind
-    if kind in ("better", "gap") and claim.reference:  # the model vs a predictor, paired
-        cell, model = claim.cells[0], vals[0]
-        ref = seed_values(rows, claim, cell, claim.reference, claim.reference_where)
-        seeds = sorted(set(model) & set(ref))
-        if len(seeds) < MIN_SEEDS:
-            raise Undecidable(f"{len(seeds)} paired seed(s) (needs >= {MIN_SEEDS})")
-        sm, sr = _scale(claim, [model[s] for s in seeds]), _scale(claim, [ref[s] for s in seeds])
-        adv = [m - r for m, r in zip(sm, sr, strict=True)] if higher else \
-            [r - m for m, r in zip(sm, sr, strict=True)]  # the model's advantage, per seed
-        lo, hi = ci_one(adv)
-        bound = math.log(claim.factor) if kind == "gap" else 0.0
-        result = _side(lo, hi, bound, want_above=True, strict=kind == "better")
-        factor = f", claim >= {claim.factor:g}x" if kind == "gap" else ""
-        shown = [math.exp(x) for x in adv] if not higher else adv
-        numbers = (f"{claim.reference} ÷ {cell.label} on the same prompts, per seed "
-                   f"{_fmt(shown)}; {_show(claim, lo, hi)}{factor}; model "
-                   f"{_fmt(model.values())}, reference {_fmt([ref[s] for s in seeds])}")
-        ok = all(x > bound for x in adv)
-        return result, numbers, "every seed on the claim's side" if ok else "not every seed"
-    if kind in ("better", "gap") and claim.paired:  # two cells of the same seeds, per seed
-        a, b = vals[0], vals[1]
-        la, lb = claim.cells[0].label, claim.cells[1].label
-        seeds = sorted(set(a) & set(b))
-        if len(seeds) < MIN_SEEDS:
-            raise Undecidable(f"{len(seeds)} paired seed(s) (needs >= {MIN_SEEDS})")
+    if kind in ("better", "gap") and (claim.reference or claim.paired):  # per seed
+        a, la = vals[0], claim.cells[0].label
+        if claim.reference:  # the model vs a predictor on the same prompts
+            b, lb = seed_values(rows, claim, claim.cells[0], claim.reference,
+                                claim.reference_where), claim.reference
+        else:  # two cells of the same seeds
+            b, lb = vals[1], claim.cells[1].label
+        seeds = _paired_seeds(a, b)
         sa, sb = _scale(claim, [a[s] for s in seeds]), _scale(claim, [b[s] for s in seeds])
         adv = [x - y for x, y in zip(sa, sb, strict=True)] if higher else \
             [y - x for x, y in zip(sa, sb, strict=True)]  # A's advantage over B, per seed
@@ -250,9 +241,14 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         result = _side(lo, hi, bound, want_above=True, strict=kind == "better")
         factor = f", claim >= {claim.factor:g}x" if kind == "gap" else ""
         shown = adv if higher else [math.exp(x) for x in adv]
-        numbers = (f"{lb} vs {la}, paired per seed: {'difference' if higher else 'ratio'} "
-                   f"{_fmt(shown)}; {_show(claim, lo, hi)}{factor}; {la} {_fmt(a.values())}, "
-                   f"{lb} {_fmt(b.values())}")
+        if claim.reference:
+            numbers = (f"{lb} ÷ {la} on the same prompts, per seed {_fmt(shown)}; "
+                       f"{_show(claim, lo, hi)}{factor}; model {_fmt(a.values())}, reference "
+                       f"{_fmt([b[s] for s in seeds])}")
+        else:
+            numbers = (f"{lb} vs {la}, paired per seed: {'difference' if higher else 'ratio'} "
+                       f"{_fmt(shown)}; {_show(claim, lo, hi)}{factor}; {la} "
+                       f"{_fmt(a.values())}, {lb} {_fmt(b.values())}")
         ok = all(x > bound for x in adv)
         return result, numbers, "every seed on the claim's side" if ok else "not every seed"
     if kind in ("better", "gap"):
@@ -271,18 +267,16 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         model = vals[0]
         if claim.reference:
             ref = seed_values(rows, claim, cell, claim.reference, claim.reference_where)
-            seeds = sorted(set(model) & set(ref))
+            seeds = _paired_seeds(model, ref)
             ratios = [model[s] / ref[s] for s in seeds]
             what = f"{cell.label} ÷ {claim.reference} on the same prompts, per seed"
             ref_text = f"; reference {_fmt([ref[s] for s in seeds])}"
         else:
             other = vals[1]
-            seeds = sorted(set(model) & set(other))
+            seeds = _paired_seeds(model, other)
             ratios = [model[s] / other[s] for s in seeds]
             what = f"{cell.label} ÷ {claim.cells[1].label}, per seed"
             ref_text = ""
-        if len(ratios) < MIN_SEEDS:
-            raise Undecidable(f"{len(ratios)} paired seed(s) (needs >= {MIN_SEEDS})")
         if min(ratios) <= 0:
             raise Undecidable(f"a non-positive ratio ({min(ratios):.3g}): no factor")
         lo, hi = ci_one([math.log(r) for r in ratios])

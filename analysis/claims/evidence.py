@@ -38,10 +38,18 @@ def study_dir(preset: str, sweep: str, study: str, root: Path | None = None) -> 
     return (root or EVIDENCE) / preset / sweep / study
 
 
+def _files(preset: str, sweep: str, study: str, root: Path | None) -> list[Path]:
+    return sorted((study_dir(preset, sweep, study, root) / "rows").glob("*.parquet"))
+
+
+def committed(preset: str, sweep: str, study: str, root: Path | None = None) -> bool:
+    """Is a study's evidence committed (without reading it)?"""
+    return bool(_files(preset, sweep, study, root))
+
+
 def load(preset: str, sweep: str, study: str, root: Path | None = None) -> pl.DataFrame | None:
     """A study's committed rows, or None when its evidence is not (yet) committed."""
-    folder = study_dir(preset, sweep, study, root) / "rows"
-    files = sorted(folder.glob("*.parquet"))
+    files = _files(preset, sweep, study, root)
     return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed") if files else None
 
 

@@ -1,7 +1,7 @@
 """Closed forms for linear self-attention (LSA) as preconditioned GD (Ahn et al., arXiv 2306.00297).
 
-References are to the paper and to /work/shared/notes/paper_preconditioned_gd_linear_transformer.md
-("notes §k"). Everything is float64; the LSA optimum over the set S of Thm 4 is computed from
+References are to the paper and to the project's notes on it
+(shared/notes/paper_preconditioned_gd_linear_transformer.md, "notes §k"). Everything is float64; the LSA optimum over the set S of Thm 4 is computed from
 EXACT rational Wishart moments (`fractions.Fraction`), so no Hankel ill-conditioning enters.
 
 GD convention: the project's one convention (icl_core.algorithms.baselines), L(w) = (1/2N) Σ (wᵀx_i − y_i)²,
