@@ -2,7 +2,7 @@
 
     python benchmarks/run_without_ray.py algoformer --preset gpu [--study loops ...]
         [--storage results] [--workers 8] [--device auto] [--stack auto]
-        [--where task.name=rep_regression ...]
+        [--where task.name=rep_regression ...] [--time-limit SECONDS]
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
 the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
@@ -10,6 +10,8 @@ the same members, trial code (`icl_core.running.trial.run_trial`) and row files 
 differ only in their seeds form one trial (stacked on CUDA under `--stack auto`); finished
 members are skipped, as a sweep re-run skips them. No restarts, no Tune: a failing member is
 recorded with its reason by the trial code and the others go on. Prints one line per trial.
+`--time-limit` stops the pool after that many seconds (for a lent machine's window): what
+finished is in the store, the trials cut off are named and train again on the next run.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def main() -> int:
     parser.add_argument("--stack", default="auto")
     parser.add_argument("--where", action="append", default=[],
                         help="only members whose flattened config has key=value")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="stop after this long; unfinished trials train on the next run")
     args = parser.parse_args()
     where = dict(w.split("=", 1) for w in args.where)
     specs = trials(args.sweep, args.preset, args.study, args.storage, args.device, args.stack,
@@ -83,10 +87,23 @@ def main() -> int:
     members = sum(len(s.members) for s in specs)
     print(f"{args.sweep} [{args.preset}]: {len(specs)} trials, {members} members, "
           f"{args.workers} workers", flush=True)
-    start = time.time()
+    start, finished = time.time(), 0
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        for i, (study, n, secs, result) in enumerate(pool.imap_unordered(run, specs), 1):
-            print(f"[{time.time() - start:7.1f}s] {i}/{len(specs)} {study}: {n} member(s) "
+        results = pool.imap_unordered(run, specs)
+        while finished < len(specs):
+            left = None if args.time_limit is None else args.time_limit - (time.time() - start)
+            try:
+                if left is not None and left <= 0:
+                    raise mp.TimeoutError
+                study, n, secs, result = results.next(timeout=left)
+            except mp.TimeoutError:
+                pool.terminate()  # written rows stay (files are renamed into place)
+                print(f"time limit {args.time_limit:g}s reached: {len(specs) - finished} of "
+                      f"{len(specs)} trials not finished; a re-run with the same --storage "
+                      f"trains them", flush=True)
+                return 0
+            finished += 1
+            print(f"[{time.time() - start:7.1f}s] {finished}/{len(specs)} {study}: {n} member(s) "
                   f"in {secs:.1f}s -> {result}", flush=True)
     return 0
 

@@ -23,3 +23,51 @@ def test_a_sweep_with_a_search_plans_only_its_grid_studies(tmp_path):
                           "never", {}, {})
     assert specs and {s.study for s in specs} == {"curriculum"}
     assert (tmp_path / "deep_optimizers_plateau" / "curriculum" / "study.json").exists()
+
+
+def run_script(*args, cwd=None, env=None):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env=env)
+
+
+def test_a_time_limit_stops_the_pool_and_a_rerun_trains_what_was_cut_off(tmp_path):
+    store = str(tmp_path / "store")
+    common = ["depth_scaling", "--preset", "smoke", "--study", "ls_mixer_depth", "--storage",
+              store, "--workers", "1", "--device", "cpu"]
+    cut = run_script(*common, "--time-limit", "0")
+    assert cut.returncode == 0, cut.stderr
+    assert "2 of 2 trials not finished" in cut.stdout
+    assert not list((tmp_path / "store").rglob("*.parquet"))  # nothing half-written
+    full = run_script(*common)
+    assert full.returncode == 0 and full.stdout.count("-> ok") == 2, full.stdout + full.stderr
+    again = run_script(*common)
+    assert "0 trials, 0 members" in again.stdout  # finished members are skipped
+
+
+def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
+    """benchmarks/gpu_evidence.sh on a CPU job: the archive it leaves unpacks to a store that
+    `analysis.claims.evidence` commits with the study's members and provenance."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    from analysis.claims.evidence import compact
+
+    out, store = tmp_path / "out", tmp_path / "store"
+    env = {**os.environ, "OUT": str(out), "STORE": str(tmp_path / "window"), "LIMIT": "120",
+           "PY": sys.executable}
+    run = subprocess.run(["bash", str(SCRIPT.parent / "gpu_evidence.sh"), "smoke",
+                          "depth_scaling:ls_mixer_depth:cpu:1"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "store: 2 row files" in run.stdout
+    with tarfile.open(out / "store.tgz") as archive:
+        archive.extractall(store)
+    target = compact(str(store), "smoke", "depth_scaling", "ls_mixer_depth",
+                     root=tmp_path / "evidence")
+    provenance = json.loads((target / "provenance.json").read_text())
+    assert provenance["members"] == 2 and provenance["preset"] == "smoke"

@@ -11,7 +11,8 @@ import polars as pl
 from analysis.claims import CLAIMS
 from analysis.claims.declare import Cell, Claim, Source
 from analysis.claims.engine import Decision
-from analysis.claims.evidence import BUDGET_MB, EVIDENCE, committed, compact, load, size_mb
+from analysis.claims.evidence import (BUDGET_MB, EVIDENCE, committed, compact, load, provenance,
+                                      size_mb)
 from analysis.verdicts import _verdict, main, updated_ledger
 from icl_core.storage.store import ROW_SCHEMA
 
@@ -69,6 +70,18 @@ def test_compact_keeps_the_rows_claims_read_and_drops_machine_columns(tmp_path):
     assert prov["commit"] == "abc" and prov["seeds"] == [0, 1] and prov["members"] == 2
     assert prov["member_wall_time_s"] == 4.0 and prov["device"] == "cpu"
     assert load("cpu", "sw", "other", root=tmp_path / "evidence") is None
+    assert "members_by_device" not in prov  # one device: said once
+
+
+def test_provenance_names_every_device_a_study_ran_on():
+    """A study finished on another machine (a GPU window, then a CPU) says so, per member."""
+    rows = pl.DataFrame({"config_hash": ["a", "b", "c", "c"], "predictor": ["model"] * 4,
+                         "seed": [0, 1, 0, 0], "status": ["ok"] * 4,
+                         "device_type": ["cuda", "cuda", "cpu", "cpu"],
+                         "device_name": ["NVIDIA H100", "NVIDIA H100", "cpu", "cpu"]})
+    prov = provenance(rows, "reduced", "abc")
+    assert prov["device"] == "cpu+cuda" and prov["device_name"] == "NVIDIA H100+cpu"
+    assert prov["members_by_device"] == {"NVIDIA H100": 2, "cpu": 1}
 
 
 def test_pending_lists_the_command_of_every_study_without_evidence(capsys):

@@ -62,19 +62,28 @@ def _commit() -> str:
         return "unknown"
 
 
+def _by_device(members: pl.DataFrame) -> dict:
+    """Members per device name, where a study's members ran on more than one device."""
+    col = "device_name" if "device_name" in members.columns else "device"
+    if col not in members.columns or members[col].n_unique() < 2:
+        return {}
+    return {"members_by_device": dict(sorted(members.group_by(col).len().iter_rows()))}
+
+
 def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None) -> dict:
     model = rows.filter(pl.col("predictor") == "model")
     members = model.unique("config_hash")
 
-    def first(col):
-        return members[col].drop_nulls()[0] if col in members.columns and \
-            members[col].drop_nulls().len() else None
+    def first(col):  # one value, or every value joined by "+" where members differ
+        values = sorted(members[col].drop_nulls().cast(pl.Utf8).unique().to_list()) \
+            if col in members.columns else []
+        return "+".join(values) if values else None
 
     wall = members["wall_time_s"].sum() if "wall_time_s" in members.columns else None
     return {"preset": preset, "commit": code_version or _commit(),
             "device": first("device_type") or first("device"), "device_name": first("device_name"),
             "dtype": first("dtype"), "torch": first("torch_version"),
-            "members": members.height, "seeds": sorted(members["seed"].drop_nulls().unique().to_list()),
+            "members": members.height, **_by_device(members), "seeds": sorted(members["seed"].drop_nulls().unique().to_list()),
             "statuses": dict(sorted(members.group_by("status").len().iter_rows())),
             "member_wall_time_s": round(float(wall), 1) if wall is not None else None,
             "rows": rows.height}

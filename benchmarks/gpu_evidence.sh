@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Spend a lent GPU machine's window on studies whose evidence is pending. Each job runs through
+# benchmarks/run_without_ray.py (no Ray there), all jobs side by side under one time limit; what
+# finished comes back as one archive of the store (a lent machine returns few, shallow files):
+#
+#     OUT=/tmp/window LIMIT=420 bash benchmarks/gpu_evidence.sh reduced \
+#         deep_optimizers:scaleup,transformer_depth:cuda:8 depth_scaling:explicit_gradient:cpu:3
+#
+# A job is SWEEP:STUDY[,STUDY...]:DEVICE:WORKERS (DEVICE cuda stacks a study's seeds; cpu uses
+# the machine's other cores). Finished members are skipped, so a second window goes on from an
+# unpacked earlier archive (STORE=that folder). Afterwards, on the developer's machine:
+#
+#     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
+#     python -m analysis.claims.evidence --from /tmp/store --preset reduced SWEEP/STUDY ...
+#     python -m analysis.verdicts --write
+set -u
+PRESET=${1:?usage: gpu_evidence.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS ...}
+shift
+OUT=${OUT:-/tmp/gpu_evidence}
+STORE=${STORE:-/tmp/gpu_evidence_store}
+LIMIT=${LIMIT:-420}
+PY=${PY:-python3}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+mkdir -p "$OUT" "$STORE"
+cd "$(dirname "$0")/.."
+
+echo "== machine ($(date +%T)); preset $PRESET, limit ${LIMIT}s"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
+    || echo "no nvidia-smi"
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
+torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+
+pids=()
+for job in "$@"; do
+    IFS=: read -r sweep studies device workers <<<"$job"
+    args=()
+    for study in ${studies//,/ }; do args+=(--study "$study"); done
+    log="$OUT/${sweep}_${device}.log"
+    $PY benchmarks/run_without_ray.py "$sweep" --preset "$PRESET" "${args[@]}" \
+        --storage "$STORE" --device "$device" --workers "$workers" --time-limit "$LIMIT" \
+        >"$log" 2>&1 &
+    pids+=($!)
+    echo "started $job (pid $!) -> $(basename "$log")"
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+
+echo "== done ($(date +%T))"
+for log in "$OUT"/*.log; do echo "-- $(basename "$log")"; tail -n 4 "$log"; done
+find "$STORE" -name '*.tmp-*' -delete
+tar czf "$OUT/store.tgz" -C "$STORE" .
+echo "store: $(find "$STORE" -name '*.parquet' | wc -l) row files, $(du -h "$OUT/store.tgz" | cut -f1)"
