@@ -190,6 +190,11 @@ def test_icl_claims_lists_and_releases_only_when_confirmed(tmp_path, capsys, mon
     assert "ls_mixer_depth" not in capsys.readouterr().out
     assert icl([*argv, "--study", "least_squars"]) == 2
     assert "did you mean 'least_squares'?" in capsys.readouterr().err
+    assert icl([*argv, "--json"]) == 0
+    listed = {c["config_hash"]: c for c in json.loads(capsys.readouterr().out)}
+    assert listed["a" * 16]["host"] == "far-host" and listed["a" * 16]["live"] is True
+    assert 500 < listed["b" * 16]["expires_in_s"] <= 600 and listed["b" * 16]["pid"] == 11
+    assert icl([*argv, "--json", "--release"]) == 2  # lists only: nothing removed
 
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # no terminal: never asked, no --yes
     assert icl([*argv, "--release"]) == 2

@@ -36,6 +36,35 @@ def test_icl_list_and_unknown_commands(capsys):
     assert "did you mean 'depth_scaling'?" in capsys.readouterr().err
 
 
+def test_icl_version_and_list_as_json_agree_with_the_text(capsys):
+    import json
+    import tomllib
+    from pathlib import Path
+
+    import icl_core
+
+    assert icl(["--version"]) == 0
+    assert capsys.readouterr().out == f"icl-sweeps {icl_core.__version__}\n"
+    project = tomllib.loads((Path(icl_core.__file__).parent.parent / "pyproject.toml")
+                            .read_text())["project"]
+    assert "version" in project["dynamic"] and "version" not in project  # written once
+    for what in ("studies", "sweeps", "models"):
+        assert icl(["list", what]) == 0
+        text = capsys.readouterr().out.splitlines()
+        assert icl(["list", what, "--json"]) == 0
+        items = json.loads(capsys.readouterr().out)
+        assert len(items) == len(text) > 3
+    assert {"sweep": "hpo_lr", "study": "width_lr", "kind": "search"}.items() <= next(
+        i for i in items_of(icl, capsys, "studies") if i["study"] == "width_lr").items()
+
+
+def items_of(icl, capsys, what):
+    import json
+
+    assert icl(["list", what, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_dry_run_shows_grid_base_diff_and_what_is_finished(tmp_path, capsys):
     sweep = load_sweep("depth_scaling")
     members = sweep.study("least_squares").members("smoke")

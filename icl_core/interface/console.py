@@ -2,7 +2,7 @@
 
     icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
     icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
-    icl list [studies|sweeps|models|tasks]
+    icl list [studies|sweeps|models|tasks] [--json]
     icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    each field of the study's member config: its value under
                                    the preset (or the grid's values), type, default and doc
@@ -14,13 +14,16 @@
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
                                    (seconds; = python -m icl_core.interface.levels)
-    icl claims <sweep> [--study S] [--storage P] [--release [--yes]]
+    icl claims <sweep> [--study S] [--storage P] [--release [--yes]] [--json]
                                    the claims (leases) on the sweep's configs: holder, age,
                                    expiry; --release removes them (a dead driver's) after a y/N
     icl compact <sweep> [--study S] [--storage P]
                                    merge finished members' row files (icl_core.storage.compaction)
 
-It only finds things and hands them on: the sweep files' command line is icl_core.interface.cli.
+    icl --version                  the installed version
+
+`--json` prints one JSON document on stdout for scripts (jq). It only finds things and hands
+them on: the sweep files' command line is icl_core.interface.cli.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import dataclasses
 import functools
 import inspect
+import json
 import os
 import re
 import sys
@@ -46,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(f"usage:\n{USAGE}")
         return 0 if argv else 2
+    if argv[0] in ("--version", "version"):
+        from icl_core import __version__
+
+        print(f"icl-sweeps {__version__}")
+        return 0
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
                 "regenerate": regenerate, "levels": levels, "claims": claims,
@@ -148,24 +157,38 @@ def list_things(rest: list[str]) -> int:
     from icl_core.running.search import Search
     from icl_core.tasks import TASKS
 
+    as_json = "--json" in rest
+    rest = [r for r in rest if r != "--json"]
     what = rest[0] if rest else "studies"
     kinds = ("studies", "sweeps", "models", "tasks")
     if what not in kinds or len(rest) > 1:
         raise unknown("icl list", "", what, kinds)
+    found: list[dict] = []
     if what in ("models", "tasks"):
         registry = MODELS if what == "models" else TASKS
         for name in registry.names():
             cls, builder = registry.config_cls(name, what), registry.builder(name)
-            print(f"{name}: {_summary(cls, builder, sys.modules[builder.__module__])}")
+            found.append({"name": name,
+                          "summary": _summary(cls, builder, sys.modules[builder.__module__])})
+    else:
+        for name in sweep_names():
+            sweep = load_sweep(name)
+            if what == "sweeps":
+                found.append({"sweep": name, "studies": [s.name for s in sweep.studies]})
+                continue
+            found += [{"sweep": name, "study": study.name,
+                       "kind": "search" if isinstance(study, Search) else "grid",
+                       "doc": study.doc} for study in sweep.studies]
+    if as_json:
+        print(json.dumps(found, indent=1))
         return 0
-    for name in sweep_names():
-        sweep = load_sweep(name)
-        if what == "sweeps":
-            print(f"{name}: {', '.join(s.name for s in sweep.studies)}")
-            continue
-        for study in sweep.studies:
-            kind = "search" if isinstance(study, Search) else "grid"
-            print(f"{name}/{study.name} ({kind}): {study.doc}")
+    for item in found:
+        if "name" in item:
+            print(f"{item['name']}: {item['summary']}")
+        elif "studies" in item:
+            print(f"{item['sweep']}: {', '.join(item['studies'])}")
+        else:
+            print(f"{item['sweep']}/{item['study']} ({item['kind']}): {item['doc']}")
     return 0
 
 
@@ -239,7 +262,7 @@ def config_fields(member) -> list[tuple[str, object, str, object, str]]:
 def config(rest: list[str]) -> int:
     """The resolved member config of a study under a preset: each field's value (the grid's
     values for an axis), type, default and doc; a field off its default is marked *."""
-    from icl_core.running.plans import parse_sets
+    from icl_core.running.plans import parse_sets, parse_sweeps
     from icl_core.running.search import Search
     from icl_core.spec.study import PRESETS, apply_preset
 
@@ -249,13 +272,18 @@ def config(rest: list[str]) -> int:
                         help=f"one of {', '.join(s.name for s in sweep.studies)}")
     parser.add_argument("--preset", default="cpu", help=f"one of {', '.join(PRESETS)}")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...")
     args = parser.parse_args(rest[1:])
     study = sweep.study(args.study) if args.study else sweep.studies[0]
-    sets, search = parse_sets(args.set), isinstance(study, Search)
+    sets, sweeps = parse_sets(args.set), parse_sweeps(args.sweep)
+    search = isinstance(study, Search)
+    if search and sweeps:
+        raise ConfigError("--sweep: a search's space is searched, not swept; use --set")
     if search:
         study = study.for_preset(args.preset)  # the preset's space
-    members = study.points(args.preset, sets) if search else study.members(args.preset, sets)
-    _base, grid = apply_preset(study.base, study.grid, study.presets, args.preset, sets)
+    members = (study.points(args.preset, sets) if search
+               else study.members(args.preset, sets, sweeps=sweeps))
+    _base, grid = apply_preset(study.base, study.grid, study.presets, args.preset, sets, sweeps)
     axes = {}  # dotted key -> the grid's values (a zipped axis gives each key its column)
     for key, values in grid.items():
         for i, name in enumerate(key if isinstance(key, tuple) else (key,)):
@@ -293,16 +321,26 @@ def claims(rest: list[str]) -> int:
     parser.add_argument("--storage", help="default $ICL_STORAGE, else ./results")
     parser.add_argument("--release", action="store_true", help="remove the listed claims")
     parser.add_argument("--yes", action="store_true", help="--release without asking")
+    parser.add_argument("--json", action="store_true",
+                        help="the claims as one JSON document (not with --release)")
     args = parser.parse_args(rest[1:])
+    if args.json and args.release:
+        raise ConfigError("icl claims: --json lists only; run --release without it")
     for name in args.study:
         if name not in names:
             raise unknown(f"icl claims {sweep.name} --study", "study", name, names)
     store = open_store(args.storage or default_storage())
-    if "://" in store.uri:
+    if "://" in store.uri and not args.json:
         print(f"no claims on {store.redacted}: claims are kept on local and shared filesystems only")
         return 0
-    found = leases.listed(store, sweep.name, args.study or names)
+    found = [] if "://" in store.uri else leases.listed(store, sweep.name, args.study or names)
     now = time.time()
+    if args.json:
+        print(json.dumps([{"study": c.study, "config_hash": c.config_hash, "host": c.claim["host"],
+                           "pid": c.claim["pid"], "age_s": round(c.age_s, 1),
+                           "expires_in_s": round(c.claim["expires"] - now, 1), "live": c.live}
+                          for c in found], indent=1))
+        return 0
     n_live = sum(1 for c in found if c.live)
     print(f"{sweep.name}: {len(found)} claim{'s' if len(found) != 1 else ''} in {store.redacted} "
           f"({n_live} live, {len(found) - n_live} expired or of a gone driver)")

@@ -1,6 +1,7 @@
 """Experiment tracking through Ray Tune's own loggers: each trial's folder under
-`<storage>/<sweep>/<study>/tune/` gets `result.json`, `progress.csv`, `params.json` and a
-TensorBoard event file (`tensorboard --logdir results/<sweep>/<study>/tune`).
+`<storage>/<sweep>/tune/` (one pool per sweep file; several files: `<storage>/_pool/tune`;
+a search: `<storage>/<sweep>/<search>/tune`) gets `result.json`, `progress.csv`, `params.json`
+and a TensorBoard event file (`tensorboard --logdir results/<sweep>/tune`).
 
 A trial's Tune config is the one trial format (`{"spec": TrialSpec JSON}`, icl_core.running.tune_trainable),
 which TensorBoard would show as one long string; `TrialHparams` logs instead each member's

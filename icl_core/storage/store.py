@@ -10,7 +10,10 @@ Layout under any storage URI pyarrow understands (a local path, s3://, gs://, a 
                                                               compaction); the footer names
                                                               each member and its status
     <storage>/<sweep>/<study>/artifacts/<config_hash>/<name>.npz   arrays (see artifacts.py)
-    <storage>/<sweep>/<study>/tune/                           Ray Tune's own experiment state
+    <storage>/<sweep>/tune/                                   Ray Tune's own experiment state
+                                                              of a sweep file's grid pool
+                                                              (several files: _pool/tune; a
+                                                              search: <sweep>/<search>/tune)
     <storage>/<sweep>/<study>/study.json                      the study's manifest: what
                                                               analysis needs of it (its
                                                               figure, grid axes, plan)
