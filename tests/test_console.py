@@ -38,8 +38,9 @@ def test_icl_list_and_unknown_commands(capsys):
 
 def test_icl_version_and_list_as_json_agree_with_the_text(capsys):
     import json
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     import icl_core
 

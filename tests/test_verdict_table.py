@@ -11,8 +11,15 @@ import polars as pl
 from analysis.claims import CLAIMS
 from analysis.claims.declare import Cell, Claim, Source
 from analysis.claims.engine import Decision
-from analysis.claims.evidence import (BUDGET_MB, EVIDENCE, committed, compact, load, provenance,
-                                      size_mb)
+from analysis.claims.evidence import (
+    BUDGET_MB,
+    EVIDENCE,
+    committed,
+    compact,
+    load,
+    provenance,
+    size_mb,
+)
 from analysis.verdicts import _verdict, main, updated_ledger
 from icl_core.storage.store import ROW_SCHEMA
 
