@@ -1,0 +1,420 @@
+"""Stack scaling: K seeds of one small ICL transformer trained as one stack, beside a reference.
+
+    python benchmarks/stack_scaling.py                         # CUDA if present, else CPU
+    python benchmarks/stack_scaling.py --ks 1,2 --sizes cpu --steps 3      # CPU, ~15 s
+    python benchmarks/stack_scaling.py --device cuda --tf32 --json $OUT/stack.json
+
+Ours is the project's own trainer: a lone `MemberRun` at K = 1, and at K > 1 a `StackedRun`
+of K `MemberRun`s that differ only in their seed, grouped by `stack_groups` as a trial groups
+them (icl_core/running/trial.py). The task is least-squares ICL (D = 5, N = 20, the default
+`fixed_n` layout: 21 tokens, batch 64), float32; the model sizes are `cpu` (depth 4 x width 64
+x heads 4) and `paper` (12 x 256 x 8), built as benchmarks/perf.py builds them. Per
+(size, K, precision) cell: `--warmup` steps, one step counted (the aten operations one
+`take_step` dispatches, seen by a TorchDispatchMode; not timed), then `--steps` steps timed
+through the project's training driver (`train_until`: one host read per call), the device
+synchronised before and after.
+
+Columns: ms/step (one stacked step, all K members), member-steps/s (K / seconds per step),
+TFLOP/s (K x the project's 6 x params x tokens count, icl_core/training/flops.py, per step
+time), of peak (that over the matmul peak measured now, icl_core/training/throughput.py, at
+the same precision), ops/step (the counted step's aten operations; issue 46's target: as many
+at K = 32 as at K = 2); then the reference's ms/step and member-steps/s, its share of *our*
+measured peak (its own 6 x params x tokens count; its share of its own peak is in the JSON)
+and ours / ref in ms per step (< 1: ours is faster). Precision: fp32 with TF32 off, and with
+`--tf32` a second pass with TF32 allowed (torch.backends.cuda.matmul / cudnn .allow_tf32); on
+a CPU there is no TF32 (n/a). Torch CPU threads: `--threads` (1) on both sides.
+
+The reference (`--ref`, default ../shared/tools/ref_stack.py beside the repository; its code
+stays outside the project and is only run) runs as a separate process with the same device,
+sizes, K, steps and budget (TF32 through its TF32 environment variable), after ours, at each
+precision; its table is parsed and shown beside ours with ours / ref in ms per step.
+`--budget-s` bounds each pass (ours or the reference, at one precision): cells that would
+start after it are skipped; so are ours whose memory estimate (icl_core/planning/memory.py)
+exceeds the device's free memory (the paper size at K = 512 on an 80 GB GPU). Needs torch only (no Ray, polars or Optuna), so it runs on a bare
+GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from icl_core.common.device import resolve_device  # noqa: E402
+from icl_core.planning.memory import host_memory, human, member_memory  # noqa: E402
+from icl_core.spec.config import MemberConfig, resolve_member  # noqa: E402
+from icl_core.training.flops import step_flops, step_shape  # noqa: E402
+from icl_core.training.stacked import StackedRun, stack_groups  # noqa: E402
+from icl_core.training.throughput import _measure  # noqa: E402
+from icl_core.training.train import MemberRun  # noqa: E402
+
+SIZES = {"cpu": (4, 64, 4), "paper": (12, 256, 8)}  # depth, width, heads (as benchmarks/perf.py)
+DIM, N_POINTS, BATCH = 5, 20, 64  # the issue's least-squares task, batch 64
+DEFAULTS = {  # per device type: K values, sizes, warm-up steps
+    "cuda": ("1,8,32,128,512", "cpu,paper", 5),
+    "cpu": ("1,2,8", "cpu", 2),
+}
+DEFAULT_REF = ROOT.parent / "shared" / "tools" / "ref_stack.py"
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def set_tf32(allowed: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    torch.backends.cudnn.allow_tf32 = allowed
+
+
+# ------------------------------------------------------------------------------ ours
+
+
+def member(size: str, seed: int, device: str) -> MemberConfig:
+    """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64."""
+    depth, width, heads = SIZES[size]
+    return resolve_member({
+        "task": {"name": "linear_regression", "dim": DIM, "n_points": N_POINTS},
+        "model": {"name": "transformer", "depth": depth, "width": width, "heads": heads,
+                  "mlp_ratio": 4, "layer_norm": True},
+        "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9},
+        "eval": {"n_prompts": 1},
+        "seed": seed, "dtype": "float32", "device": device,
+    })
+
+
+def trainer_for(members: list[MemberConfig]):
+    """The trainer a trial builds for these members: a lone MemberRun or one StackedRun."""
+    groups = stack_groups(members, "always")
+    if len(groups) != 1:
+        raise RuntimeError(f"the {len(members)} members did not form one stack: {groups}")
+    runs = [MemberRun(m) for m in members]
+    return runs[0] if len(runs) == 1 else StackedRun(runs)
+
+
+class OpCount(TorchDispatchMode):
+    """Counts the aten operations dispatched while active (autograd's backward included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_ops(trainer, device: torch.device) -> Counter:
+    """The aten operations of one `take_step` (a step the timing does not include)."""
+    trainer.train_mode()
+    sync(device)
+    with OpCount() as counter:
+        trainer.take_step(trainer.step)
+        sync(device)
+    return counter.ops
+
+
+def memory_refusal(size: str, k: int, device: str) -> str | None:
+    """Why a cell is not tried: the project's memory estimate of the stack (icl_core/planning/
+    memory.py) above the device's free memory (a CPU: its RAM); None where it may fit."""
+    need = member_memory(member(size, 0, device), stack=k).total
+    free, what = (torch.cuda.mem_get_info()[0], "free") if device == "cuda" else \
+        (host_memory(), "RAM")
+    return f"skipped (memory: {human(need)} > {human(free)} {what})" if need > free else None
+
+
+def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: float) -> dict:
+    members = [member(size, seed, device) for seed in range(k)]
+    t0 = time.perf_counter()
+    trainer = trainer_for(members)
+    dev = trainer.device
+    trainer.train_until(warmup)  # allocator, kernels, Adam's state
+    sync(dev)
+    setup_s = time.perf_counter() - t0
+    ops = count_ops(trainer, dev)
+    start = trainer.step
+    sync(dev)
+    t0 = time.perf_counter()
+    losses = trainer.train_until(start + steps)
+    sync(dev)
+    seconds = (time.perf_counter() - t0) / steps
+    flops = k * step_flops(members[0]) / seconds
+    losses = losses if isinstance(losses, list) else [losses]
+    return {"params": int(step_shape(members[0]).params), "ms_per_step": 1e3 * seconds,
+            "member_steps_per_s": k / seconds, "tflops": flops / 1e12,
+            "of_peak": flops / peak if peak else None, "ops_per_step": sum(ops.values()),
+            "top_ops": dict(ops.most_common(8)), "setup_s": setup_s,
+            "finite_losses": sum(1 for v in losses if v == v and abs(v) != float("inf"))}
+
+
+def ours(sizes: list[str], ks: list[int], device: str, warmup: int, steps: int,
+         precision: str, peak: float, budget_s: float) -> list[dict]:
+    """One pass over the (size, K) cells at one precision; cells past the budget skipped."""
+    rows, start = [], time.perf_counter()
+    for size in sizes:
+        for k in ks:
+            row = {"side": "ours", "size": size, "k": k, "precision": precision}
+            if time.perf_counter() - start > budget_s:
+                rows.append({**row, "status": "skipped (budget)"})
+                say(f"  ours {precision} {size} K={k}: skipped (budget {budget_s:g} s)")
+                continue
+            if refusal := memory_refusal(size, k, device):
+                rows.append({**row, "status": refusal})
+                say(f"  ours {precision} {size} K={k}: {refusal}")
+                continue
+            try:
+                row |= {"status": "ok", **time_cell(size, k, device, warmup, steps, peak)}
+                say(f"  ours {precision} {size} K={k}: {row['ms_per_step']:.2f} ms/step, "
+                    f"{row['ops_per_step']} ops/step ({row['setup_s']:.1f} s setup)")
+            except Exception as exc:  # noqa: BLE001 - a cell's failure is a row (e.g. OOM)
+                row["status"] = f"failed: {type(exc).__name__}: {str(exc)[:160]}"
+                say(f"  ours {precision} {size} K={k}: {row['status']}")
+            rows.append(row)
+            gc.collect()
+            if torch.device(device).type == "cuda":
+                torch.cuda.empty_cache()
+    return rows
+
+
+# ------------------------------------------------------------------------ reference
+
+ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%\s*$")
+NOT_RUN = re.compile(r"^(\S+)\s+(\d+)\s+((?:skipped|failed).*)$")
+PEAK = re.compile(r"peak\s+([\d.]+)\s+TFLOP/s")
+
+
+def parse_reference(stdout: str, precision: str) -> tuple[float | None, list[dict]]:
+    """(the reference's own measured peak in FLOP/s, its rows) from its printed table."""
+    peak, rows = None, []
+    for line in stdout.splitlines():
+        if (m := PEAK.search(line)) and peak is None:
+            peak = float(m.group(1)) * 1e12
+        elif m := ROW.match(line.strip()):
+            size, k, params, ms, msps, tflops, share = m.groups()
+            rows.append({"side": "ref", "size": size, "k": int(k), "precision": precision,
+                         "status": "ok", "params": int(params), "ms_per_step": float(ms),
+                         "member_steps_per_s": float(msps), "tflops": float(tflops),
+                         "of_peak": float(share) / 100})
+        elif m := NOT_RUN.match(line.strip()):
+            size, k, status = m.groups()
+            rows.append({"side": "ref", "size": size, "k": int(k), "precision": precision,
+                         "status": status})
+    return peak, rows
+
+
+def reference(path: Path, device: str, sizes: list[str], ks: list[int], steps: int,
+              budget_s: float, tf32: bool, graph: int, threads: int) -> dict:
+    """Run the reference as its own process (the same python) and parse its table."""
+    precision = "tf32" if tf32 else "fp32"
+    cmd = [sys.executable, str(path), "--device", device, "--ks", ",".join(map(str, ks)),
+           "--sizes", ",".join(sizes), "--steps", str(steps), "--budget-s", str(budget_s),
+           "--graph", str(graph)]
+    env = {k: v for k, v in os.environ.items() if k != "TF32"}
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)  # torch's thread count
+    if tf32:
+        env["TF32"] = "1"
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                              timeout=2 * budget_s + 300)
+        stdout, rc, err = done.stdout, done.returncode, done.stderr
+    except subprocess.TimeoutExpired as exc:
+        stdout, rc, err = exc.stdout or "", None, "timed out"
+        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+    peak, rows = parse_reference(stdout, precision)
+    return {"precision": precision, "command": cmd, "returncode": rc, "peak": peak,
+            "rows": rows, "wall_s": time.perf_counter() - t0, "stdout": stdout,
+            "stderr_tail": (err or "")[-2000:]}
+
+
+# ---------------------------------------------------------------------------- table
+
+
+def fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(rows: list[dict], refs: dict) -> list[list[str]]:
+    head = ["size", "K", "prec", "params", "ms/step", "member-steps/s", "TFLOP/s", "of peak",
+            "ops/step", "ref ms/step", "ref m-steps/s", "ref of peak", "ours/ref"]
+    out = [head]
+    for r in rows:
+        ref = refs.get((r["size"], r["k"], r["precision"]))
+        ok = r["status"] == "ok"
+        cells = [r["size"], str(r["k"]), r["precision"]]
+        if ok:
+            cells += [f"{r['params']:,}", f"{r['ms_per_step']:.2f}",
+                      f"{r['member_steps_per_s']:,.1f}", f"{r['tflops']:.3f}",
+                      fmt(r["of_peak"], ".2%"), f"{r['ops_per_step']:,}"]
+        else:
+            cells += [r["status"][:40]] + [""] * 5
+        if ref is None:
+            cells += ["-", "-", "-", "-"]
+        elif ref["status"] != "ok":
+            cells += [ref["status"][:40], "", "", "-"]
+        else:
+            ratio = f"{r['ms_per_step'] / ref['ms_per_step']:.2f}x" if ok else "-"
+            cells += [f"{ref['ms_per_step']:.2f}", f"{ref['member_steps_per_s']:,.1f}",
+                      fmt(ref.get("of_our_peak"), ".2%"), ratio]
+        out.append(cells)
+    return out
+
+
+def print_table(cells: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    left = {0, 2}
+    for j, row in enumerate(cells):
+        say("  ".join(c.ljust(w) if i in left else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
+        if j == 0:
+            say("  ".join("-" * w for w in widths))
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def int_list(text: str) -> list[int]:
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add("--ks", type=int_list, default=None,
+        help="stack sizes K (default 1,8,32,128,512 on CUDA, 1,2,8 on CPU)")
+    add("--sizes", default=None, help="model sizes: cpu,paper (default both on CUDA, cpu on CPU)")
+    add("--steps", type=int, default=20, help="timed steps per cell (20)")
+    add("--warmup", type=int, default=None, help="warm-up steps per cell (CUDA 5, CPU 2)")
+    add("--threads", type=int, default=1,
+        help="torch CPU threads, both sides (1: a trial's share, as benchmarks/perf.py)")
+    add("--tf32", action="store_true", help="a second pass with TF32 allowed (CUDA only)")
+    add("--budget-s", type=float, default=120.0,
+        help="seconds per pass (ours or the reference, one precision); later cells skipped")
+    add("--ref", default=None,
+        help=f"the reference script (default {DEFAULT_REF} where it exists); 'none': skip it")
+    add("--ref-graph", type=int, default=1, choices=[0, 1],
+        help="the reference's --graph: its whole step in one CUDA graph (1, CUDA only) or eager")
+    add("--json", default=None, help="write the rows, settings and the reference's output here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    device = resolve_device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device here")
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    ks = args.ks or int_list(DEFAULTS[kind][0])
+    sizes = [s.strip() for s in (args.sizes or DEFAULTS[kind][1]).split(",") if s.strip()]
+    unknown = sorted(set(sizes) - set(SIZES))
+    if unknown:
+        raise SystemExit(f"--sizes: unknown {unknown}; valid choices: {', '.join(SIZES)}")
+    if args.steps < 1:
+        raise SystemExit("--steps: must be >= 1")
+    warmup = DEFAULTS[kind][2] if args.warmup is None else args.warmup
+    torch.set_num_threads(args.threads)
+    precisions = ["fp32"] + (["tf32"] if args.tf32 and kind == "cuda" else [])
+    ref_path = None if args.ref == "none" else Path(args.ref) if args.ref else DEFAULT_REF
+    ref_note = None
+    if ref_path is None:
+        ref_note = "reference: not run (--ref none)"
+    elif not ref_path.is_file():
+        ref_note = f"reference: {ref_path} not found; ours alone"
+        ref_path = None
+
+    name = torch.cuda.get_device_name(device) if kind == "cuda" else \
+        (platform.processor() or platform.machine() or "cpu")
+    peaks = {}
+    for precision in precisions:
+        set_tf32(precision == "tf32")
+        peaks[precision] = _measure(device, torch.float32)
+    set_tf32(False)
+    tokens = step_shape(member(sizes[0], 0, kind)).seq  # tokens per prompt
+    say(f"stack scaling on {kind}: {name}; torch {torch.__version__}, float32, "
+        f"{torch.get_num_threads()} CPU thread(s), {os.cpu_count()} CPU(s)")
+    say("measured matmul peak: " + ", ".join(f"{p} {v / 1e12:.3g} TFLOP/s"
+                                              for p, v in peaks.items())
+        + ("" if kind == "cuda" else "; TF32: n/a on a CPU")
+        + ("" if kind != "cuda" or args.tf32 else "; TF32 off (--tf32 adds a TF32 pass)"))
+    say(f"task: least squares D={DIM}, N={N_POINTS}, {tokens} tokens, batch {BATCH}; sizes "
+        + ", ".join(f"{s} {'x'.join(map(str, SIZES[s]))}" for s in sizes)
+        + f"; K {','.join(map(str, ks))}; {warmup} warm-up + {args.steps} timed steps; budget "
+        f"{args.budget_s:g} s per pass")
+    say(ref_note or f"reference: {ref_path} (separate process, --graph {args.ref_graph}"
+        + (")" if kind == "cuda" else ": eager on a CPU)"))
+
+    rows, ref_runs = [], []
+    started = time.perf_counter()
+    for precision in precisions:
+        set_tf32(precision == "tf32")
+        rows += ours(sizes, ks, kind, warmup, args.steps, precision, peaks[precision],
+                     args.budget_s)
+        set_tf32(False)
+        if ref_path is not None:
+            say(f"  reference {precision} ...")
+            run = reference(ref_path, kind, sizes, ks, args.steps, args.budget_s,
+                            precision == "tf32", args.ref_graph, args.threads)
+            ref_runs.append(run)
+            if run["returncode"] != 0 or not run["rows"]:
+                say(f"  reference {precision}: exit {run['returncode']}, {len(run['rows'])} "
+                    f"rows; stderr: {run['stderr_tail'][-300:]}")
+    refs = {(r["size"], r["k"], r["precision"]): r for run in ref_runs for r in run["rows"]}
+    for row in rows:  # the reference's share of *our* measured peak: one denominator
+        ref = refs.get((row["size"], row["k"], row["precision"]))
+        if ref and ref["status"] == "ok" and row["status"] == "ok" and row["of_peak"]:
+            ref["of_our_peak"] = (row["of_peak"] * row["ms_per_step"] / ref["ms_per_step"]
+                                  * ref["params"] / row["params"])
+
+    say(f"\nstack scaling ({kind}, {name}; total {time.perf_counter() - started:.0f} s):")
+    print_table(table(rows, refs))
+    if ref_runs:
+        say("ref of peak: the reference's FLOP count (6 x its params x tokens) over our "
+            "measured peak; ours/ref: ms per step, < 1 is ours faster")
+    for run in ref_runs:
+        if run["peak"] is not None:
+            say(f"reference {run['precision']}: its own measured peak "
+                f"{run['peak'] / 1e12:.3g} TFLOP/s (JSON of_peak is of that)")
+    if ref_note:
+        say(ref_note)
+    if args.json:
+        out = {"device": kind, "device_name": name, "torch": torch.__version__,
+               "python": platform.python_version(), "dtype": "float32",
+               "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+               "task": {"dim": DIM, "n_points": N_POINTS, "tokens": tokens, "batch": BATCH},
+               "sizes": {s: SIZES[s] for s in sizes}, "ks": ks, "steps": args.steps,
+               "warmup": warmup, "budget_s": args.budget_s, "peak_flops": peaks,
+               "ours": rows, "reference": [r for run in ref_runs for r in run["rows"]],
+               "reference_runs": ref_runs, "reference_note": ref_note,
+               "reference_path": str(ref_path) if ref_path else None}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+        say(f"wrote {args.json}")
+    failed = [r for r in rows if r["status"].startswith("failed")]
+    return 1 if failed and len(failed) == len(rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
