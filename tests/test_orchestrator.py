@@ -284,6 +284,8 @@ def test_standalone_optuna_journal_opens_with_load_study(tmp_path):
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(journal)))
     (summary,) = optuna.get_all_study_summaries(storage)
+    assert summary.study_name.startswith("hpo_lr/width_lr@")  # named as the Tune path names it
+    assert summary.user_attrs["sweep"] == "hpo_lr" and summary.user_attrs["preset"] == "smoke"
     study = optuna.load_study(study_name=summary.study_name, storage=storage)
     assert len(study.trials) == 3
     finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]

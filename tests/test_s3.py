@@ -3,6 +3,7 @@ API (moto's server, started here; tests/s3server.py), through pyarrow's S3 files
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -18,11 +19,19 @@ from conftest import tiny_member
 from faults import race_two_drivers
 
 from analysis.reading.coverage import missing_message
-from icl_core.running.optuna_searcher import journal_path
+from icl_core.running.optuna_searcher import journal_path, study_name
 from icl_core.spec.config import resolve_member
 from icl_core.storage.claims import ObjectClaims, Owner, holder, plan_claims
 from icl_core.storage.object_claims import unsupported
-from icl_core.storage.store import Store, redacted
+from icl_core.storage.store import (
+    KEY_ENV,
+    SECRET_ENV,
+    SESSION_ENV,
+    Store,
+    credential_free,
+    redacted,
+    split_credentials,
+)
 from sweeps.depth_scaling import SWEEP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +77,8 @@ def test_a_smoke_sweep_writes_rows_to_s3_and_a_rerun_trains_nothing(s3, swept, c
     out = capsys.readouterr()
     assert "4 configs, 4 already finished, running 0" in out.out
     assert "claims: not on" not in out.err  # S3 keeps claims: no warning
-    assert f"storage: s3://{s3server.KEY}:***@{bucket}/results?" in out.out
+    assert f"storage: s3://{bucket}/results?" in out.out  # the keys went to the environment
+    assert "warning: --storage carries its keys" in out.err
     assert s3server.SECRET not in out.out + out.err  # the secret is never printed
 
 
@@ -81,6 +91,78 @@ def test_a_printed_uri_hides_its_secret():
     message = missing_message("depth_scaling", "least_squares", "s3://AKIA:sec@bkt/r",
                               "smoke", "s3://AKIA:sec@bkt/r")
     assert "sec@" not in message and message.count("s3://AKIA:***@bkt/r") == 2
+
+
+def test_keys_in_a_uri_move_to_the_environment(monkeypatch):
+    """An s3:// URI's keys (percent-encoded, as pyarrow reads them) leave the URI for the
+    environment, with a session token of other keys dropped; other URIs and paths pass as
+    they are."""
+    for name in (KEY_ENV, SECRET_ENV, *SESSION_ENV):  # each put back after the test
+        monkeypatch.setenv(name, "old")
+    uri = "s3://AKIA:se%2Fcr%40et@bkt/r?endpoint_override=h:9&scheme=http&region=us-east-1"
+    assert credential_free(uri) == "s3://bkt/r?endpoint_override=h:9&scheme=http&region=us-east-1"
+    assert (os.environ[KEY_ENV], os.environ[SECRET_ENV]) == ("AKIA", "se/cr@et")
+    assert not [name for name in SESSION_ENV if name in os.environ]
+    assert Store(uri).uri == credential_free(uri)
+    assert credential_free("s3://K:S@bkt?region=x") == "s3://bkt?region=x"
+    for same in ("s3://bkt/r?region=x", "/home/u/results", "gs://a:b@c/d", "file:///tmp/r"):
+        assert split_credentials(same) == (same, {})
+
+
+MARK_KEY, MARK_SECRET = "AKIAMARKER", "SECRETMARKER123"  # moto takes any keys
+
+
+def bucket_objects(s3, bucket: str) -> dict[str, bytes]:
+    """{key: bytes} of every object in the bucket; a Parquet file's as its decoded rows and
+    metadata too (its pages may be compressed)."""
+    import pyarrow.parquet as pq
+
+    client, out = s3.client(), {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", []):
+            data = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            if item["Key"].endswith(".parquet"):
+                table = pq.read_table(io.BytesIO(data))
+                data += repr((table.to_pylist(), table.schema.metadata)).encode()
+            out[item["Key"]] = data
+    return out
+
+
+def test_keys_in_a_storage_uri_reach_no_object_and_no_message(ray_session, s3, capfd,
+                                                              monkeypatch):
+    """A smoke sweep and a smoke search on a URI holding marker keys: the run warns once per
+    command and works (the keys go to the environment, which Ray Tune hands to each trial's
+    worker); no object written to the bucket (rows, manifests, Tune's state, the journal) and
+    no line printed (the "best loss" line, "a search already exists") holds either key."""
+    from icl_core.interface.catalog import load_sweep
+
+    for name in (KEY_ENV, SECRET_ENV, *SESSION_ENV):  # as they were, after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    bucket = s3.bucket()
+    uri = (f"s3://{MARK_KEY}:{MARK_SECRET}@{bucket}/x?endpoint_override=127.0.0.1:{s3.port}"
+           f"&scheme=http&region={s3server.REGION}")
+    assert split_credentials(uri) == (uri.replace(f"{MARK_KEY}:{MARK_SECRET}@", ""),
+                                      {KEY_ENV: MARK_KEY, SECRET_ENV: MARK_SECRET})
+    assert SWEEP.main(["--preset", "smoke", "--study", "least_squares", "--storage", uri,
+                       "--no-figures"]) == 0
+    hpo = load_sweep("hpo_lr")
+    argv = ["--preset", "smoke", "--storage", uri, "--no-figures", "--num-samples"]
+    assert hpo.main(argv + ["1"]) == 0
+    assert hpo.main(argv + ["2"]) == 2  # begun: refused without --resume, its path named
+    out, err = capfd.readouterr()
+    assert "best loss" in out and "a search already exists at s3://" in err
+    assert err.count("warning: --storage carries its keys") == 3
+    objects = bucket_objects(s3, bucket)
+    assert "x/depth_scaling/least_squares/study.json" in objects
+    assert "x/hpo_lr/width_lr/optuna.journal" in objects
+    assert any(k.startswith("x/depth_scaling/tune/") and k.endswith("params.json")
+               for k in objects)
+    assert any(k.startswith("x/hpo_lr/width_lr/tune/") for k in objects)
+    hits = [k for k, data in objects.items() if MARK_SECRET.encode() in data
+            or MARK_KEY.encode() in data]
+    assert not hits, hits
+    assert MARK_SECRET not in out + err and MARK_KEY not in out + err
 
 
 def test_regenerate_draws_figures_from_s3(swept, tmp_path, capsys):
@@ -196,7 +278,7 @@ def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, 
 
     def trials():
         journal._OPEN.clear()  # as a new process would: read from S3 again
-        study = optuna.load_study(study_name=f"width_lr-{point.hash}", storage=journal.journal_storage(
+        study = optuna.load_study(study_name=study_name("hpo_lr", "width_lr", point), storage=journal.journal_storage(
             journal_path(Store(storage).uri, "hpo_lr", "width_lr")))
         return study.trials
 

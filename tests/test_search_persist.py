@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from icl_core.interface.catalog import load_sweep
-from icl_core.running.optuna_searcher import journal_storage
+from icl_core.running.optuna_searcher import journal_storage, legacy_study_name, study_name
 
 
 def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys):
@@ -24,7 +24,14 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     assert f"--resume: no search at {tmp_path}" in out and "yet; starting it" in out
     journal = tmp_path / "hpo_lr" / "width_lr" / "optuna.journal"
     assert journal.is_file()
-    study = optuna.load_study(study_name=f"width_lr-{point.hash}",
+    (summary,) = optuna.get_all_study_summaries(journal_storage(str(journal)))
+    assert summary.study_name == f"hpo_lr/width_lr@{point.hash[:8]}"  # as the lines name it
+    assert summary.user_attrs == {  # what optuna-dashboard lists beside the name
+        "sweep": "hpo_lr", "study": "width_lr", "preset": "smoke", "objective": "loss",
+        "direction": "minimize", "point_hash": point.hash, "point": {"model.width": 8},
+        "code_version": summary.user_attrs["code_version"]}
+    assert summary.user_attrs["code_version"] not in (None, "", "unknown")
+    study = optuna.load_study(study_name=summary.study_name,
                               storage=journal_storage(str(journal)))
     assert len(study.trials) == 3 and all(t.state.is_finished() for t in study.trials)
     hashes = {t.user_attrs["config_hash"] for t in study.trials}
@@ -46,7 +53,7 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     assert sweep.main(argv + ["--resume", "--num-samples", "5"]) == 0
     out = capsys.readouterr().out
     assert "extending the search from 3 to 5 trials" in out
-    study = optuna.load_study(study_name=f"width_lr-{point.hash}",
+    study = optuna.load_study(study_name=study_name("hpo_lr", "width_lr", point),
                               storage=journal_storage(str(journal)))
     assert len(study.trials) == 5 and all(t.state.is_finished() for t in study.trials)
 
@@ -79,8 +86,31 @@ def test_a_repeated_search_config_reports_its_stored_loss(ray_session, tmp_path,
             "--no-figures", "--max-concurrent", "1"]
     assert sweep.main(argv) == 0
     (point,) = search.points("smoke")
-    study = optuna.load_study(study_name=f"repeat-{point.hash}", storage=journal_storage(
+    study = optuna.load_study(study_name=study_name("repeat_search", "repeat", point), storage=journal_storage(
         str(tmp_path / "repeat_search" / "repeat" / "optuna.journal")))
     values = [t.value for t in study.trials]
     assert len(values) == 2 and values[0] == values[1]  # the same member, its stored loss
     assert len({t.user_attrs["config_hash"] for t in study.trials}) == 1
+
+
+def test_a_journal_search_begun_under_the_old_name_goes_on_under_it(tmp_path, capsys):
+    """A study named as before names said their sweep (`<search>-<full hash>`) is found and
+    extended in place (the standalone path, no Ray: the name is chosen as a Tune search's),
+    and labelled with the study attributes; no second study appears beside it."""
+    sweep = load_sweep("hpo_lr")
+    search = sweep.study("width_lr").for_preset("smoke")
+    (point,) = search.points("smoke")
+    journal = tmp_path / "hpo.journal"
+    storage = journal_storage(str(journal))
+    old = optuna.create_study(study_name=legacy_study_name("width_lr", point), storage=storage)
+    old.optimize(lambda trial: sum(float(v) for v in search.suggest(trial).values()), n_trials=1)
+    argv = ["--preset", "smoke", "--storage", str(tmp_path), "--optuna-journal", str(journal),
+            "--num-samples", "1", "--no-figures"]
+    assert sweep.main(argv) == 0
+    (summary,) = optuna.get_all_study_summaries(journal_storage(str(journal)))
+    assert summary.study_name == f"width_lr-{point.hash}" and summary.n_trials == 2
+    attrs = summary.user_attrs
+    assert (attrs["study"], attrs["preset"], attrs["objective"], attrs["direction"]) == \
+        ("width_lr", "smoke", "loss", "minimize")
+    assert attrs["point_hash"] == point.hash and attrs["point"] == {"model.width": 8}
+    assert f"journal: {journal}" in capsys.readouterr().out

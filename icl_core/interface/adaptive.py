@@ -384,6 +384,7 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
         return 2
     try:
         store = open_store(args.storage or default_storage())
+        args.storage = store.uri  # without the keys it may have carried (pickled with Tune's state)
         for adaptive in chosen:  # every round-0 config validated before anything runs
             ready = adaptive.for_preset(args.preset)
             base, _ = ready.study.base_and_grid(args.preset)

@@ -52,6 +52,7 @@ class Options:
     pack: int | str = "auto"
     stack: str = "auto"
     set: list = field(default_factory=list)  # "KEY=VALUE" strings
+    sweep: list = field(default_factory=list)  # "KEY=V1,V2,..." or "KEY=LO..HI:log:N" strings
     optuna_journal: str | None = None
     seed: int | None = None
     figures: str | None = None
@@ -74,14 +75,31 @@ def set_pairs(sets) -> list[str]:
     return [str(s) for s in sets]
 
 
+def sweep_pairs(sweeps) -> list[str]:
+    """`sweeps` as the command line's KEY=V1,V2,... strings: a dict of value lists
+    ({"model.depth": [1, 2, 8]}; a value other than a string is written as JSON) or of strings
+    ({"train.steps": "1e3..1e5:log:5"}), or a list of such KEY=... strings."""
+    import json
+
+    if not isinstance(sweeps, dict):
+        return set_pairs(sweeps)
+
+    def text(values) -> str:
+        if isinstance(values, str):
+            return values
+        return ",".join(v if isinstance(v, str) else json.dumps(v) for v in values)
+
+    return [f"{key}={text(values)}" for key, values in sweeps.items()]
+
+
 def _choice(flag: str, value, choices) -> None:
     if value not in choices:
         raise unknown(flag, "", value, choices)
 
 
-def make_options(*, study=None, preset="cpu", storage=None, sets=None, num_samples=None,
-                 pack="auto", stack="auto", max_concurrent=None, trial_minutes=None,
-                 address=None, resume=False, seed=None, figures=None, loggers=(),
+def make_options(*, study=None, preset="cpu", storage=None, sets=None, sweeps=None,
+                 num_samples=None, pack="auto", stack="auto", max_concurrent=None,
+                 trial_minutes=None, address=None, resume=False, seed=None, figures=None, loggers=(),
                  optuna_journal=None, yes=False, dry_run=False, plan_gpus=None,
                  plan_cpus=None) -> Options:
     """Options from the API's keywords (see `run` and `plan`); checks what argparse checks on
@@ -97,26 +115,29 @@ def make_options(*, study=None, preset="cpu", storage=None, sets=None, num_sampl
         address=address, dry_run=dry_run, plan_gpus=plan_gpus, plan_cpus=plan_cpus,
         trial_minutes=trial_minutes, yes=yes, resume=resume, max_concurrent=max_concurrent,
         num_samples=num_samples, pack=pack, stack=stack, set=set_pairs(sets),
+        sweep=sweep_pairs(sweeps),
         optuna_journal=None if optuna_journal is None else str(optuna_journal), seed=seed,
         figures=None if figures in (None, True, False) else str(figures),
         no_figures=figures is False, logger=loggers)
 
 
 def run(sweep, *, study: str | None = None, preset: str = "cpu", storage=None, sets=None,
-        num_samples: int | None = None, pack: int | str = "auto", stack: str = "auto",
+        sweeps=None, num_samples: int | None = None, pack: int | str = "auto", stack: str = "auto",
         max_concurrent: int | None = None, trial_minutes: float | None = None,
         address: str | None = None, resume: bool = False, seed: int | None = None,
         figures=None, loggers=(), optuna_journal=None, yes: bool = False) -> RunResult:
     """Run the sweep's studies (`study`: one of them) under `preset`; the RunResult.
 
     storage: a path or URI (default $ICL_STORAGE, else ./results); sets: config overrides,
-    {"model.width": 128} or ["model.width=128"]; num_samples: grids, seeds 0..K-1; searches,
+    {"model.width": 128} or ["model.width=128"]; sweeps: grid axes added or replaced,
+    {"model.depth": [1, 2, 8]}, {"train.steps": "1e3..1e5:log:5"} or ["model.depth=1,2,8"]
+    (grids only); num_samples: grids, seeds 0..K-1; searches,
     trials per search; pack: members per trial or "auto"; stack: "auto", "always", "never";
     figures: a folder (default ./figures), or False for none; loggers: "wandb", "mlflow";
     yes: launch a plan above the size limit. The rest as the command line's options of the
     same name (`python sweeps/<file>.py --help`). Bad input raises ConfigError before Ray
     starts; failed or diverged trials do not raise (see RunResult.summary, .exit_status)."""
-    opts = make_options(study=study, preset=preset, storage=storage, sets=sets,
+    opts = make_options(study=study, preset=preset, storage=storage, sets=sets, sweeps=sweeps,
                         num_samples=num_samples, pack=pack, stack=stack,
                         max_concurrent=max_concurrent, trial_minutes=trial_minutes,
                         address=address, resume=resume, seed=seed, figures=figures,
@@ -125,7 +146,7 @@ def run(sweep, *, study: str | None = None, preset: str = "cpu", storage=None, s
 
 
 def plan(sweep, *, study: str | None = None, preset: str = "cpu", storage=None, sets=None,
-         num_samples: int | None = None, pack: int | str = "auto", stack: str = "auto",
+         sweeps=None, num_samples: int | None = None, pack: int | str = "auto", stack: str = "auto",
          trial_minutes: float | None = None, seed: int | None = None,
          plan_gpus: float | None = None, plan_cpus: float | None = None,
          optuna_journal=None, echo: bool = False) -> PlanData:
@@ -133,7 +154,7 @@ def plan(sweep, *, study: str | None = None, preset: str = "cpu", storage=None, 
     device-hours and wall estimate; the totals; `.text`, the printed plan). Runs nothing and
     writes nothing. plan_gpus / plan_cpus: the cluster to plan for (default: this machine);
     echo: also print the plan as it is made."""
-    opts = make_options(study=study, preset=preset, storage=storage, sets=sets,
+    opts = make_options(study=study, preset=preset, storage=storage, sets=sets, sweeps=sweeps,
                         num_samples=num_samples, pack=pack, stack=stack,
                         trial_minutes=trial_minutes, seed=seed, optuna_journal=optuna_journal,
                         dry_run=True, plan_gpus=plan_gpus, plan_cpus=plan_cpus)
@@ -228,6 +249,7 @@ def preflight(sweep, args):
 
     plans = make_plans(sweep, args)
     store = open_store(args.storage or default_storage())
+    args.storage = store.uri  # without the keys it may have carried (pickled with Tune's state)
     args.figures = args.figures or default_figures(store.uri)
     if not args.dry_run:
         if not args.no_figures:

@@ -71,6 +71,10 @@ def build_parser(sweep) -> argparse.ArgumentParser:
         "stacked: auto (default) on GPUs, always, never (one after another)")
     add("--set", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field, e.g. --set model.width=128 (repeatable)")
+    add("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+        help="grid over a config field: add or replace an axis, e.g. --sweep "
+        "model.depth=1,2,8, or a range LO..HI:log:N / LO..HI:lin:N, e.g. --sweep "
+        "train.steps=1e3..1e5:log:5 (repeatable; finished members are skipped)")
     add("--optuna-journal", metavar="FILE",
         help="searches without Ray: plain Optuna with a JournalStorage file")
     add("--seed", type=int, default=None,

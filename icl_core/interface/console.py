@@ -3,7 +3,7 @@
     icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
     icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
     icl list [studies|sweeps|models|tasks] [--json]
-    icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...]
+    icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--sweep KEY=V1,V2 ...]
                                    each field of the study's member config: its value under
                                    the preset (or the grid's values), type, default and doc
     icl regenerate [options]       = python -m analysis.regenerate [options]

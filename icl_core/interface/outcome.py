@@ -145,10 +145,11 @@ def finished_count(sweep, plan, store) -> int:
     """Configs (a search: Optuna trials) of the plan already in the store."""
     if not plan.is_search:
         return len(store.finished(sweep.name, plan.study.name, [m.hash for m in plan.members]))
-    from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+    from icl_core.running.optuna_searcher import finished_trials, journal_path, journal_study_name
 
     journal = journal_path(store.uri, sweep.name, plan.study.name)
-    return sum(finished_trials(journal, study_name(plan.study.name, p)) for p in plan.members)
+    return sum(finished_trials(journal, journal_study_name(journal, sweep.name, plan.study.name, p))
+               for p in plan.members)
 
 
 def plan_data(sweep, plans, store, opts, cost, text: str) -> PlanData:

@@ -187,7 +187,7 @@ class PlanCost:
 def plan_details(sweep, plan: Plan, args, store) -> None:
     """Under a study's plan line: the grid's values, the base config's fields off their
     defaults (names of task and model always) and how much is already finished."""
-    from icl_core.running.plans import parse_sets
+    from icl_core.running.plans import parse_sets, parse_sweeps
     from icl_core.spec.config import flatten
     from icl_core.spec.study import apply_preset
 
@@ -197,7 +197,8 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
                                parse_sets(args.set))
         grid = {k: v for k, v in grid.items() if k != "seed"}
     else:  # as make_plans built the members: --num-samples replaces the seed axis
-        _, grid = study.base_and_grid(args.preset, parse_sets(args.set), args.num_samples)
+        _, grid = study.base_and_grid(args.preset, parse_sets(args.set), args.num_samples,
+                                      parse_sweeps(args.sweep))
     axes = {k for key in grid for k in (key if isinstance(key, tuple) else (key,))}
     axes |= set(getattr(study, "space", ()))  # a search's sampled fields
     if grid:
@@ -211,10 +212,15 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
         k in ("task.name", "model.name") or k not in defaults or defaults[k] != v)}
     print("  base (off the defaults): " + ", ".join(f"{k}={v}" for k, v in off.items()))
     if plan.is_search:
-        from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+        from icl_core.running.optuna_searcher import (
+            finished_trials,
+            journal_path,
+            journal_study_name,
+        )
 
         journal = journal_path(store.uri, sweep.name, study.name)
-        done = [finished_trials(journal, study_name(study.name, p)) for p in plan.members]
+        done = [finished_trials(journal, journal_study_name(journal, sweep.name, study.name, p))
+                for p in plan.members]
         print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.redacted}")
         return
     done = len(store.finished(sweep.name, study.name, [m.hash for m in plan.members]))

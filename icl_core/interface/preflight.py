@@ -6,7 +6,9 @@ Storage: a local path, or a URI of a filesystem pyarrow.fs builds (`FileSystem.f
 which is what the row store writes through: `file://`, `s3://`, `gs://` / `gcs://`, `hdfs://` /
 `viewfs://` (needs a JVM and libhdfs) and `abfs://` / `abfss://` (Azure), each where this
 pyarrow build has that filesystem (`storage_schemes()`). Reading rows back
-(analysis.reading.store) also takes fsspec URIs; writing them does not.
+(analysis.reading.store) also takes fsspec URIs; writing them does not. Keys in an s3:// URI
+(`s3://KEY:SECRET@bucket/...`) get a one-line warning; the store moves them to the environment
+(icl_core.storage.store.credential_free), so no config, state or message carries them.
 
 Ray address: `HOST:PORT` (the GCS port, 6379 by default) or `ray://HOST:PORT` (Ray Client) is
 probed with a plain TCP connection for ADDRESS_TIMEOUT_S before `ray.init`, which would
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,6 +29,11 @@ from icl_core.common.validation import ConfigError, did_you_mean, shown
 from icl_core.storage.store import redacted
 
 ADDRESS_TIMEOUT_S = 5.0
+KEYS_IN_URI = ("warning: --storage carries its keys (s3://KEY:SECRET@...); they are used from "
+               "this process's environment and written nowhere in the store, but pass them as "
+               "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or ~/.aws, an instance role) and "
+               "give --storage s3://BUCKET/... instead: a command line is seen in ps and "
+               "shell history")
 
 # scheme -> the pyarrow.fs class that serves it (FileSystem.from_uri)
 _FILESYSTEMS = {
@@ -58,11 +66,13 @@ def check_storage(storage: str) -> None:
 def open_store(storage: str):
     """The row store at `storage`, or a one-line ConfigError (an unknown scheme, a bucket
     pyarrow cannot reach, a filesystem it cannot load)."""
-    from icl_core.storage.store import Store
+    from icl_core.storage.store import Store, split_credentials
 
     check_storage(storage)
+    if split_credentials(storage)[1]:
+        print(KEYS_IN_URI, file=sys.stderr, flush=True)
     try:
-        return Store(storage)
+        return Store(storage)  # the keys of the URI, if any, move to the environment
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"--storage: cannot open {redacted(storage)!r} ({first})") from None

@@ -46,7 +46,7 @@ class Sweep:
     def run(self, **options):
         """Run this file's studies from Python; an icl_core.interface.outcome.RunResult (`.rows()`,
         `.summary`, `.figures`, `.storage`). Keywords (icl_core.interface.api.run): study, preset,
-        storage, sets, num_samples, pack, stack, max_concurrent, trial_minutes, address,
+        storage, sets, sweeps, num_samples, pack, stack, max_concurrent, trial_minutes, address,
         resume, seed, figures, loggers, optuna_journal, yes. Bad input raises ConfigError."""
         from icl_core.interface.api import run
 
@@ -54,8 +54,8 @@ class Sweep:
 
     def plan(self, **options):
         """The plan --dry-run prints, as data (icl_core.interface.outcome.PlanData); runs nothing.
-        Keywords (icl_core.interface.api.plan): study, preset, storage, sets, num_samples, pack, stack,
-        trial_minutes, seed, plan_gpus, plan_cpus, optuna_journal, echo."""
+        Keywords (icl_core.interface.api.plan): study, preset, storage, sets, sweeps, num_samples,
+        pack, stack, trial_minutes, seed, plan_gpus, plan_cpus, optuna_journal, echo."""
         from icl_core.interface.api import plan
 
         return plan(self, **options)

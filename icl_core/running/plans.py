@@ -36,18 +36,24 @@ CONFLICTS = (
 MAX_SEARCH_SAMPLES = 10_000  # --num-samples of a search: Optuna trials per search
 
 
-def parse_sets(pairs: list[str]) -> dict[str, str]:
+def parse_sets(pairs: list[str], flag: str = "--set", form: str = "KEY=VALUE") -> dict[str, str]:
     """`--set KEY=VALUE` pairs; a key given twice is refused (which one would win is a guess)."""
     out = {}
     for pair in pairs:
         if "=" not in pair:
-            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+            raise ConfigError(f"{flag} {pair!r}: expected {form}")
         key, value = (part.strip() for part in pair.split("=", 1))
         if key in out:
-            raise ConfigError(f"--set {key}: given twice ({out[key]!r} and {value!r}); "
+            raise ConfigError(f"{flag} {key}: given twice ({out[key]!r} and {value!r}); "
                               "give each key once")
         out[key] = value
     return out
+
+
+def parse_sweeps(pairs: list[str]) -> dict[str, str]:
+    """`--sweep KEY=V1,V2,...` (or KEY=LO..HI:log:N) pairs, as parse_sets takes --set's; the
+    values are parsed against the study (icl_core.spec.study.parse_axis)."""
+    return parse_sets(pairs, "--sweep", "KEY=V1,V2,... or KEY=LO..HI:log:N")
 
 
 def check_options(sweep, args) -> None:
@@ -101,7 +107,7 @@ def chosen_studies(sweep, study: str | None, preset: str) -> list:
 def make_plans(sweep, args) -> list[Plan]:
     """Every chosen study's plan, each member validated; a ConfigError names the study."""
     check_options(sweep, args)
-    sets = parse_sets(args.set)
+    sets, sweeps = parse_sets(args.set), parse_sweeps(args.sweep)
     studies = chosen_studies(sweep, args.study, args.preset)
     searches = any(isinstance(s, Search) for s in studies)
     if args.optuna_journal and not searches:
@@ -118,12 +124,16 @@ def make_plans(sweep, args) -> list[Plan]:
     for study in studies:
         try:
             if isinstance(study, Search):
+                if sweeps:
+                    raise ConfigError("--sweep: a search's space is searched, not swept; "
+                                      "use --set")
                 study = study.for_preset(args.preset)  # the preset's space entries
                 points = study.points(args.preset, sets)
                 plans.append(Plan(study, points,
                                   study.num_samples(args.preset, args.num_samples)))
             else:
-                plans.append(Plan(study, study.members(args.preset, sets, args.num_samples)))
+                plans.append(Plan(study, study.members(args.preset, sets, args.num_samples,
+                                                       sweeps)))
             for member in plans[-1].members:  # the planner can size it (never allocates)
                 step_shape(member)
         except ConfigError as exc:
@@ -309,6 +319,7 @@ def run_standalone(sweep, plans, store, args) -> int:
     """--optuna-journal: plain Optuna in this process, no Ray."""
     from icl_core.running.search import run_search_optuna
     from icl_core.storage.provenance import driver_provenance
+    from icl_core.storage.store import redacted
 
     provenance = driver_provenance()
     searches = [plan for plan in plans if plan.is_search]
@@ -317,9 +328,10 @@ def run_standalone(sweep, plans, store, args) -> int:
         runner = standalone_runner(sweep, plan, store, provenance)
         for point in plan.members:
             study = run_search_optuna(plan.study, point, args.optuna_journal, plan.num_samples,
-                                      args.seed, runner)
+                                      args.seed, runner, sweep=sweep.name)
             print(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
-                  f" with {study.best_params} (journal: {args.optuna_journal})", flush=True)
+                  f" with {study.best_params} (journal: {redacted(args.optuna_journal)})",
+                  flush=True)
         summarize_search(sweep, plan.study, store)
     return 0
 

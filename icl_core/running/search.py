@@ -28,7 +28,7 @@ from typing import Any
 from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
 from icl_core.spec.study import Preset, apply_preset, check_preset_names, expand, parse_override
 from icl_core.storage.signing import UntrustedState, keep_signed, verify
-from icl_core.storage.store import uri_join
+from icl_core.storage.store import redacted, uri_join
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 
@@ -47,20 +47,22 @@ class Search:
     figure: str | None = None
     figure_args: dict = field(default_factory=dict)  # keyword arguments of that figure
     cpus_per_trial: int = 1
+    preset: str | None = None  # the preset it runs under, set by for_preset (a study attribute)
 
     def __post_init__(self):
         check_preset_names(f"search {self.name!r}", self.presets)
 
     def for_preset(self, preset: str) -> Search:
-        """This search with the preset's space entries (Preset.space) in place."""
+        """This search under `preset`: the preset named, its space entries (Preset.space) in
+        place."""
         chosen = self.presets.get(preset)
         if chosen is None or not chosen.space:
-            return self
+            return dataclasses.replace(self, preset=preset)
         unknown = sorted(set(chosen.space) - set(self.space))
         if unknown:
             raise ConfigError(f"presets.{preset}.space.{unknown[0]}: not in the search space; "
                               f"searched: {', '.join(self.space)}")
-        return dataclasses.replace(self, space={**self.space, **chosen.space})
+        return dataclasses.replace(self, space={**self.space, **chosen.space}, preset=preset)
 
     def points(self, preset: str, sets: dict[str, str] | None = None) -> list[MemberConfig]:
         """The base member of each search (one per grid point), validated with the space."""
@@ -132,8 +134,9 @@ def check_not_started(label: str, path: str) -> None:
     from ray import tune
 
     if tune.Tuner.can_restore(path):
-        raise ConfigError(f"{label}: a search already exists at {path}; pass --resume to "
-                          "finish it (--resume --num-samples N: extend it to N trials)")
+        raise ConfigError(f"{label}: a search already exists at {redacted(path)}; pass "
+                          "--resume to finish it (--resume --num-samples N: extend it to N "
+                          "trials)")
 
 
 def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
@@ -147,19 +150,29 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
 
     from ray import tune
 
-    from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+    from icl_core.running.optuna_searcher import (
+        finished_trials,
+        journal_path,
+        journal_storage,
+        journal_study_name,
+        open_study,
+        study_attributes,
+    )
     from icl_core.running.ray_launch import fit
 
     trainable = _search_trainable(resources)
-    journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
-    name = study_name(search.name, point)
+    sweep = spec_template.sweep
+    journal = journal_path(spec_template.storage, sweep, search.name)
+    name = journal_study_name(journal, sweep, search.name, point)  # a legacy name kept
+    attributes = study_attributes(sweep, search, point,
+                                  spec_template.provenance.get("code_version"))
     path = uri_join(tune_dir, f"search-{point.hash}")
     run_name, todo, done = f"search-{point.hash}", num_samples, 0
     restorable = tune.Tuner.can_restore(path)  # a remote listing on a URI store: asked once
     if resume and not restorable and not finished_trials(journal, name):
         # never started (e.g. a pool stopped before its searches): --resume starts it, as it
         # runs a grid's unfinished members, so one re-run command finishes every study
-        print(f"[{label}] --resume: no search at {path} yet; starting it", flush=True)
+        print(f"[{label}] --resume: no search at {redacted(path)} yet; starting it", flush=True)
         resume = False
     if resume:
         if restorable:
@@ -172,7 +185,8 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
                                        resume_errored=True), label)
         done = finished_trials(journal, name)
         if done >= num_samples:
-            return print_best(search, point, journal, label)
+            open_study(journal_storage(journal), name, search.mode, attributes)  # labelled
+            return print_best(search, name, journal, label)
         run_name = f"search-{point.hash}-from{done}-{time.strftime('%Y%m%d-%H%M%S')}"
         todo = num_samples - done
         print(f"[{label}] extending the search from {done} to {num_samples} trials",
@@ -181,7 +195,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
         check_not_started(label, path)
     # an extension's sampler is seeded apart from the first run's, whose first draws it would
     # repeat (a repeated config is a finished member: it trains nothing and reports nothing)
-    searcher = _searcher(search, point, seed + done, journal, max_concurrent)
+    searcher = _searcher(search, point, name, attributes, seed + done, journal, max_concurrent)
     tuner = tune.Tuner(
         trainable,
         param_space=_trial_space(search, spec_template),
@@ -191,7 +205,7 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
     )
     with keep_signed(uri_join(tune_dir, run_name)):  # --resume checks it before unpickling
         fit(tuner, label)
-    print_best(search, point, journal, label)
+    print_best(search, name, journal, label)
 
 
 def _search_trainable(resources):
@@ -211,11 +225,13 @@ def _trial_space(search, spec_template) -> dict:
     return trial_config(spec_template, search.tune_space())
 
 
-def _searcher(search, point, seed, journal, max_concurrent):
+def _searcher(search, point, name, attributes, seed, journal, max_concurrent):
+    """Tune's searcher over the point's Optuna study `name` in `journal`, the study made (or
+    opened) first with its user attributes set (OptunaSearch then loads it)."""
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
-    from icl_core.running.optuna_searcher import HashedOptunaSearch, journal_storage, study_name
+    from icl_core.running.optuna_searcher import HashedOptunaSearch, journal_storage, open_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # our lines say what it does
     if "://" not in journal:
@@ -223,8 +239,9 @@ def _searcher(search, point, seed, journal, max_concurrent):
 
         os.makedirs(os.path.dirname(journal), exist_ok=True)
     storage = journal_storage(journal)
+    open_study(storage, name, search.mode, attributes)
     searcher = HashedOptunaSearch(point, metric=search.metric, mode=search.mode, seed=seed,
-                                  storage=storage, study_name=study_name(search.name, point))
+                                  storage=storage, study_name=name)
     return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent) if max_concurrent \
         else searcher
 
@@ -259,25 +276,25 @@ def _search_run_config(run_name, tune_dir, label, num_samples, loggers, storage)
     )
 
 
-def print_best(search, point, journal, label) -> None:
-    """The best finished trial of a persisted search: its value, settings and config hash
-    (a journal on a URI uploaded first: icl_core.storage.journal)."""
+def print_best(search, name, journal, label) -> None:
+    """The best finished trial of a persisted search (its Optuna study `name`): its value,
+    settings and config hash (a journal on a URI uploaded first: icl_core.storage.journal)."""
     import optuna
 
-    from icl_core.running.optuna_searcher import journal_storage, study_name
+    from icl_core.running.optuna_searcher import journal_storage
     from icl_core.storage.journal import flush_journals
 
     flush_journals()
 
-    study = optuna.load_study(study_name=study_name(search.name, point),
-                              storage=journal_storage(journal))
+    study = optuna.load_study(study_name=name, storage=journal_storage(journal))
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    shown = redacted(journal)
     if not done:
-        print(f"[{label}] no finished trial yet (journal: {journal})", flush=True)
+        print(f"[{label}] no finished trial yet (journal: {shown})", flush=True)
         return
     best = study.best_trial
-    opener = f"icl_core.storage.journal.journal_storage({journal!r})" if "://" in journal else \
-        f"JournalStorage(JournalFileBackend({journal!r}))"
+    opener = f"icl_core.storage.journal.journal_storage({shown!r})" if "://" in journal else \
+        f"JournalStorage(JournalFileBackend({shown!r}))"
     print(f"[{label}] best {search.metric} {best.value:.4g} with {best.params} "
           f"(config_hash {best.user_attrs.get('config_hash', '?')}; {len(done)} complete "
           f"of {len(study.trials)} trials; optuna.load_study(study_name={study.study_name!r}, "
@@ -287,34 +304,40 @@ def print_best(search, point, journal, label) -> None:
 def finished_points(sweep_name, search, points, storage_uri, num_samples) -> list:
     """The grid points whose persisted search already has `num_samples` finished trials;
     each is said, before anything starts."""
-    from icl_core.running.optuna_searcher import finished_trials, journal_path, study_name
+    from icl_core.running.optuna_searcher import finished_trials, journal_path, journal_study_name
 
     journal = journal_path(storage_uri, sweep_name, search.name)
     done = []
     for point in points:
-        k = finished_trials(journal, study_name(search.name, point))
+        k = finished_trials(journal, journal_study_name(journal, sweep_name, search.name, point))
         if k >= num_samples:
             print(f"[{sweep_name}/{search.name}@{point.hash[:8]}] finished: {k} of {num_samples} Optuna trials (journal: "
-                  f"{journal}); --resume --num-samples N extends it to N", flush=True)
+                  f"{redacted(journal)}); --resume --num-samples N extends it to N", flush=True)
             done.append(point)
     return done
 
 
-def run_search_optuna(search, point, journal, num_samples, seed, trial_runner) -> Any:
+def run_search_optuna(search, point, journal, num_samples, seed, trial_runner,
+                      sweep: str | None = None) -> Any:
     """Standalone Optuna (no Ray): trials run one after another in this process and the
-    study persists in a JournalStorage file (open it with `optuna-dashboard <file>`)."""
+    study persists in a JournalStorage file (open it with `optuna-dashboard <file>`), named
+    and labelled as a Tune search's (icl_core.running.optuna_searcher; `sweep`: the sweep's
+    name, without which the name is `<search>@<hash8>`)."""
     import optuna
 
-    from icl_core.running.optuna_searcher import journal_storage, study_name
-
-    study = optuna.create_study(
-        study_name=study_name(search.name, point),
-        storage=journal_storage(journal),
-        direction="minimize" if search.mode == "min" else "maximize",
-        sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(),
-        load_if_exists=True,
+    from icl_core.running.optuna_searcher import (
+        journal_storage,
+        journal_study_name,
+        open_study,
+        study_attributes,
     )
+    from icl_core.storage.provenance import code_version
+
+    name = journal_study_name(journal, sweep or "", search.name, point)
+    study = open_study(journal_storage(journal), name, search.mode,
+                       study_attributes(sweep, search, point, code_version()),
+                       sampler=optuna.samplers.TPESampler(seed=seed),
+                       pruner=optuna.pruners.SuccessiveHalvingPruner())
 
     def objective(trial):
         return trial_runner(with_settings(point.to_dict(), search.suggest(trial)), trial)

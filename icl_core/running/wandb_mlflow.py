@@ -33,6 +33,7 @@ from ray.air.integrations.wandb import WandbLoggerCallback  # only if installed
 
 from icl_core.common.validation import ConfigError
 from icl_core.running.hparams import trial_hparams
+from icl_core.storage.store import redacted
 
 WANDB_PROJECT = "icl-scaling"
 MLFLOW_PARAM_CHARS = 6000  # MLflow rejects longer parameter values
@@ -73,7 +74,7 @@ def mlflow_uri(storage_uri: str) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     if "://" in storage_uri and not storage_uri.startswith("file://"):
-        raise ConfigError(f"--logger mlflow: the storage {storage_uri!r} is remote; set "
+        raise ConfigError(f"--logger mlflow: the storage {redacted(storage_uri)!r} is remote; set "
                           "MLFLOW_TRACKING_URI to an MLflow server or database")
     path = os.path.abspath(storage_uri.removeprefix("file://"))
     return f"sqlite:///{path}/mlflow.db"

@@ -30,6 +30,9 @@ import copy
 import dataclasses
 import itertools
 import math
+import re
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,15 +76,19 @@ class Study:
         check_preset_names(f"study {self.name!r}", self.presets)
 
     def members(
-        self, preset: str, sets: dict[str, str] | None = None, num_samples: int | None = None
+        self, preset: str, sets: dict[str, str] | None = None, num_samples: int | None = None,
+        sweeps: dict[str, str] | None = None,
     ) -> list[MemberConfig]:
         """Every member config of this study under a preset, validated."""
-        base, grid = self.base_and_grid(preset, sets, num_samples)
+        base, grid = self.base_and_grid(preset, sets, num_samples, sweeps)
         return expand(base, grid)
 
-    def base_and_grid(self, preset, sets=None, num_samples=None) -> tuple[dict, dict]:
+    def base_and_grid(self, preset, sets=None, num_samples=None, sweeps=None) -> tuple[dict, dict]:
         """The preset's base config and grid, with CLI overrides applied (not yet expanded)."""
-        base, grid = apply_preset(self.base, self.grid, self.presets, preset, sets)
+        base, grid = apply_preset(self.base, self.grid, self.presets, preset, sets, sweeps)
+        if num_samples is not None and "seed" in (sweeps or {}):
+            raise ConfigError("--sweep seed: conflicts with --num-samples (both make the seed "
+                              "axis); give one")
         if num_samples is not None:
             if num_samples < 1:
                 raise ConfigError(f"--num-samples: must be >= 1, got {num_samples}")
@@ -106,9 +113,12 @@ def check_preset_names(label: str, presets: dict) -> None:
         raise ValueError(f"{label}: unknown presets {extra} (valid: {', '.join(PRESETS)})")
 
 
-def apply_preset(base, grid, presets, preset, sets=None) -> tuple[dict, dict]:
+def apply_preset(base, grid, presets, preset, sets=None, sweeps=None) -> tuple[dict, dict]:
     """Base config and grid of a preset, then the CLI's `--set` overrides: an override of a
-    grid axis collapses it (within a zipped axis, it replaces that component)."""
+    grid axis collapses it (within a zipped axis, it replaces that component); then its
+    `--sweep` axes (key -> "V1,V2,..." or "LO..HI:log:N"), each adding or replacing an axis.
+    A value is parsed as `--set` parses it, so a member a declared axis already had keeps its
+    config and hash."""
     if preset not in presets:
         raise unknown("--preset", "", preset, presets)
     chosen = presets[preset]
@@ -126,6 +136,16 @@ def apply_preset(base, grid, presets, preset, sets=None) -> tuple[dict, dict]:
             grid[zipped] = list(dict.fromkeys(t[:i] + (value,) + t[i + 1:] for t in grid[zipped]))
         else:
             set_path(base, key, value)
+    for key, text in (sweeps or {}).items():
+        if key in (sets or {}):
+            raise ConfigError(f"--sweep {key}: also given to --set; give a key to one of them "
+                              "(--set: one value, --sweep: an axis)")
+        values = parse_axis(base, key, text)
+        zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
+        if zipped is not None:
+            raise ConfigError(f"--sweep {key}: part of the zipped grid axis ({', '.join(zipped)}), "
+                              "whose values go together; --set one value of it instead")
+        grid[key] = values
     return base, grid
 
 
@@ -160,30 +180,109 @@ def expand(base: dict, grid: dict) -> list[MemberConfig]:
     return out
 
 
-def parse_override(base: dict, key: str, text: str) -> Any:
+def parse_override(base: dict, key: str, text: str, flag: str = "--set") -> Any:
     """Parse a `--set key=value` string against the declared type of `key`."""
+    parts = key.split(".")
+    name = text if len(parts) == 2 and parts[1] == "name" else None
+    return coerce(text, field_type(base, key, flag, name), f"{flag} {key}", from_cli=True)
+
+
+def field_type(base: dict, key: str, flag: str = "--set", name: str | None = None) -> Any:
+    """The declared type of the dotted `key` (a task's or model's field: of `base`'s task or
+    model, or of `name`'s); an unknown key is a ConfigError naming the valid fields."""
     from icl_core.models import MODELS
     from icl_core.tasks import TASKS
 
     parts = key.split(".")
     hints = type_hints(MemberConfig)
     if parts[0] not in hints:
-        raise unknown(f"--set {key}", "field", parts[0], sorted(hints), "valid fields", False)
+        raise unknown(f"{flag} {key}", "field", parts[0], sorted(hints), "valid fields", False)
     if len(parts) == 1:
         if parts[0] in ("task", "model", "train", "eval"):
-            raise ConfigError(f"--set {key}: name a field, e.g. {key}.<field>")
-        return coerce(text, hints[parts[0]], f"--set {key}", from_cli=True)
+            raise ConfigError(f"{flag} {key}: name a field, e.g. {key}.<field>")
+        return hints[parts[0]]
     section, what = parts[0], "field"
     if section in ("task", "model"):
         registry = TASKS if section == "task" else MODELS
-        name = text if parts[1] == "name" else base.get(section, {}).get("name")
+        name = name if name is not None else base.get(section, {}).get("name")
         cls = registry.config_cls(name, f"{section}.name")
         what = f"field of {section} {name!r}"
     else:
         cls = hints[section] if section in ("train", "eval") else None
     if cls is None or len(parts) != 2:
-        raise ConfigError(f"--set {key}: unknown field")
+        raise ConfigError(f"{flag} {key}: unknown field")
     names = [f.name for f in dataclasses.fields(cls)]  # not the class-level flags (ClassVar)
     if parts[1] not in names:
-        raise unknown(f"--set {key}", what, parts[1], names, "valid fields", False)
-    return coerce(text, type_hints(cls)[parts[1]], f"--set {key}", from_cli=True)
+        raise unknown(f"{flag} {key}", what, parts[1], names, "valid fields", False)
+    return type_hints(cls)[parts[1]]
+
+
+# ----------------------------------------------------------------------------- --sweep axes
+
+SPACINGS = ("log", "lin")  # LO..HI:log:N (geometric), LO..HI:lin:N (evenly spaced)
+RANGE = re.compile(r"(?P<lo>[^:]+?)\.\.(?P<hi>[^:]+):(?P<spacing>[^:]*):(?P<n>[^:]*)")
+RANGE_FORM = "LO..HI:log:N or LO..HI:lin:N (e.g. 1e3..1e5:log:5)"
+
+
+def parse_axis(base: dict, key: str, text: str) -> list:
+    """The values of a `--sweep KEY=TEXT` axis: "V1,V2,..." (each parsed as --set parses it; a
+    JSON list or mapping is one value) or a range LO..HI:log:N / LO..HI:lin:N of N values
+    (rounded to integers for an integer field, deduplicated)."""
+    annotation = field_type(base, key, "--sweep")  # an unknown key first, naming valid ones
+    path = f"--sweep {key}"
+    items = split_values(text)
+    if not any(items):
+        raise ConfigError(f"{path}: no values; expected V1,V2,... or a range {RANGE_FORM}")
+    if len(items) == 1 and ".." in items[0]:
+        return range_values(items[0], annotation, path)
+    if "" in items:
+        raise ConfigError(f"{path}: an empty value in {text!r}; expected V1,V2,...")
+    return list(dict.fromkeys(parse_override(base, key, item, "--sweep") for item in items))
+
+
+def split_values(text: str) -> list[str]:
+    """`text` split at the commas outside JSON brackets ("[1,2],[3]" is two values), stripped."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "[{") - (char in "]}")
+        if char == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return [item.strip() for item in [*items, text[start:]]]
+
+
+def range_values(text: str, annotation: Any, path: str) -> list:
+    """LO..HI:spacing:N as N numbers from LO to HI (both kept exactly), of the field's type."""
+    match = RANGE.fullmatch(text)
+    try:
+        lo, hi, n = float(match["lo"]), float(match["hi"]), int(match["n"])
+    except (TypeError, ValueError):  # no match (None["lo"]) or a bound / N that is no number
+        raise ConfigError(f"{path}: malformed range {text!r}; expected {RANGE_FORM}") from None
+    if match["spacing"] not in SPACINGS:
+        raise unknown(path, "spacing", match["spacing"], SPACINGS)
+    if not 2 <= n <= MAX_MEMBERS:
+        raise ConfigError(f"{path}: a range needs N >= 2 values (at most {MAX_MEMBERS:,}), "
+                          f"got {n}")
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ConfigError(f"{path}: a range goes from a finite LO up to a larger HI, got {text!r}")
+    if match["spacing"] == "log" and lo <= 0:
+        raise ConfigError(f"{path}: a :log range needs positive bounds, got {text!r}")
+    kind = number_kind(annotation)
+    if kind is None:
+        raise ConfigError(f"{path}: a range needs a numeric field; give its values as V1,V2,...")
+    if match["spacing"] == "log":
+        step = (math.log(hi) - math.log(lo)) / (n - 1)
+        inner = [math.exp(math.log(lo) + i * step) for i in range(1, n - 1)]
+    else:
+        inner = [lo + i * (hi - lo) / (n - 1) for i in range(1, n - 1)]
+    values = [lo, *(float(f"{v:.12g}") for v in inner), hi]  # 1e-3, not 0.0009999999999999998
+    if kind is int:
+        values = [round(v) for v in values]
+    return list(dict.fromkeys(coerce(v, annotation, path) for v in values))
+
+
+def number_kind(annotation: Any) -> type | None:
+    """float or int when the annotation takes that number (`int | None`: int), else None."""
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
+        typing.get_origin(annotation) is typing.Union else (annotation,)
+    return float if float in args else int if int in args else None

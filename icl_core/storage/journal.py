@@ -21,7 +21,7 @@ import time
 import pyarrow.fs as pafs
 from optuna.storages.journal import JournalFileBackend
 
-from icl_core.storage.store import Store
+from icl_core.storage.store import Store, credential_free
 
 EVERY_S = 5.0
 _OPEN: dict[str, MirroredJournal] = {}  # one working copy per journal URI in this process
@@ -34,7 +34,7 @@ def journal_storage(path: str):
 
     if "://" not in path:
         return JournalStorage(JournalFileBackend(path))
-    return JournalStorage(mirrored(path))
+    return JournalStorage(mirrored(credential_free(path)))  # pickled with a searcher: no keys
 
 
 def journal_exists(path: str | None) -> bool:
@@ -42,6 +42,7 @@ def journal_exists(path: str | None) -> bool:
         return False
     if "://" not in path:
         return os.path.exists(path)
+    path = credential_free(path)
     if path in _OPEN:
         return True
     fs, remote = pafs.FileSystem.from_uri(path)

@@ -50,6 +50,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -85,6 +86,43 @@ def storage_uri(storage: str) -> str:
     return storage if "://" in storage else str(Path(storage).expanduser().resolve())
 
 
+# The environment variables a storage URI's keys move to (`credential_free`): where pyarrow,
+# boto3 and Ray Tune (which hands them to every trial's worker) read them
+KEY_ENV, SECRET_ENV = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+SESSION_ENV = ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")  # belong to the keys they came with
+
+
+def split_credentials(uri: str) -> tuple[str, dict[str, str]]:
+    """(`uri` without the keys it carries, {environment variable: key}) of an
+    `s3://KEY:SECRET@bucket/...` URI (percent-encoded, as pyarrow reads it); any other URI or
+    path comes back as it is, with {}."""
+    head, sep, rest = uri.partition("://")
+    if head.lower() != "s3" or not sep:
+        return uri, {}
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    user, at, host = rest[:end].rpartition("@")
+    if not at:
+        return uri, {}
+    key, _, secret = user.partition(":")
+    keys = {KEY_ENV: unquote(key), SECRET_ENV: unquote(secret)}
+    return f"{head}{sep}{host}{rest[end:]}", {k: v for k, v in keys.items() if v}
+
+
+def credential_free(uri: str) -> str:
+    """`uri` without its keys, which move to this process's environment (AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY; a session token there, of other keys, is dropped): so the URI
+    that goes on into trial configs, Tune's state, journals and messages carries no secret,
+    and pyarrow, boto3 and Ray Tune's trial workers (to which Tune hands these variables) read
+    the keys from the environment."""
+    clean, keys = split_credentials(uri)
+    if keys:
+        if any(os.environ.get(k) != v for k, v in keys.items()):
+            for name in SESSION_ENV:
+                os.environ.pop(name, None)
+        os.environ.update(keys)
+    return clean
+
+
 def redacted(uri: str) -> str:
     """`uri` as printed: a secret in it (`s3://KEY:SECRET@bucket/...`) replaced by `***`."""
     head, sep, rest = uri.partition("://")
@@ -103,8 +141,11 @@ def uri_join(uri: str, *parts: str) -> str:
 
 
 class Store:
+    """The row store at a path or URI; `uri` is the URI without keys (`credential_free`): the
+    one every trial, Tune run and message is given."""
+
     def __init__(self, storage: str):
-        self.uri = storage_uri(storage)
+        self.uri = storage_uri(credential_free(storage))  # its keys, if any: in the environment
         self.fs, self.root = pafs.FileSystem.from_uri(self.uri)
 
     @property
