@@ -15,6 +15,7 @@ Fits that are not resolved (analysis.fitting.fit.fit_status) are drawn dotted.
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from dataclasses import dataclass
 
@@ -167,12 +168,13 @@ def _draw_size(ax, data: ScalingData) -> None:
         ax.set_yscale("linear")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
-    panel_note(ax, [n for n in data.curve_notes if "no " in n], fontsize=6)
+    panel_note(ax, [textwrap.fill(n, 55) for n in data.curve_notes if "no " in n],
+               loc="upper right", fontsize=6)  # the points sit low: the best are the widest
     part = regime.with_columns(pl.format(f"{_NAMES[by]} {{}}", by).alias("w"))
     regime_note(ax, regime_notes(part, group="w", x=x))
     ax.set_xlabel("transformer depth L" if x == "model.depth" else "transformer width")
     ax.set_ylabel(f"1 - R² ({STATISTIC}) at k = {n_train}")
-    ax.legend(fontsize=6, **legend_title([ax]))
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5), **legend_title([ax]))
 
 
 def _draw_k(ax, data: ScalingData) -> None:
@@ -198,7 +200,7 @@ def _draw_k(ax, data: ScalingData) -> None:
     grid_ticks(ax, ok["position"].filter(ok["position"] >= 1).unique().to_list())
     ax.set_xlabel("in-context examples k")
     ax.set_ylabel(f"1 - R² ({STATISTIC})")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
 
 
 def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
@@ -209,7 +211,7 @@ def deep_scaling_figure(rows: pl.DataFrame, out_dir, name: str = "deep_scaling",
     Fits that are not resolved are drawn dotted and labelled "unresolved (why)"."""
     data = scaling_data(rows, n_boot)
     style()
-    fig, (ax_l, ax_k) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    fig, (ax_l, ax_k) = plt.subplots(1, 2, figsize=(13, 3.8))  # legends right of each panel
     log_axes(ax_l)
     log_axes(ax_k)
     _draw_size(ax_l, data)
