@@ -14,11 +14,14 @@ def ray_session():
     """A real local Ray (2 CPUs, 4 logical GPUs), started once for every test that needs it.
 
     The logical GPUs exercise the resource planner's GPU shares on a CPU-only machine; with
-    a CPU build of torch, device "auto" still resolves to the CPU inside each trial.
+    a CPU build of torch, device "auto" still resolves to the CPU inside each trial. Its
+    dashboard is on, on loopback, as a sweep's embedded Ray has it (a smoke run prints its
+    address and a test opens it: tests/test_sweep_e2e.py).
     """
     import ray
 
-    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, num_gpus=4, include_dashboard=True, dashboard_host="127.0.0.1",
+             log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -7,6 +7,7 @@ Runs the sweep files' own `main(argv)` in this process (no mocks): Ray must stay
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import time
@@ -235,7 +236,12 @@ def test_every_documented_sweep_command_plans(tmp_path, capsys, name, argv):
     memory than a small machine has (icl_core.planning.memory refuses them there)."""
     cluster = ["--plan-gpus", "8"] if "paper" in argv else []
     assert load_sweep(name).main(argv + ["--dry-run", *cluster]) == 0, capsys.readouterr().err
-    assert "total: " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    if "--json" in argv:  # the plan as one JSON document, nothing else
+        assert json.loads(out)["total"]["trials"] == sum(s["trials"] for s in
+                                                         json.loads(out)["studies"])
+    else:
+        assert "total: " in out
 
 
 def test_the_readme_set_example_plans_per_study(capsys):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from icl_core.interface.catalog import load_sweep
 from icl_core.interface.console import main as icl
 from icl_core.running.trial import TrialSpec, run_trial
@@ -37,7 +39,6 @@ def test_icl_list_and_unknown_commands(capsys):
 
 
 def test_icl_version_and_list_as_json_agree_with_the_text(capsys):
-    import json
     from pathlib import Path
 
     import tomllib
@@ -60,8 +61,6 @@ def test_icl_version_and_list_as_json_agree_with_the_text(capsys):
 
 
 def items_of(icl, capsys, what):
-    import json
-
     assert icl(["list", what, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -84,3 +83,21 @@ def test_dry_run_shows_grid_base_diff_and_what_is_finished(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "  grid: model.depth = [1, 2]; seed = [0, 1, 2]" in out
     assert f"  finished: 1 of 6 configs in {tmp_path}" in out
+    # --json: the same plan as one JSON document, nothing else on stdout
+    assert icl(["plan", "depth_scaling", *argv, "--num-samples", "3", "--json"]) == 0
+    captured = capsys.readouterr()
+    (study,) = json.loads(captured.out)["studies"]
+    assert captured.err == ""
+    assert study["grid"] == {"model.depth": [1, 2], "seed": [0, 1, 2]}
+    assert (study["sweep"], study["study"], study["kind"]) == ("depth_scaling", "least_squares",
+                                                              "grid")
+    assert study["configs"] == 6 and study["finished"] == 1
+    assert f"{study['trials']} trials (6 configs)" in out
+
+
+def test_json_after_bad_input_is_nothing_on_stdout_and_one_line_on_stderr(capsys):
+    assert icl(["plan", "depth_scaling", "--preset", "smoke", "--set", "model.widht=8",
+                "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: ") and \
+        captured.err.count("\n") == 1

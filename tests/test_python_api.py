@@ -6,6 +6,7 @@ the plan as data holds the numbers --dry-run prints; the API's defaults are the 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from icl_core.interface.api import Options, make_options
 from icl_core.interface.cli import build_parser
+from icl_core.planning.memory import human
 from icl_core.spec.config import ConfigError
 from sweeps.depth_scaling import SWEEP
 
@@ -137,6 +139,29 @@ def test_the_plan_as_data_holds_the_numbers_the_dry_run_prints(tmp_path, capsys)
         assert f"~{study.device_hours:.3g} CPU-h by the cost model" in line
         assert max(study.wall_hours, plan.wall_hours) == plan.wall_hours
     assert plan.frame().height == len(SWEEP.studies)
+
+    # --json: the same numbers as one JSON document, stdout holding nothing else
+    assert SWEEP.main(["--dry-run", "--preset", "smoke", "--storage", storage, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["total"]["trials"] == plan.trials and document["unit"] == "CPU-h"
+    assert document["total"]["configs"] == plan.configs
+    assert [s["study"] for s in document["studies"]] == [s.name for s in SWEEP.studies]
+    lines = printed.splitlines()
+    for study in document["studies"]:
+        at = next(i for i, ln in enumerate(lines)
+                  if ln.startswith(f"depth_scaling/{study['study']} [smoke]: "))
+        sizes = study["members_per_trial"]
+        how = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        assert (f"{study['trials']} trials ({study['configs']} configs), {how} member(s) per "
+                f"trial") in lines[at]
+        assert f"~{study['device_hours']:.3g} CPU-h by the cost model" in lines[at]
+        assert f"~{study['gpu_minutes']:.1f} GPU-min on one GPU" in lines[at]
+        assert lines[at + 1].startswith(f"  memory: ~{human(study['memory_bytes'])} (")
+        assert (f"largest member {study['largest_member'][:8]}; fits "
+                f"{human(study['memory_limit_bytes'])} ({study['memory_limit']})") in lines[at + 1]
+        grid = "; ".join(f"{k} = {[tuple(x) for x in v] if ',' in k else v}"  # zipped: tuples
+                         for k, v in study["grid"].items())
+        assert lines[at + 2] == f"  grid: {grid}"
     assert not (tmp_path / "r").exists()  # a plan writes nothing
 
 

@@ -341,3 +341,98 @@ def test_two_sweep_drivers_started_at_once_on_s3_train_each_config_once(s3):
     assert sum(running) == 4, [out for out, _ in outs]
     assert not any("claims: not on" in err for _, err in outs)
     assert row_versions(s3, bucket, "depth_scaling/least_squares") == dict.fromkeys(HASHES, 1)
+
+
+def test_a_search_lease_on_s3_refuses_a_second_driver_and_rereads_the_journal(s3, storage):
+    """One driver per search on S3: the lease object `<search>/claims/optuna.journal.claim`
+    (conditional writes) held by another driver refuses this one in one line naming the holder,
+    its expiry and the object to delete if that driver is gone; once free, this driver holds
+    it, and reads the journal from the bucket again: trials another driver uploaded after this
+    process first read the journal are kept, not overwritten by a stale copy."""
+    import optuna
+
+    from icl_core.running.search import search_lease
+    from icl_core.spec.config import ConfigError
+    from icl_core.storage import journal
+
+    store = Store(storage)
+    uri = journal_path(store.uri, "sw", "se")
+    other = ObjectClaims(store, "sw", "se", A)
+    assert other.take("optuna.journal") is None
+    with pytest.raises(ConfigError) as refused:
+        with search_lease(storage, "sw", "se", uri, "sw/se@x"):
+            raise AssertionError("ran while another driver holds the search")
+    line = str(refused.value)
+    bucket = store.root.split("/", 1)[0]
+    assert "\n" not in line and "host-a:11 holds its lease (it expires at " in line
+    assert f"free it now: delete s3://{bucket}/results/sw/se/claims/optuna.journal.claim" in line
+    assert s3server.SECRET not in line
+
+    optuna.create_study(study_name="s", storage=journal.journal_storage(uri))  # read here
+    journal.flush_journals()
+    theirs = journal.MirroredJournal(uri)  # another driver's working copy, read after ours
+    optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(theirs)).add_trial(
+        optuna.trial.create_trial(params={}, distributions={}, value=1.0))
+    theirs.flush()  # uploaded: the bucket now holds a trial this process's copy lacks
+    other.release()
+    with search_lease(storage, "sw", "se", uri, "sw/se@x"):
+        assert ObjectClaims(store, "sw", "se", B).read("optuna.journal")["pid"] == os.getpid()
+        mine = optuna.load_study(study_name="s", storage=journal.journal_storage(uri))
+        assert len(mine.trials) == 1  # the bucket's journal, not this process's first copy
+        mine.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=2.0))
+    journal._OPEN.clear()  # as a new process: both trials in the bucket, the lease gone
+    assert len(optuna.load_study(study_name="s", storage=journal.journal_storage(uri)).trials) == 2
+    left = s3.client().list_objects_v2(Bucket=bucket, Prefix="results/sw/se/claims/")
+    assert not [o for o in left.get("Contents", []) if o["Key"].endswith(".claim")]
+
+
+RESUMING = ["--preset", "smoke", "--no-figures", "--resume", "--num-samples", "6"]
+
+
+@pytest.mark.slow  # two drivers, each its own local Ray: ~100 s on 2 busy cores
+def test_two_drivers_resuming_one_search_on_s3_lose_no_trial(s3):
+    """A 2-trial search (sweeps/hpo_lr.py, smoke; begun here with plain Optuna, no Ray), then
+    two `python -m sweeps.hpo_lr --resume --num-samples 6` processes at once on the same S3
+    storage (each its own local Ray): every trial that ran is in the journal; the driver that
+    does not extend it is refused with one line (or, started after the first ended, finds the
+    search finished). Before the search's lease each ran 4 trials and the journal kept 6."""
+    import optuna
+
+    from icl_core.interface.catalog import load_sweep
+    from icl_core.storage import journal
+
+    bucket = s3.bucket()
+    storage = s3.uri(bucket)
+    sweep = load_sweep("hpo_lr")
+    (point,) = sweep.study("width_lr").for_preset("smoke").points("smoke")
+    uri = journal_path(Store(storage).uri, "hpo_lr", "width_lr")
+    assert sweep.main(["--preset", "smoke", "--no-figures", "--storage", storage,
+                       "--num-samples", "2", "--optuna-journal", uri]) == 0
+    journal.flush_journals()
+
+    def trials():
+        journal._OPEN.clear()  # as a new process would: read from S3 again
+        return optuna.load_study(study_name=study_name("hpo_lr", "width_lr", point),
+                                 storage=journal.journal_storage(uri)).trials
+
+    assert len(trials()) == 2
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(s3.env(), RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "-m", "sweeps.hpo_lr", *RESUMING, "--storage",
+            f"s3://{bucket}/results"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=ROOT) for _ in range(2)]
+    outs = [(p.communicate(timeout=500), p.returncode) for p in procs]
+    extended = [out for (out, _), rc in outs if "extending the search from 2 to 6 trials" in out]
+    assert len(extended) >= 1, outs
+    for (out, err), rc in outs:
+        refused = [line for line in err.splitlines() if "is run by another driver" in line]
+        assert (rc == 0 and not refused) or (rc == 2 and len(refused) == 1), (out, err[-3000:])
+        if refused:
+            assert refused[0].startswith("error: [hpo_lr/width_lr@") and "holds its lease" in \
+                refused[0] and "optuna.journal.claim" in refused[0]
+    ran = trials()
+    assert len(ran) == 2 + 4 * len(extended), outs  # every trial that ran is kept
+    assert all(t.state.is_finished() for t in ran)
+    left = s3.client().list_objects_v2(Bucket=bucket, Prefix="results/hpo_lr/width_lr/claims/")
+    assert not [o for o in left.get("Contents", []) if o["Key"].endswith(".claim")]

@@ -5,6 +5,8 @@ so before anything starts, `--resume` starts a search never started, and `--resu
 
 from __future__ import annotations
 
+import json
+
 import optuna
 import pytest
 
@@ -56,6 +58,7 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     study = optuna.load_study(study_name=study_name("hpo_lr", "width_lr", point),
                               storage=journal_storage(str(journal)))
     assert len(study.trials) == 5 and all(t.state.is_finished() for t in study.trials)
+    assert not (journal.parent / "claims" / "optuna.journal.claim").exists()  # lease released
 
 
 def test_preset_space_must_stay_within_its_steps():
@@ -114,3 +117,58 @@ def test_a_journal_search_begun_under_the_old_name_goes_on_under_it(tmp_path, ca
         ("width_lr", "smoke", "loss", "minimize")
     assert attrs["point_hash"] == point.hash and attrs["point"] == {"model.width": 8}
     assert f"journal: {journal}" in capsys.readouterr().out
+
+
+def test_a_search_another_driver_holds_is_refused_in_one_line_before_anything_runs(tmp_path):
+    """The search's lease (`<sweep>/<search>/claims/optuna.journal.claim`) held by another live
+    driver: starting the search (fresh or --resume) raises the one-line refusal naming the
+    holder, when its lease expires and how to free it, and nothing of the search is read or
+    written (no Ray needed). Once free, this driver holds the lease while the block runs and
+    releases it after, an error included; a dead driver's lease on this host is taken over."""
+    import os
+    import subprocess
+    import sys
+
+    from icl_core.planning.resources import TrialResources
+    from icl_core.running.search import run_search_tune, search_lease
+    from icl_core.running.trial import TrialSpec
+    from icl_core.spec.config import ConfigError
+    from icl_core.storage.claims import Claims, Owner
+    from icl_core.storage.store import Store
+
+    search = load_sweep("hpo_lr").study("width_lr").for_preset("smoke")
+    (point,) = search.points("smoke")
+    other = Claims(Store(str(tmp_path)), "hpo_lr", "width_lr", Owner("far-host", 4242, "far"))
+    assert other.take("optuna.journal") is None
+    claim = tmp_path / "hpo_lr" / "width_lr" / "claims" / "optuna.journal.claim"
+    assert claim.is_file()
+    template = TrialSpec("hpo_lr", "width_lr", str(tmp_path), [point.to_dict()],
+                         hashes=[point.hash], report_all=True)
+    tune_dir = tmp_path / "hpo_lr" / "width_lr" / "tune"
+    for resume in (False, True):
+        with pytest.raises(ConfigError) as refused:
+            run_search_tune(search, point, template, str(tune_dir), 6, 0, resume, None,
+                            TrialResources(cpu=1, gpu=0.0), "hpo_lr/width_lr@x")
+        line = str(refused.value)
+        assert "\n" not in line and line.startswith("[hpo_lr/width_lr@x] search hpo_lr/width_lr")
+        assert "far-host:4242 holds its lease (it expires at " in line and ", in 9m" in line
+        assert f"icl claims hpo_lr --study width_lr --storage {tmp_path} --release" in line
+    assert not tune_dir.exists() and not (claim.parent.parent / "optuna.journal").exists()
+    assert json.loads(claim.read_text())["driver"] == "far"  # untouched
+
+    other.release()
+    journal = str(claim.parent.parent / "optuna.journal")
+    with pytest.raises(RuntimeError):
+        with search_lease(str(tmp_path), "hpo_lr", "width_lr", journal, "l"):
+            assert json.loads(claim.read_text())["pid"] == os.getpid()  # ours while it runs
+            raise RuntimeError("a crash mid-search")
+    assert not claim.exists()  # released all the same
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = Claims(Store(str(tmp_path)), "hpo_lr", "width_lr",
+                  Owner(Owner.this().host, int(gone.stdout), "dead"))
+    assert dead.take("optuna.journal") is None  # a driver of this host that died holding it
+    with search_lease(str(tmp_path), "hpo_lr", "width_lr", journal, "l"):
+        assert json.loads(claim.read_text())["pid"] == os.getpid()  # taken over at once
+    assert not claim.exists()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a benchmark script's own check (~25 s): `pytest -m slow`
+
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT.parent / "shared" / "tools" / "ref_stack.py"  # absent from a clean clone (CI)
 KS = (1, 2)

@@ -5,6 +5,10 @@ Uses the session-scoped Ray (one for the whole suite).
 
 from __future__ import annotations
 
+import json
+import re
+import time
+
 import polars as pl
 import pytest
 
@@ -17,15 +21,62 @@ from icl_core.tasks import TASKS
 from sweeps.depth_scaling import SWEEP
 
 
+def assert_dashboard_answers(out: str) -> None:
+    """The run printed the address of the session Ray's dashboard (on loopback), and it
+    answers: its page to anyone (a browser asks for the token there), its API with the token
+    under token authentication, as the printed line says."""
+    import os
+    import urllib.error
+    import urllib.request
+
+    found = re.search(r"^dashboard: (http://127\.0\.0\.1:\d+)( \(token authentication: "
+                      r"paste what `ray get-auth-token` prints when it asks\))?$", out, re.M)
+    assert found, out
+    url, token_auth = found.group(1), bool(found.group(2))
+    assert token_auth == (os.environ.get("RAY_AUTH_MODE") == "token")
+    deadline = time.monotonic() + 60  # the dashboard's modules may still be starting
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/", timeout=5) as page:
+                assert page.status == 200 and b"<html" in page.read(2000).lower()
+            request = urllib.request.Request(url + "/api/version")
+            if token_auth:
+                from ray._raylet import AuthenticationTokenLoader  # `ray get-auth-token`
+
+                token = AuthenticationTokenLoader.instance().get_raw_token(ignore_auth_mode=True)
+                request.add_header("Authorization", f"Bearer {token}")
+            with urllib.request.urlopen(request, timeout=5) as api:
+                assert json.loads(api.read())["ray_version"]
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    if token_auth:  # without the token the API refuses
+        try:
+            urllib.request.urlopen(url + "/api/version", timeout=5)
+            raise AssertionError("the dashboard's API answered without the token")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401
+
+
 def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     storage, figures = tmp_path / "results", tmp_path / "figures"
     # one study: the others' smoke runs are in test_orchestrator (every sweep file, packed)
     argv = ["--preset", "smoke", "--study", "least_squares", "--storage", str(storage),
             "--figures", str(figures)]
-    assert SWEEP.main(argv) == 0
-    out = capsys.readouterr().out
+    assert SWEEP.main(argv + ["--json"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)  # --json: stdout holds the summary and nothing else
+    assert summary["studies"] == [{"study": "least_squares", "kind": "grid", "ok": 4,
+                                   "diverged": 0, "pruned": 0, "failed": 0, "missing": 0,
+                                   "claimed": 0}]
+    assert (summary["exit_status"], summary["ok"], summary["sweep"]) == (0, True, "depth_scaling")
+    assert str(figures / "depth_scaling" / "least_squares" / "depth.png") in summary["figures"]
+    out = captured.err  # ... every other line on stderr
     assert "4 configs, 0 already finished, running 4" in out
     assert "finished: 4 ok, 0 diverged, 0 failed, 0 missing" in out
+    assert_dashboard_answers(out)
 
     members = SWEEP.study("least_squares").members("smoke")
     store = Store(str(storage))
@@ -39,8 +90,10 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     assert (figures / "depth_scaling" / "least_squares" / "depth.png").exists()
 
     # Re-running the same grid runs nothing: every config hash already has its rows.
-    assert SWEEP.main(argv + ["--no-figures"]) == 0
-    assert "4 configs, 4 already finished, running 0" in capsys.readouterr().out
+    # --no-dashboard: no address printed (a Ray it starts would serve none)
+    assert SWEEP.main(argv + ["--no-figures", "--no-dashboard"]) == 0
+    out = capsys.readouterr().out
+    assert "4 configs, 4 already finished, running 0" in out and "dashboard:" not in out
 
     # `icl compact` merges the member files; the rows, the resume check and the figure stay.
     assert console.main(["compact", "depth_scaling", "--storage", str(storage)]) == 0

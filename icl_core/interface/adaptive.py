@@ -347,6 +347,8 @@ def _parser(sweep: str, adaptives: list[Adaptive]):
     add("--study", help="one adaptive study (default: all)")
     add("--storage", help="where rows go (default $ICL_STORAGE, else ./results)")
     add("--address", help="Ray cluster address (default: embedded local Ray)")
+    add("--no-dashboard", action="store_true",
+        help="embedded local Ray without its dashboard (default: on, 127.0.0.1 only)")
     add("--dry-run", action="store_true", help="show round 0 and the budget, run nothing")
     add("--max-concurrent", type=int, default=None)
     add("--max-rounds", type=int, default=None, help="rounds to run in this call (resumable)")
@@ -412,7 +414,7 @@ def _run_all(sweep: str, chosen: list[Adaptive], store: Store, args) -> int:
     from icl_core.running.ray_launch import Interrupted, init_ray
     from icl_core.storage.provenance import driver_provenance
 
-    started = init_ray(args.address)
+    started = init_ray(args.address, dashboard=not args.no_dashboard)
     try:
         logs = [run_adaptive(sweep, a, args.preset, store, args.max_concurrent,
                              driver_provenance(), args.max_rounds, args.logger)

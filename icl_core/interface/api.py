@@ -41,6 +41,7 @@ class Options:
     study: str | None = None
     storage: str | None = None
     address: str | None = None
+    no_dashboard: bool = False
     dry_run: bool = False
     plan_gpus: float | None = None
     plan_cpus: float | None = None
@@ -58,6 +59,7 @@ class Options:
     figures: str | None = None
     no_figures: bool = False
     logger: list = field(default_factory=list)
+    json: bool = False  # the command line's: one JSON document on stdout (cli.main)
     outcomes: dict = field(default_factory=dict)
 
 
@@ -101,7 +103,7 @@ def make_options(*, study=None, preset="cpu", storage=None, sets=None, sweeps=No
                  num_samples=None, pack="auto", stack="auto", max_concurrent=None,
                  trial_minutes=None, address=None, resume=False, seed=None, figures=None, loggers=(),
                  optuna_journal=None, yes=False, dry_run=False, plan_gpus=None,
-                 plan_cpus=None) -> Options:
+                 plan_cpus=None, dashboard=True) -> Options:
     """Options from the API's keywords (see `run` and `plan`); checks what argparse checks on
     the command line (--stack and --logger choices)."""
     from icl_core.training.stacked import STACK_MODES
@@ -112,7 +114,8 @@ def make_options(*, study=None, preset="cpu", storage=None, sets=None, sweeps=No
         _choice("--logger", name, LOGGERS)
     return Options(
         preset=preset, study=study, storage=None if storage is None else str(storage),
-        address=address, dry_run=dry_run, plan_gpus=plan_gpus, plan_cpus=plan_cpus,
+        address=address, no_dashboard=not dashboard, dry_run=dry_run, plan_gpus=plan_gpus,
+        plan_cpus=plan_cpus,
         trial_minutes=trial_minutes, yes=yes, resume=resume, max_concurrent=max_concurrent,
         num_samples=num_samples, pack=pack, stack=stack, set=set_pairs(sets),
         sweep=sweep_pairs(sweeps),
@@ -125,7 +128,8 @@ def run(sweep, *, study: str | None = None, preset: str = "cpu", storage=None, s
         sweeps=None, num_samples: int | None = None, pack: int | str = "auto", stack: str = "auto",
         max_concurrent: int | None = None, trial_minutes: float | None = None,
         address: str | None = None, resume: bool = False, seed: int | None = None,
-        figures=None, loggers=(), optuna_journal=None, yes: bool = False) -> RunResult:
+        figures=None, loggers=(), optuna_journal=None, yes: bool = False,
+        dashboard: bool = True) -> RunResult:
     """Run the sweep's studies (`study`: one of them) under `preset`; the RunResult.
 
     storage: a path or URI (default $ICL_STORAGE, else ./results); sets: config overrides,
@@ -134,14 +138,16 @@ def run(sweep, *, study: str | None = None, preset: str = "cpu", storage=None, s
     (grids only); num_samples: grids, seeds 0..K-1; searches,
     trials per search; pack: members per trial or "auto"; stack: "auto", "always", "never";
     figures: a folder (default ./figures), or False for none; loggers: "wandb", "mlflow";
-    yes: launch a plan above the size limit. The rest as the command line's options of the
+    yes: launch a plan above the size limit; dashboard: False for an embedded local Ray
+    without its dashboard (--no-dashboard). The rest as the command line's options of the
     same name (`python sweeps/<file>.py --help`). Bad input raises ConfigError before Ray
     starts; failed or diverged trials do not raise (see RunResult.summary, .exit_status)."""
     opts = make_options(study=study, preset=preset, storage=storage, sets=sets, sweeps=sweeps,
                         num_samples=num_samples, pack=pack, stack=stack,
                         max_concurrent=max_concurrent, trial_minutes=trial_minutes,
                         address=address, resume=resume, seed=seed, figures=figures,
-                        loggers=loggers, optuna_journal=optuna_journal, yes=yes)
+                        loggers=loggers, optuna_journal=optuna_journal, yes=yes,
+                        dashboard=dashboard)
     return execute(sweep, opts)
 
 

@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.preset not in PRESETS:
             raise unknown("--preset", "", args.preset, PRESETS)
+        if "--json" in rest:
+            raise ConfigError("--json: the catalog prints text; a sweep file's plan or run as "
+                              "JSON: `icl plan <sweep> --json`, `icl run <sweep> --json`")
         chosen = selected(args.only)
         files, store = [], None
         for name, study in chosen:

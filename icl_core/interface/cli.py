@@ -1,6 +1,8 @@
 """The one command line every sweep file shares (`python sweeps/<axis>.py --help`): a thin
 layer over the Python API (icl_core.interface.api): it parses the options into `Options`, calls the API,
 prints a ConfigError as one line with exit status 2 and returns the run's exit status.
+`--json`: stdout holds one JSON document and nothing else (the plan with --dry-run, else the
+run's summary, written when it ends); every other line goes to stderr.
 
 Everything is validated (plans expanded, configs resolved, storage probed) before Ray starts.
 """
@@ -8,6 +10,8 @@ Everything is validated (plans expanded, configs resolved, storage probed) befor
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 
 from icl_core.interface.api import JOB_STORAGE, LOGGERS, Options, execute, make_plan
@@ -47,7 +51,14 @@ def build_parser(sweep) -> argparse.ArgumentParser:
     add("--storage", help="where rows go: a path or URI (s3://, gs://); default $ICL_STORAGE, "
         f"else ./results ({JOB_STORAGE} under ray job submit)")
     add("--address", help="Ray cluster address (default: embedded local Ray)")
+    add("--no-dashboard", action="store_true",
+        help="embedded local Ray without its dashboard (default: on, on 127.0.0.1 only; its "
+        "address is printed as the run starts)")
     add("--dry-run", action="store_true", help="print the plan, run nothing")
+    add("--json", action="store_true",
+        help="one JSON document on stdout: the plan (with --dry-run), else the run's summary "
+        "(per study its status counts; the exit status) when it ends; every other line "
+        "goes to stderr")
     add("--plan-gpus", type=float, default=None,
         help="--dry-run: plan for a cluster with this many GPUs (default: this machine's)")
     add("--plan-cpus", type=float, default=None,
@@ -88,13 +99,21 @@ def build_parser(sweep) -> argparse.ArgumentParser:
 
 def main(sweep, argv: list[str] | None = None) -> int:
     """Parse, then print the plan (--dry-run) or run it; the exit status. Every input is
-    checked before Ray starts: a bad one is one line on stderr and exit status 2."""
+    checked before Ray starts: a bad one is one line on stderr and exit status 2. With
+    --json the plan or the run's summary is one JSON document on stdout, the rest on stderr
+    (no document after a bad input: its line and exit status 2)."""
     opts = Options(**vars(build_parser(sweep).parse_args(argv)))
+    stdout = sys.stdout
     try:
-        if opts.dry_run:
-            make_plan(sweep, opts, echo=True)
-            return 0
-        return execute(sweep, opts).exit_status
+        with contextlib.redirect_stdout(sys.stderr) if opts.json else contextlib.nullcontext():
+            if opts.dry_run:
+                document, status = make_plan(sweep, opts, echo=not opts.json).as_dict(), 0
+            else:
+                result = execute(sweep, opts)
+                document, status = result.as_dict(), result.exit_status
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if opts.json:
+        print(json.dumps(document, indent=1, default=str), file=stdout, flush=True)
+    return status

@@ -22,8 +22,9 @@
 
     icl --version                  the installed version
 
-`--json` prints one JSON document on stdout for scripts (jq). It only finds things and hands
-them on: the sweep files' command line is icl_core.interface.cli.
+`--json` prints one JSON document on stdout for scripts (jq): on list, claims and verdicts,
+and on plan and run (the sweep files' own --json: the plan, or the run's summary when it ends).
+It only finds things and hands them on: the sweep files' command line is icl_core.interface.cli.
 """
 
 from __future__ import annotations

@@ -33,6 +33,15 @@ class RunResult:
     def studies(self) -> list[str]:
         return list(self.hashes)
 
+    def as_dict(self) -> dict:
+        """The run as plain data for JSON (`--json`): sweep, preset, storage, exit_status, ok;
+        per study (in the plan's order) its kind and status counts; the figures written."""
+        return {"sweep": self.sweep, "preset": self.preset, "storage": self.storage,
+                "exit_status": self.exit_status, "ok": self.ok,
+                "studies": [{"study": name, "kind": "grid" if hashes is not None else "search",
+                             **self.summary[name]} for name, hashes in self.hashes.items()],
+                "figures": [str(p) for p in self.figures]}
+
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
@@ -106,6 +115,12 @@ class StudyPlan:
     h100_hours: float
     finished: int
     doc: str = ""
+    members_per_trial: list[int] = field(default_factory=list)  # the sizes its trials pack, sorted
+    memory_bytes: float | None = None  # peak of its largest member (None: nothing left to run)
+    memory_limit_bytes: float | None = None  # what that member must fit ...
+    memory_limit: str = ""  # ... and which memory that is ("this machine's RAM", a GPU's)
+    largest_member: str = ""  # that member's config hash
+    grid: dict = field(default_factory=dict)  # axis ("a,b": zipped) -> its values, as planned
 
 
 @dataclass
@@ -131,11 +146,29 @@ class PlanData:
     text: str = field(repr=False, default="")
 
     def frame(self):
+        """One row per study (its grid left out: axes differ from study to study)."""
         import dataclasses
 
         import polars as pl
 
-        return pl.DataFrame([dataclasses.asdict(s) for s in self.studies])
+        return pl.DataFrame([{k: v for k, v in dataclasses.asdict(s).items() if k != "grid"}
+                             for s in self.studies])
+
+    def as_dict(self) -> dict:
+        """The plan as plain data for JSON (`--dry-run --json`): the cluster planned for, per
+        study its numbers (`StudyPlan`, with its sweep and `gpu_minutes`, the cost model's
+        time on one GPU), and the totals."""
+        import dataclasses
+
+        studies = [{"sweep": self.sweep, **dataclasses.asdict(s),
+                    "gpu_minutes": s.h100_hours * 60} for s in self.studies]
+        return {"sweep": self.sweep, "preset": self.preset, "storage": self.storage,
+                "gpus": self.gpus, "cpus": self.cpus, "unit": self.unit, "studies": studies,
+                "total": {"configs": self.configs, "trials": self.trials,
+                          "device_hours": self.device_hours, "wall_hours": self.wall_hours,
+                          "lower_bound_hours": self.lower_bound_hours,
+                          "utilisation": self.utilisation, "h100_hours": self.h100_hours,
+                          "gpu_minutes": self.h100_hours * 60}}
 
     def __str__(self) -> str:
         return self.text
@@ -154,14 +187,18 @@ def finished_count(sweep, plan, store) -> int:
 
 def plan_data(sweep, plans, store, opts, cost, text: str) -> PlanData:
     """PlanData from the plan's cost (icl_core.interface.plan_cost.PlanCost, as print_plan made it)."""
-    from icl_core.interface.plan_cost import device_hours
+    from icl_core.interface.plan_cost import device_hours, largest_memory, study_grid
 
     studies = []
     for plan, h100_s, trials in cost.by_study:
+        memory = largest_memory(plan, cost.gpus)
+        member, estimate, limit, where = memory or (None, None, None, "")
         studies.append(StudyPlan(
             plan.study.name, "search" if plan.is_search else "grid", plan.trials, len(trials),
             device_hours(trials), cost.schedule(trials).makespan_s / 3600, h100_s / 3600,
-            finished_count(sweep, plan, store), plan.study.doc))
+            finished_count(sweep, plan, store), plan.study.doc,
+            sorted({t.members for t in trials}), estimate.total if estimate else None, limit, where,
+            member.hash if member else "", study_grid(plan, opts)))
     sched = cost.schedule()
     return PlanData(sweep.name, opts.preset, store.uri, cost.gpus, cost.cpus, cost.unit,
                     studies, cost.configs, len(cost.trials), cost.device_hours,

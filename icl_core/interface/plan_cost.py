@@ -99,15 +99,27 @@ def on_one_gpu(seconds: float, gpus: float) -> str:
     return "" if gpus else f", {gpu_time(seconds)} on one GPU"
 
 
-def memory_line(plan: Plan, gpus: float) -> str:
-    """The peak memory of a study's largest member (icl_core.planning.memory) and what it must fit."""
-    from icl_core.planning.memory import human, member_memory, memory_limit
+def largest_memory(plan: Plan, gpus: float):
+    """(largest member, its MemoryEstimate, the bytes it must fit, where) of a study
+    (icl_core.planning.memory), or None when nothing is left to run."""
+    from icl_core.planning.memory import member_memory, memory_limit
 
     if not plan.members:
-        return "  memory: nothing left to run"
+        return None
     member = max(plan.members, key=lambda m: member_memory(m).total)
     limit, where = memory_limit(member, gpus)
-    return (f"  memory: ~{member_memory(member)} at peak, largest member "
+    return member, member_memory(member), limit, where
+
+
+def memory_line(plan: Plan, gpus: float) -> str:
+    """The peak memory of a study's largest member (icl_core.planning.memory) and what it must fit."""
+    from icl_core.planning.memory import human
+
+    found = largest_memory(plan, gpus)
+    if found is None:
+        return "  memory: nothing left to run"
+    member, estimate, limit, where = found
+    return (f"  memory: ~{estimate} at peak, largest member "
             f"{member.hash[:8]}; fits {human(limit)} ({where})")
 
 
@@ -184,28 +196,36 @@ class PlanCost:
                    "model"))
 
 
-def plan_details(sweep, plan: Plan, args, store) -> None:
-    """Under a study's plan line: the grid's values, the base config's fields off their
-    defaults (names of task and model always) and how much is already finished."""
+def study_grid(plan: Plan, args) -> dict:
+    """A study's grid as planned, by axis ("a,b" for a zipped axis, its values pairs): as
+    make_plans built the members (--set, --sweep; --num-samples replaces the seed axis); a
+    search's without its seeds (its --num-samples counts its trials)."""
     from icl_core.running.plans import parse_sets, parse_sweeps
-    from icl_core.spec.config import flatten
     from icl_core.spec.study import apply_preset
 
     study = plan.study
-    if plan.is_search:  # a search's --num-samples counts its trials, not seeds
+    if plan.is_search:
         _, grid = apply_preset(study.base, study.grid, study.presets, args.preset,
                                parse_sets(args.set))
         grid = {k: v for k, v in grid.items() if k != "seed"}
-    else:  # as make_plans built the members: --num-samples replaces the seed axis
+    else:
         _, grid = study.base_and_grid(args.preset, parse_sets(args.set), args.num_samples,
                                       parse_sweeps(args.sweep))
-    axes = {k for key in grid for k in (key if isinstance(key, tuple) else (key,))}
-    axes |= set(getattr(study, "space", ()))  # a search's sampled fields
+    return {",".join(k) if isinstance(k, tuple) else k: v for k, v in grid.items()}
+
+
+def plan_details(sweep, plan: Plan, args, store) -> None:
+    """Under a study's plan line: the grid's values, the base config's fields off their
+    defaults (names of task and model always) and how much is already finished."""
+    from icl_core.spec.config import flatten
+
+    study = plan.study
+    grid = study_grid(plan, args)
     if grid:
-        print("  grid: " + "; ".join(f"{','.join(k) if isinstance(k, tuple) else k} = {v}"
-                                     for k, v in grid.items()))
+        print("  grid: " + "; ".join(f"{k} = {v}" for k, v in grid.items()))
     if plan.is_search:
         print("  searched: " + "; ".join(f"{k} {v}" for k, v in study.space.items()))
+    axes = {k for key in grid for k in key.split(",")} | set(getattr(study, "space", ()))
     first = plan.members[0]
     defaults, flat = first.defaults(), flatten(first.to_dict())
     off = {k: v for k, v in flat.items() if k not in axes and (

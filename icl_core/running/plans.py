@@ -182,7 +182,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     from icl_core.running.trial_pool import run_pool
     from icl_core.storage.provenance import driver_provenance
 
-    started = init_ray(args.address)
+    started = init_ray(args.address, dashboard=not args.no_dashboard)
     print(f"storage: {store.redacted}", flush=True)
     if not args.no_figures:
         print(f"figures: {os.path.abspath(args.figures or 'figures')}", flush=True)

@@ -1,7 +1,8 @@
 """Ray Tune execution: embedded local Ray by default, a cluster under `ray job submit`.
 
 Trials are a grid over planned TrialSpecs in the one trial format (icl_core.running.tune_trainable: one
-JSON string each, so every trial is self-contained). Progress goes to the terminal as one line at most every few seconds.
+JSON string each, so every trial is self-contained). Progress: on a terminal one line redrawn in place
+(a bar, at most once a second), elsewhere one timestamped line every 10 s (Progress).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Protocol
 from ray import tune
 from ray.tune import Callback
 
+from icl_core.common.progress import span
 from icl_core.running.tracking import tracking_callbacks
 from icl_core.running.trial import TrialSpec
 from icl_core.running.tune_trainable import SPEC_KEY, spec_from_config, tune_trainable
@@ -74,29 +76,74 @@ def in_ray_job() -> bool:
     return bool(os.environ.get("RAY_JOB_SUBMISSION_ID") or os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"))
 
 
-def init_ray(address: str | None) -> bool:
-    """Connect or start Ray; returns True if this call started it (and should stop it)."""
+def init_ray(address: str | None, dashboard: bool = True) -> bool:
+    """Connect or start Ray; returns True if this call started it (and should stop it). An
+    embedded local Ray serves its dashboard on 127.0.0.1 only, unless `dashboard` is False;
+    with `dashboard`, the address of the dashboard of the Ray started or joined (a cluster's,
+    a notebook's) is printed once (`dashboard_line`)."""
     import ray
 
-    if ray.is_initialized():
-        return False
-    if address:
+    started = not ray.is_initialized()
+    if started and address:
         ray.init(address=address)
-    elif in_ray_job():
+    elif started and in_ray_job():
         ray.init()  # the job's cluster
-    else:
-        # address="local": never join a stray running cluster by accident.
-        ray.init(address="local", include_dashboard=False, log_to_driver=True)
-    return True
+    elif started:
+        # address="local": never join a stray running cluster by accident. include_dashboard
+        # None: the dashboard starts where its packages are (ray[default]); one that fails to
+        # start is Ray's warning, not a failed run
+        ray.init(address="local", include_dashboard=None if dashboard else False,
+                 dashboard_host="127.0.0.1", log_to_driver=True)
+    line = dashboard_line() if dashboard else None
+    if line:
+        print(line, flush=True)
+    return started
+
+
+def dashboard_line() -> str | None:
+    """"dashboard: http://127.0.0.1:8265" for the Ray this driver is connected to, or None
+    where it serves none. Under token authentication (RAY_AUTH_MODE=token: Ray 2.60 sets it for
+    a new local cluster) the page asks for the token once: the line says where it is."""
+    try:  # what ray.init's RayContext.dashboard_url is read from, also for a Ray joined before
+        from ray._private.worker import get_dashboard_url
+
+        url = get_dashboard_url()
+    except Exception:  # an older or newer Ray without it: no line, the run goes on
+        return None
+    if not url:
+        return None
+    line = f"dashboard: {url if '://' in url else 'http://' + url}"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        line += " (token authentication: paste what `ray get-auth-token` prints when it asks)"
+    return line
+
+
+LIVE_EVERY_S = 1.0  # on a terminal the line is redrawn at most once a second
 
 
 class Progress(Callback):
-    """Tune callback: done / running / failed / diverged / restarted and an ETA, rate-limited."""
+    """Tune callback: done / running / failed / diverged / restarted and an ETA weighted by the
+    planned seconds (the pool's cost model), rate-limited. On a terminal (`live`, default:
+    whether stdout is one) one line redrawn in place, a bar filled by the planned cost done
+    (icl_core.common.progress); elsewhere (a log file, CI, `ray job logs`) one line every
+    `every_s` seconds, timestamped."""
 
-    def __init__(self, label: str, total: int, every_s: float = 10.0, pool: Pool | None = None):
+    # defaults on the class: a callback pickled before these existed (a search's Tuner state,
+    # unpickled by --resume) still has them
+    live: bool | None = None
+    line = None
+
+    def __init__(self, label: str, total: int, every_s: float = 10.0, pool: Pool | None = None,
+                 live: bool | None = None):
         self.label, self.total, self.every_s = label, total, every_s
         self.pool = pool
+        self.live = live
+        self.line = None  # the terminal's LiveLine while a run draws on it
         self.setup()
+
+    def __getstate__(self):
+        """Tune pickles its callbacks with the Tuner: never the terminal's line."""
+        return {**self.__dict__, "line": None}
 
     def setup(self, **info):
         """The counts, zero at each fit(): Tuner.restore unpickles this callback as it was
@@ -166,28 +213,73 @@ class Progress(Callback):
         self._ended(trial)
         self._print(force=True)
 
+    def on_experiment_end(self, trials, **info):
+        self.close()
+
+    def close(self) -> None:
+        """The terminal's line drawn once more, as it ends, and left on screen; stdout back."""
+        if self.line is not None:
+            self._print(force=True)
+            self.line.close()
+            self.line = None
+
+    def _is_live(self) -> bool:
+        if self.live is not None:
+            return self.live
+        isatty = getattr(sys.stdout, "isatty", None)
+        return bool(isatty and isatty())
+
+    def work(self) -> tuple[float, float]:
+        """(work done, total work): planned seconds with a pool, else trials; a trial's work
+        done is its share reported so far times its weight."""
+        if self.pool is not None:
+            return (sum(p * self.weight.get(t, 0.0) for t, p in self.progress.items()),
+                    self.pool.total_seconds)
+        return sum(self.progress.values()), float(self.total)
+
     def _print(self, force: bool = False):
         now = time.time()
-        if not force and now - self.last < self.every_s:
+        live = self._is_live()
+        if not force and now - self.last < (LIVE_EVERY_S if live else self.every_s):
             return
         self.last = now
         elapsed = now - self.start
-        # work in planned seconds (a pool) or trials; trials not started yet weigh the mean
-        if self.pool is not None:
-            total_work = self.pool.total_seconds
-            work = sum(p * self.weight.get(t, 0.0) for t, p in self.progress.items())
-        else:
-            total_work, work = float(self.total), sum(self.progress.values())
-        left, work = max(0.0, total_work - work), work - self.before
-        eta = f"{elapsed / work * left:.0f}s" if work > 0.01 * total_work else "?"
+        work, total_work = self.work()
+        # the ETA: this run's own rate (work since it began, not a restored run's) on what is left
+        left, work_here = max(0.0, total_work - work), work - self.before
+        eta = elapsed / work_here * left if work_here > 0.01 * total_work else None
+        if live:
+            self._draw(work, total_work, elapsed, eta)
+            return
         studies = self.pool.counts() if self.pool is not None else ""
         print(
-            f"[{self.label}] {self.done}/{self.total} trials done, {len(self.running)} running, "
-            f"{self.failed} failed, {self.diverged} members diverged, "
-            + (f"{self.restarts} restarted from a checkpoint, " if self.restarts else "")
-            + studies + f"elapsed {elapsed:.0f}s, ETA {eta}",
+            f"{time.strftime('%H:%M:%S')} [{self.label}] {self.done}/{self.total} trials done, "
+            f"{len(self.running)} running, {self.failed} failed, {self.diverged} members "
+            "diverged, " + (f"{self.restarts} restarted from a checkpoint, " if self.restarts
+                            else "")
+            + studies + f"elapsed {span(elapsed)}, ETA {'?' if eta is None else span(eta)}",
             flush=True,
         )
+
+    def _draw(self, work: float, total_work: float, elapsed: float, eta: float | None) -> None:
+        """The terminal's line: [label] bar, share of the planned cost done, trials, times,
+        then what is running, failed, diverged, restarted and the studies' counts."""
+        import shutil
+
+        from icl_core.common.progress import LiveLine, progress_bar
+
+        if self.line is None:
+            self.line = LiveLine(sys.stdout).open()
+        counts = [f"{len(self.running)} running"] + [
+            f"{n} {what}" for n, what in ((self.failed, "failed"),
+                                          (self.diverged, "members diverged"),
+                                          (self.restarts, "restarted")) if n]
+        studies = self.pool.counts().rstrip(", ") if self.pool is not None else ""
+        prefix = f"[{self.label}] "
+        width = shutil.get_terminal_size((100, 24)).columns - 1 - len(prefix)
+        self.line.draw(prefix + progress_bar(
+            work, total_work, width, trials=(self.done, self.total), elapsed_s=elapsed,
+            eta_s=eta, note=", ".join(counts + ([studies] if studies else []))))
 
 
 def quiet() -> None:
@@ -237,8 +329,11 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
             verbose=0,
         ),
     )
-    with snapshot_period(GRID_SNAPSHOT_S):
-        fit(tuner, label)
+    try:
+        with snapshot_period(GRID_SNAPSHOT_S):
+            fit(tuner, label)
+    finally:
+        progress.close()  # Tune ends it on its own way out, unless a second Ctrl-C cut that
     sys.stdout.flush()
     return progress
 

@@ -15,10 +15,13 @@ trials (`rows/<config_hash>.parquet`). Trials that ASHA stops early end inside T
 only Tune's records (standalone Optuna records them as status "pruned"). The objective is the member's training loss on fresh
 prompts (online data, so it is a test loss), reported every `train.report_every` steps.
 `best_settings` reads the store back, e.g. a learning rate per width for a scaling sweep.
+One driver runs a search at a time: it holds the search's lease (`search_lease`) while it runs,
+and a second driver, fresh or `--resume`, is refused with one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -28,7 +31,7 @@ from typing import Any
 from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_path, with_settings
 from icl_core.spec.study import Preset, apply_preset, check_preset_names, expand, parse_override
 from icl_core.storage.signing import UntrustedState, keep_signed, verify
-from icl_core.storage.store import redacted, uri_join
+from icl_core.storage.store import Store, redacted, uri_join
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 
@@ -139,20 +142,68 @@ def check_not_started(label: str, path: str) -> None:
                           "trials)")
 
 
+@contextlib.contextmanager
+def search_lease(storage: str, sweep: str, search: str, journal: str, label: str):
+    """One driver per search: the lease on its journal (`<sweep>/<search>/claims/
+    optuna.journal.claim`, icl_core.storage.claims.lease) taken before anything of the search
+    is read, kept while the block runs, released after it (an error and Ctrl-C included; a
+    driver that dies leaves it to expire), the journal uploaded first. Once the lease is ours
+    the journal is read from the store again (another driver may have extended it since).
+    Where another live driver holds it: a ConfigError, one line (`refusal`)."""
+    from icl_core.running.optuna_searcher import JOURNAL
+    from icl_core.storage.claims import Held, lease
+    from icl_core.storage.journal import flush_journals, reopen
+
+    store = Store(storage)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(lease(store, sweep, search, JOURNAL))
+        except Held as held:
+            raise ConfigError(refusal(label, store, sweep, search, held)) from None
+        reopen(journal)
+        try:
+            yield
+        finally:
+            flush_journals()  # every append uploaded while the lease is still ours
+
+
+def refusal(label: str, store: Store, sweep: str, search: str, held) -> str:
+    """The line that refuses a second driver of a search: who holds it, until when, what to do."""
+    if "://" in store.uri:
+        free = f"delete {store.uri.split('://', 1)[0]}://{held.path}"
+    else:
+        free = f"icl claims {sweep} --study {search} --storage {store.uri} --release"
+    return (f"[{label}] search {sweep}/{search} is run by another driver: {held.holder} holds "
+            f"its lease (it {held.expiry()}); one driver per search: wait for it to end (--resume "
+            "then goes on from its trials); if that driver is gone, its lease is taken over once "
+            f"it expires (at once on its own host), or free it now: {free}")
+
+
 def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, resume,
                     max_concurrent, resources, label, loggers=()) -> None:
     """One Optuna search (OptunaSearch + ASHA) over Ray Tune for one grid point, its Optuna
     study persisted beside the rows (icl_core.running.optuna_searcher). `resume`: finish an interrupted run
     (Tuner.restore), then add trials until the study has `num_samples` (so `--resume
-    --num-samples N` extends a finished search to N); a search never started starts. Raises
-    icl_core.running.ray_launch.Interrupted after Ctrl-C."""
+    --num-samples N` extends a finished search to N); a search never started starts. The
+    search's lease is held throughout (`search_lease`: a second driver is refused, one line,
+    before anything runs). Raises icl_core.running.ray_launch.Interrupted after Ctrl-C."""
+    from icl_core.running.optuna_searcher import journal_path
+
+    journal = journal_path(spec_template.storage, spec_template.sweep, search.name)
+    with search_lease(spec_template.storage, spec_template.sweep, search.name, journal, label):
+        _run_leased(search, point, spec_template, tune_dir, num_samples, seed, resume,
+                    max_concurrent, resources, label, loggers, journal)
+
+
+def _run_leased(search, point, spec_template, tune_dir, num_samples, seed, resume,
+                max_concurrent, resources, label, loggers, journal) -> None:
+    """run_search_tune with the search's lease held."""
     import time
 
     from ray import tune
 
     from icl_core.running.optuna_searcher import (
         finished_trials,
-        journal_path,
         journal_storage,
         journal_study_name,
         open_study,
@@ -162,7 +213,6 @@ def run_search_tune(search, point, spec_template, tune_dir, num_samples, seed, r
 
     trainable = _search_trainable(resources)
     sweep = spec_template.sweep
-    journal = journal_path(spec_template.storage, sweep, search.name)
     name = journal_study_name(journal, sweep, search.name, point)  # a legacy name kept
     attributes = study_attributes(sweep, search, point,
                                   spec_template.provenance.get("code_version"))

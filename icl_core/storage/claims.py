@@ -1,4 +1,5 @@
-"""One driver per config: a claim (a lease) per config in the store.
+"""One driver per config: a claim (a lease) per config in the store; one driver per search: a
+lease on its journal (`lease`, key `optuna.journal`, icl_core.running.search).
 
     <storage>/<sweep>/<study>/claims/<config_hash>.claim   {"host", "pid", "driver", "token",
                                                             "expires"} (JSON)
@@ -44,6 +45,7 @@ from functools import partial
 
 import pyarrow.fs as pafs
 
+from icl_core.common.progress import span
 from icl_core.storage.object_claims import TTL_S, ConditionalWrites, believed, unsupported
 from icl_core.storage.store import Store
 
@@ -220,23 +222,32 @@ class ObjectClaims(ConditionalWrites, Claims):
         return live(claim)
 
 
+def study_claims(store: Store, sweep: str, study: str,
+                 owner: Owner | None = None) -> tuple[Claims, str | None]:
+    """(the claims of `study` on `store`, None): files on a filesystem, objects on S3 where its
+    server honours conditional writes (icl_core.storage.object_claims); where the store keeps
+    none, (claims that hold nothing, why not)."""
+    claims = Claims(store, sweep, study, owner)
+    if claims.local:
+        return claims, None
+    why = unsupported(store)
+    object_claims = None if why else ObjectClaims(store, sweep, study, owner)
+    why = why or unsupported(store, object_claims)
+    return (claims, why) if why else (object_claims, None)
+
+
 def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
                 owner: Owner | None = None) -> tuple[Claims, list[str], dict[str, str]]:
     """(claims, the hashes this driver trains, {hash: host:pid} of those another live driver
     holds) among `hashes` not finished: claimed, then checked again for rows another driver
     finished between the first check and the claim."""
-    claims = Claims(store, sweep, study, owner)
     finished = store.finished(sweep, study, hashes)  # once: it reads every row file
     todo = [h for h in hashes if h not in finished]
-    if not claims.local:  # S3: conditional writes (icl_core.storage.object_claims), where honoured
-        why = unsupported(store)
-        object_claims = None if why else ObjectClaims(store, sweep, study, owner)
-        why = why or unsupported(store, object_claims)
-        if why:
-            print(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
-                  "train a config twice", file=sys.stderr)
-            return claims, todo, {}
-        claims = object_claims
+    claims, why = study_claims(store, sweep, study, owner)
+    if why:
+        print(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
+              "train a config twice", file=sys.stderr)
+        return claims, todo, {}
     others = {}
     for h in todo:
         holder = claims.take(h)
@@ -287,6 +298,44 @@ def skipped_line(others: dict[str, str]) -> str:
     return f"{n} config{'s' if n != 1 else ''} claimed by another driver ({holders}), skipped"
 
 
+class Held(Exception):
+    """A lease (`lease`) another live driver holds: its holder, its expiry (None when it changed
+    hands as it was read) and where its claim is."""
+
+    def __init__(self, holder: str, expires: float | None, path: str):
+        super().__init__(f"held by {holder}")
+        self.holder, self.expires, self.path = holder, expires, path
+
+    def expiry(self) -> str:
+        """'expires at 14:05:12, in 9m58s, unless that driver refreshes it'."""
+        if self.expires is None:
+            return "changed hands as it was read"
+        at = time.strftime("%H:%M:%S", time.localtime(self.expires))
+        return (f"expires at {at}, in {span(self.expires - time.time())}, unless that driver "
+                "refreshes it")
+
+
+@contextlib.contextmanager
+def lease(store: Store, sweep: str, study: str, key: str, owner: Owner | None = None):
+    """One driver at a time on `key` of a study (a search: its journal): the claim
+    `<study>/claims/<key>.claim` taken, refreshed while the block runs and released after it
+    (an error and Ctrl-C included); a driver that dies leaves it to expire (on its own host, to
+    be taken over at once). Raises Held, before the block runs, where another live driver holds
+    it; where the store keeps no claims (gs://, ...) says so on one line and yields None."""
+    claims, why = study_claims(store, sweep, study, owner)
+    if why:
+        print(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
+              "run it at once", file=sys.stderr, flush=True)
+        yield None
+        return
+    holder = claims.take(key)
+    if holder is not None:
+        current = claims.read(key)
+        raise Held(holder, current and current["expires"], claims.path(key))
+    with claims.keep():
+        yield claims
+
+
 # ------------------------------------------------------------ `icl claims`: list and release
 
 
@@ -307,7 +356,7 @@ class Listed:
     def line(self, now: float) -> str:
         c = self.claim
         left = c["expires"] - now
-        when = f"expires in {_span(left)}" if left > 0 else f"expired {_span(-left)} ago"
+        when = f"expires in {span(left)}" if left > 0 else f"expired {span(-left)} ago"
         notes = []
         if c.get("unreadable"):
             notes.append("unreadable: it expires a lease after its file was written")
@@ -319,13 +368,7 @@ class Listed:
         elif not self.live:
             notes.append("the next run takes it over")
         return (f"  {self.study}  {self.config_hash}  {c['host']}:{c['pid']}  age "
-                f"{_span(self.age_s)}  {when}" + "".join(f"  [{n}]" for n in notes))
-
-
-def _span(seconds: float) -> str:
-    s = int(max(0.0, seconds))
-    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else \
-        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+                f"{span(self.age_s)}  {when}" + "".join(f"  [{n}]" for n in notes))
 
 
 def listed(store: Store, sweep: str, studies: list[str]) -> list[Listed]:

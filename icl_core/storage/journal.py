@@ -7,7 +7,9 @@ uploaded whole (written, then renamed: never a partial file) after appends: at m
 `<storage>/<sweep>/<search>/optuna.journal` is a plain Optuna journal file wherever the rows
 are; download it to open it with `optuna-dashboard`, or `journal_storage(uri)` opens it in
 place. A driver killed mid-search loses at most the last `EVERY_S` seconds of its journal.
-One driver writes a search's journal at a time (as Ray Tune's searcher runs in the driver).
+One driver writes a search's journal at a time (Ray Tune's searcher runs in the driver): the
+driver holds the search's lease (icl_core.running.search.search_lease) from before it reads the
+journal (`reopen`) until after its last upload, so a second driver is refused, not merged.
 """
 
 from __future__ import annotations
@@ -55,6 +57,18 @@ def mirrored(uri: str) -> MirroredJournal:
         if uri not in _OPEN:
             _OPEN[uri] = MirroredJournal(uri)
         return _OPEN[uri]
+
+
+def reopen(path: str) -> None:
+    """Read the journal at `path` from the store again at its next open (its working copy here
+    uploaded first, where it has appends): a driver that has just taken its search's lease
+    goes on from what the driver before it wrote, not from the copy it read before."""
+    if "://" not in path:
+        return
+    with _LOCK:
+        journal = _OPEN.pop(credential_free(path), None)
+    if journal is not None:
+        journal.flush()
 
 
 def flush_journals() -> None:
