@@ -226,6 +226,15 @@ def test_claims_on_s3_are_conditional_writes(s3, storage):
     b.release()
     listed = s3.client().list_objects_v2(Bucket=a.bucket, Prefix=a.prefix)
     assert listed.get("KeyCount", 0) == 0  # all released, the probe removed
+    assert a.prefix.endswith("sw/st/claims")  # where `icl claims` says a claim object lies
+
+
+def test_icl_claims_on_s3_says_where_the_claim_objects_are(storage, capsys):
+    from icl_core.interface.console import main as icl
+
+    assert icl(["claims", "depth_scaling", "--storage", storage]) == 0
+    out = capsys.readouterr().out
+    assert "<sweep>/<study>/claims/<config hash>.claim" in out and "delete it" in out
 
 
 def test_a_squatted_claim_on_s3_expires_a_lease_after_it_was_written(s3, storage):

@@ -332,7 +332,10 @@ def claims(rest: list[str]) -> int:
             raise unknown(f"icl claims {sweep.name} --study", "study", name, names)
     store = open_store(args.storage or default_storage())
     if "://" in store.uri and not args.json:
-        print(f"no claims on {store.redacted}: claims are kept on local and shared filesystems only")
+        print(f"icl claims lists local and shared-filesystem stores only; on {store.redacted} "
+              f"a claim is an object, <sweep>/<study>/claims/<config hash>.claim (a search's: "
+              f"<sweep>/<search>/claims/optuna.journal.claim): it expires 10 min after its "
+              f"driver stops refreshing it, or delete it to free it now")
         return 0
     found = [] if "://" in store.uri else leases.listed(store, sweep.name, args.study or names)
     now = time.time()
