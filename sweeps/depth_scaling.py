@@ -27,6 +27,7 @@ from icl_core import Preset, Study, Sweep
 
 LEAST_SQUARES = Study(
     name="least_squares",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 2: query MSE vs depth, fixed-N least squares, vs OLS and GD",
     figure="depth",
     base=bases.LIU_LS,
@@ -53,6 +54,7 @@ LEAST_SQUARES = Study(
 # end of an axis (width 256-512 is 50-100x the parameters D = 5 needs).
 DEPTH_WIDTH = Study(
     name="least_squares_depth_width",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="scale-up: query MSE vs depth x width x D (fixed-N LS), 3 seeds, for law fits",
     figure="depth",
     base=bases.LIU_LS,
@@ -106,6 +108,7 @@ FEATURES_REDUCED = {**bases.CPU_FEATURES, "train.steps": 6000, "train.step_size"
 # Liu et al. Figs 2 and 10: the same fixed-N least squares, softmax attention vs BaseConv.
 LS_MIXER = Study(
     name="ls_mixer_depth",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Figs 2, 10: query MSE vs depth, Transformer vs BaseConv, vs OLS and GD",
     figure="precision_depth",
     base=bases.LIU_LS,
@@ -131,6 +134,7 @@ LS_MIXER = Study(
 # Figs 3 and 8: READ / AFFINE / MULTIPLY vs depth, Transformer and BaseConv, with/without LN.
 PRIMITIVES_DEPTH = Study(
     name="primitives_depth",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Figs 3, 8: primitives MSE vs depth, Transformer/BaseConv x LN on/off",
     figure="primitives_depth",
     base=bases.LIU_PRIMITIVES,
@@ -154,6 +158,7 @@ PRIMITIVES_DEPTH = Study(
 GD_ITERS = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
 CONSTRUCTION = Study(
     name="construction",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 5: hand-built BaseConv GD vs GD iterations, float32 and float64",
     figure="construction",
     base={"task": {"name": "ls_features", "dim": 5, "n_points": 20, "target": "w",
@@ -174,6 +179,7 @@ CONSTRUCTION = Study(
 # Fig 6: predicting w* from prompts carrying the construction's first-k-layer features.
 FEATURES_DEPTH = Study(
     name="features_depth",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 6: error of w* vs depth with construction features k = 0, 1, 2",
     figure="features_depth",
     base=bases.LIU_FEATURES,
@@ -210,6 +216,7 @@ def gradient_models(depths, frozen_depth: int = 3) -> dict:
 # Fig 7: train to output ∇L(w0); then iterate w <- w − η model(prompt with w) at test time.
 EXPLICIT_GRADIENT = Study(
     name="explicit_gradient",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 7: gradient MSE vs depth; iterated 3-layer models vs inference steps",
     figure="explicit_gradient",
     base={**bases.LIU_FEATURES,

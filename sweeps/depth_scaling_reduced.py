@@ -40,6 +40,7 @@ SMOKE_SPACE = {"train.warmup_steps": ("int", 0, 5)}  # within the smoke preset's
 
 LS_PROBE = Study(
     name="ls_probe",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu Figs 2/10, reduced: BaseConv at L = 4, the Transformer at L = 8, over (D, N), 1 seed",
     base=bases.LIU_LS,
     # (3, 10) is the cpu preset's task (BaseConv >= 0.64x zero there at 3000 steps)

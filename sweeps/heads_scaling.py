@@ -13,6 +13,7 @@ from icl_core import Preset, Study, Sweep
 
 LEAST_SQUARES_HEADS = Study(
     name="least_squares_heads",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 4 (middle), on least squares: query MSE vs heads, 2 layers, dim 256",
     base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 2, "width": 256}},
     grid={"model.heads": [1, 2, 4, 8], "seed": [0, 1, 2]},
@@ -28,6 +29,7 @@ LEAST_SQUARES_HEADS = Study(
 
 HEADS_WIDTH = Study(
     name="least_squares_heads_width",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="scale-up: query MSE vs heads x width (fixed-N LS, 2 layers), 5 seeds",
     base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 2}},
     grid={"model.heads": [1, 2, 4, 8, 16], "model.width": [64, 128, 256, 512],
@@ -48,6 +50,7 @@ HEADS_WIDTH = Study(
 
 MULTIPLY_HEADS = Study(
     name="multiply_heads",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 4 (middle): MULTIPLY MSE vs heads, 2-layer Transformer, dim 256",
     figure="multiply_heads",
     base={**bases.LIU_PRIMITIVES, "model": {**bases.LIU_PRIMITIVES["model"], "width": 256}},

@@ -17,6 +17,7 @@ PREFIX = {**bases.LIU_LS, "task": {**bases.LIU_LS["task"], "layout": "all_prefix
 
 ICL_PREFIX = Study(
     name="icl_prefix",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 1: MSE vs number of in-context examples (all-prefix), vs OLS",
     figure="icl_prefix",
     base=PREFIX,
@@ -32,6 +33,7 @@ ICL_PREFIX = Study(
 
 FIXED_N_POINTS = Study(
     name="fixed_n_points",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="query MSE vs prompt length N (fixed-N least squares), 4 layers",
     base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 4}},
     grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]},
@@ -47,6 +49,7 @@ FIXED_N_POINTS = Study(
 
 N_DEPTH = Study(
     name="fixed_n_points_depth",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="scale-up: query MSE vs prompt length N x depth (fixed-N LS, D = 5), 5 seeds",
     base=bases.LIU_LS,
     grid={"task.n_points": [5, 10, 20, 40, 80, 160], "model.depth": [2, 4, 8, 16],

@@ -24,6 +24,7 @@ PAPER_DECAY = {"train.gamma": 0.9}  # the paper's StepLR factor (the cpu presets
 
 LEAST_SQUARES_STEPS = Study(
     name="least_squares_steps",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 9, on least squares: query MSE vs training steps (StepLR at steps/100)",
     base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 1}},
     grid={**steps_axis(100_000, 1_000_000, 10_000_000, 100_000_000), "seed": [0, 1, 2]},
@@ -42,6 +43,7 @@ LEAST_SQUARES_STEPS = Study(
 
 STEPS_DEPTH = Study(
     name="least_squares_steps_depth",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="scale-up: query MSE vs training steps x depth (fixed-N LS), 5 seeds",
     base=bases.LIU_LS,
     grid={**steps_axis(10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000),
@@ -60,6 +62,7 @@ STEPS_DEPTH = Study(
 
 MULTIPLY_STEPS = Study(
     name="multiply_steps",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 9: MULTIPLY MSE vs training steps, 1-layer Transformer vs BaseConv",
     figure="multiply_steps",
     base={**bases.LIU_PRIMITIVES, "model": {**bases.LIU_PRIMITIVES["model"], "depth": 1}},

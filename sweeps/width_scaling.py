@@ -14,6 +14,7 @@ from icl_core import Preset, Study, Sweep
 
 LEAST_SQUARES_WIDTH = Study(
     name="least_squares_width",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 4 (left), on least squares: query MSE vs width, 2 layers",
     base={**bases.LIU_LS, "model": {**bases.LIU_LS["model"], "depth": 2}},
     grid={"model.width": [32, 64, 128, 256], "seed": [0, 1, 2]},
@@ -30,6 +31,7 @@ LEAST_SQUARES_WIDTH = Study(
 
 MULTIPLY_WIDTH = Study(
     name="multiply_width",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 4 (left): MULTIPLY MSE vs attention dim, 2-layer Transformer",
     figure="multiply_width",
     base=bases.LIU_PRIMITIVES,
@@ -47,6 +49,7 @@ MULTIPLY_WIDTH = Study(
 
 MULTIPLY_MLP = Study(
     name="multiply_mlp",
+    measures_precision=True,  # Liu et al.: errors at float32's limits
     doc="Liu et al. Fig 4 (right): MULTIPLY MSE vs MLP width factor, 2 layers, dim 256",
     figure="multiply_mlp",
     base={**bases.LIU_PRIMITIVES, "model": {**bases.LIU_PRIMITIVES["model"], "width": 256}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 
 import torch
@@ -18,6 +19,31 @@ def resolve_device(name: str) -> torch.device:
 
 def resolve_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
+
+
+# train.precision: how a float32 member's training steps compute; evaluation never changes
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+@contextlib.contextmanager
+def precision_scope(precision: str, device: torch.device):
+    """Training steps under `precision`: "fp32" as they are; "tf32" with CUDA's TF32 matmuls and
+    convolutions allowed (a no-op on a CPU); "bf16" under bfloat16 autocast (on the member's
+    device type). The global TF32 flags are restored after, so a member trained next in the same
+    process, or an evaluation, computes in full float32."""
+    if precision == "fp32":
+        yield
+        return
+    if precision == "bf16":
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            yield
+        return
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
 def derive_seed(*parts) -> int:

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from icl_core.common.device import PRECISIONS
 from icl_core.common.validation import (  # re-exported: the names config users have always imported
     ConfigError,
     build_dataclass,
@@ -74,8 +75,14 @@ class TrainConfig:
     # torch.compile the model (nn.Module.compile): pays a compile (~30 s on a CPU) for faster
     # steps on a GPU; a compiled member trains alone (never stacked)
     compile: bool = False
+    # how a float32 member's training steps compute (evaluation is always at `dtype`): fp32;
+    # tf32 (CUDA TF32 matmuls); bf16 (bfloat16 autocast). Only where the study declares that
+    # precision is not what it measures (Study.measures_precision: never Liu et al.'s studies)
+    precision: str = "fp32"
 
     def check(self, path: str) -> None:
+        require(self.precision in PRECISIONS, f"{path}.precision",
+                f"{self.precision!r} is not valid; valid choices: {', '.join(PRECISIONS)}")
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
         require(self.steps >= 0, f"{path}.steps", f"must be >= 0, got {self.steps}")
         require(self.batch_size >= 1, f"{path}.batch_size", f"must be >= 1, got {self.batch_size}")
@@ -259,6 +266,9 @@ def _check_values(member: MemberConfig) -> None:
     train, evaluation = member.train, member.eval
     require(member.dtype in DTYPES, "dtype",
             f"{shown(member.dtype)} is not valid; valid choices: {', '.join(DTYPES)}")
+    require(train.precision == "fp32" or member.dtype == "float32", "train.precision",
+            f"{train.precision!r} speeds up float32 training; dtype {member.dtype!r} computes as "
+            "declared: use train.precision=fp32")
     require(member.seed >= 0, "seed", "must be >= 0")
     require(member.task_seed >= 0, "task_seed", "must be >= 0")
     dev = member.device

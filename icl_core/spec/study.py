@@ -71,6 +71,9 @@ class Study:
     figure_args: dict = field(default_factory=dict)  # keyword arguments of that figure
     doc: str = ""  # the figure it regenerates, shown by --help and --dry-run
     cpus_per_trial: int = 1
+    # what the study measures depends on float32 arithmetic (Liu et al.: errors down to 1e-6):
+    # its members train at train.precision=fp32 only, never tf32 or bf16
+    measures_precision: bool = False
 
     def __post_init__(self):
         check_preset_names(f"study {self.name!r}", self.presets)
@@ -81,7 +84,13 @@ class Study:
     ) -> list[MemberConfig]:
         """Every member config of this study under a preset, validated."""
         base, grid = self.base_and_grid(preset, sets, num_samples, sweeps)
-        return expand(base, grid)
+        members = expand(base, grid)
+        faster = sorted({m.train.precision for m in members} - {"fp32"})
+        if self.measures_precision and faster:
+            raise ConfigError(f"train.precision: study {self.name!r} measures precision (its "
+                              f"errors depend on float32 arithmetic); {', '.join(faster)} is "
+                              "not allowed here; valid choices: fp32")
+        return members
 
     def base_and_grid(self, preset, sets=None, num_samples=None, sweeps=None) -> tuple[dict, dict]:
         """The preset's base config and grid, with CLI overrides applied (not yet expanded)."""

@@ -23,7 +23,13 @@ import torch
 
 from icl_core.algorithms.optimizers import FIXED_BATCH, OPTIMIZERS
 from icl_core.common.batch import Batch, masked_mse
-from icl_core.common.device import derive_seed, generator, resolve_device, resolve_dtype
+from icl_core.common.device import (
+    derive_seed,
+    generator,
+    precision_scope,
+    resolve_device,
+    resolve_dtype,
+)
 from icl_core.models import build_model
 from icl_core.models.base import HasArtifacts, HasTrainingLoss
 from icl_core.spec.config import MemberConfig, TrainConfig
@@ -264,15 +270,17 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
     total = torch.zeros(len(runs), device=device, dtype=dtype)
     bad = torch.full((len(runs),), -1, device=device, dtype=torch.long)
     taken = tokens = 0  # steps whose losses are in `total` (skipped steps are not); tokens
-    for step in range(start, target_step):
-        losses, drawn = trainer.take_step(step)
-        if losses is None:
-            continue
-        bad = torch.where(~torch.isfinite(losses) & (bad < 0), step + 1, bad)
-        total, taken, tokens = total + losses, taken + 1, tokens + drawn
-        if trainer.stop_rule(step, losses):
-            target_step = step + 1  # the stop rule fired: this step is the last
-            break
+    with precision_scope(runs[0].member.train.precision, device):  # a stack shares `train`
+        for step in range(start, target_step):
+            losses, drawn = trainer.take_step(step)
+            if losses is None:
+                continue
+            losses = losses.to(dtype)  # bf16 autocast: the loss of a float32 member
+            bad = torch.where(~torch.isfinite(losses) & (bad < 0), step + 1, bad)
+            total, taken, tokens = total + losses, taken + 1, tokens + drawn
+            if trainer.stop_rule(step, losses):
+                target_step = step + 1  # the stop rule fired: this step is the last
+                break
     elapsed = time.perf_counter() - t0
     trainer.step = target_step
     means = mean_losses(total, taken)
