@@ -177,8 +177,10 @@ def verdicts_md(decisions: list[Decision], ledger: dict, root: Path | None = Non
 
 def pending_commands(decisions: list[Decision]) -> list[str]:
     """One Markdown item per command that produces evidence still missing ("- none")."""
-    pending = [d for d in decisions if d.outcome == "evidence pending"] + [
-        p for d in decisions for p in d.parts if p.outcome == "evidence pending"]
+    def leaves(d: Decision):  # a claim in parts is pending through its pending parts only
+        return [x for p in d.parts for x in leaves(p)] if d.parts else [d]
+
+    pending = [x for d in decisions for x in leaves(d) if x.outcome == "evidence pending"]
     commands = sorted({s.command() for d in pending for s in d.claim.sources()})
     return [f"- `{cmd}`" for cmd in commands] or ["- none"]
 

@@ -153,6 +153,24 @@ def test_parts_give_partly_only_where_declared():
     assert d.outcome == "evidence pending" and len(d.parts) == 2
 
 
+
+def test_a_partial_run_leaves_its_missing_cells_pending_not_untestable():
+    frame = rows({"a": [0.01, 0.011, 0.012]})  # b never ran: not a result about b
+    d = judge(claim("better"), frame)
+    assert d.outcome == "evidence pending" and d.reason.startswith("b: not in the committed rows")
+    failed = rows({"a": [0.01, 0.011, 0.012], "b": [0.05, 0.06, 0.055]}).with_columns(
+        pl.when(pl.col("model.name") == "b").then(pl.lit("diverged")).otherwise(pl.col("status"))
+        .alias("status"))  # b ran and diverged: that is a result
+    assert judge(claim("better"), failed).outcome == "not testable"
+    other = rows({"a": [0.01, 0.011, 0.012]}).drop("model.name")  # the column itself absent
+    assert judge(claim("better"), other).outcome == "evidence pending"
+    both = Claim(id="p", paper="P", figure="F", quote="", source=None, kind="parts",
+                 parts=(claim("gap", names=("a", "a"), factor=100), claim("better")))
+    d = judge(both, frame)  # one part decided (not reproduced), one pending: no verdict yet
+    assert d.outcome == "evidence pending" and d.reason == "1 of 2 parts pending"
+    assert [p.outcome for p in d.parts] == ["not reproduced", "evidence pending"]
+
+
 def test_exact_claims_compute_in_process():
     ok = Claim(id="e", paper="P", figure="F", quote="", source=None, kind="exact",
                compute="math:tau", value=2 * math.pi, tolerance=1e-12)

@@ -1,8 +1,8 @@
 """One engine decides every declared claim (`analysis.claims.declare`) from rows, by the same
 rules; there is no per-claim code path.
 
-1. **Evidence.** No rows for the claim's source: "evidence pending" with the command that
-   produces them.
+1. **Evidence.** No rows for the claim's source, or none for one of its cells' configs (a
+   partial run): "evidence pending" with the command that produces them.
 2. **Learned regime** of every trained cell (`analysis.reading.regime.learned_regime`: the bar
    and the floor, constants unchanged): no predictor can clear the bar: "bar out of reach";
    a cell not learned (or no trivial rows): "not testable".
@@ -13,8 +13,9 @@ rules; there is no per-claim code path.
    claim's side: "reproduced"; wholly on the other: "not reproduced"; across it: "not
    testable: unresolved". Where the claim names a `reference` predictor scored on the same
    prompts, each seed's model value is divided by its own reference value first (paired).
-5. **Parts**: all parts reproduced: reproduced; some reproduced and some not: "partly";
-   none reproduced and some not: "not reproduced"; otherwise the parts' common state.
+5. **Parts**: a part pending: the claim is pending (each decided part still shown); all parts
+   reproduced: reproduced; some reproduced and some not: "partly"; none reproduced and some
+   not: "not reproduced"; otherwise the parts' common state.
 """
 
 from __future__ import annotations
@@ -364,6 +365,10 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
     rows = rows_of(claim.source)
     if rows is None:
         return Decision(claim, "evidence pending", f"run `{claim.source.command()}`")
+    absent = [c.label for c in claim.cells if not _in_evidence(rows, c)]
+    if absent:  # a partial run: the rows say nothing yet about these configs
+        return Decision(claim, "evidence pending", f"{', '.join(absent)}: not in the committed "
+                        f"rows (a partial run); run `{claim.source.command()}`")
     try:
         notes = []
         for cell in claim.cells:
@@ -385,9 +390,23 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
     return Decision(claim, result, "", numbers, minmax)
 
 
+def _in_evidence(rows: pl.DataFrame, cell: Cell) -> bool:
+    """Some row of any status was written for the cell's config (its iteration columns left
+    out): if none, the cell is missing evidence, not a result."""
+    where = {c: v for c, v in cell.where.items() if c not in ITER_COLUMNS}
+    if any(c not in rows.columns for c in where):
+        return False
+    return rows.filter(pl.all_horizontal([pl.col(c) == v for c, v in where.items()])
+                       if where else pl.lit(True)).height > 0
+
+
 def _combine(claim: Claim, parts: list[Decision]) -> Decision:
     outcomes = [p.outcome for p in parts]
     numbers = "; ".join(f"{p.claim.figure}: {p.outcome}" for p in parts)  # each part: its row
+    if "evidence pending" in outcomes:  # decided when every part is: no early "partly"
+        pending = sum(o == "evidence pending" for o in outcomes)
+        return Decision(claim, "evidence pending", f"{pending} of {len(parts)} parts pending",
+                        numbers, "", tuple(parts))
     if all(o == "reproduced" for o in outcomes):
         return Decision(claim, "reproduced", "", numbers, "", tuple(parts))
     if "reproduced" in outcomes:
