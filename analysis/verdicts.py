@@ -22,7 +22,7 @@ from pathlib import Path
 from analysis.claims import CLAIMS, claims_hash
 from analysis.claims.declare import Claim, Source
 from analysis.claims.engine import Decision, decide
-from analysis.claims.evidence import EVIDENCE, committed, load, size_mb, study_dir
+from analysis.claims.evidence import EVIDENCE, load, size_mb, study_dir
 
 ROOT = EVIDENCE.parent
 VERDICTS_MD = ROOT / "docs" / "VERDICTS.md"
@@ -99,13 +99,9 @@ def glance(decisions: list[Decision], ledger: dict, root: Path | None = None) ->
         why = d.reason if d.outcome not in DECIDED else d.numbers
         if d.parts:
             why = "; ".join(f"{p.claim.figure}: {p.outcome}" for p in d.parts)
-        if d.outcome == "evidence pending" or (d.parts and any(
-                p.outcome == "evidence pending" for p in d.parts)):
-            pending = [s for s in d.claim.sources()
-                       if not committed(s.preset, s.sweep, s.study, root)]
-            runs = "; ".join(f"`{s.command()}`" for s in pending)
-            why = (_short(why) + "; " if d.outcome != "evidence pending" else "") + \
-                f"evidence pending: {runs}"
+        if d.outcome == "evidence pending":
+            runs = "; ".join(f"`{s.command()}`" for s in pending_sources([d]))
+            why = (_short(why) + "; " if d.parts else "") + f"evidence pending: {runs}"
         else:
             why = _short(why)
         lines.append(f"| {c.paper} | {_cell(c.figure)} | {_verdict(d, ledger)} | "
@@ -175,13 +171,20 @@ def verdicts_md(decisions: list[Decision], ledger: dict, root: Path | None = Non
     return "\n".join(parts) + "\n"
 
 
-def pending_commands(decisions: list[Decision]) -> list[str]:
-    """One Markdown item per command that produces evidence still missing ("- none")."""
-    def leaves(d: Decision):  # a claim in parts is pending through its pending parts only
+def pending_sources(decisions: list[Decision]) -> list:
+    """The sources whose rows the pending claims wait for (a claim in parts: its pending
+    parts' only; a partial run's study included), in order, once each."""
+    def leaves(d: Decision):
         return [x for p in d.parts for x in leaves(p)] if d.parts else [d]
 
-    pending = [x for d in decisions for x in leaves(d) if x.outcome == "evidence pending"]
-    commands = sorted({s.command() for d in pending for s in d.claim.sources()})
+    found = [s for d in decisions for x in leaves(d) if x.outcome == "evidence pending"
+             for s in x.claim.sources()]
+    return list(dict.fromkeys(found))
+
+
+def pending_commands(decisions: list[Decision]) -> list[str]:
+    """One Markdown item per command that produces evidence still missing ("- none")."""
+    commands = sorted({s.command() for s in pending_sources(decisions)})
     return [f"- `{cmd}`" for cmd in commands] or ["- none"]
 
 
