@@ -332,18 +332,23 @@ def test_two_drivers_racing_for_the_same_configs_on_s3_train_each_once(s3):
     assert not [o for o in claims.get("Contents", []) if o["Key"].endswith(".claim")]
 
 
+def two_drivers(s3, module: str, args, bucket: str) -> list[subprocess.Popen]:
+    """`python -m <module> <args> --storage s3://<bucket>/results` twice at once, each its own
+    local Ray, the server and the credentials in the environment."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(s3.env(), RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "-m", module, *args, "--storage", f"s3://{bucket}/results"]
+    return [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, cwd=ROOT) for _ in range(2)]
+
+
 @pytest.mark.slow
 def test_two_sweep_drivers_started_at_once_on_s3_train_each_config_once(s3):
     """Two `python -m sweeps.depth_scaling` processes (each its own local Ray), started at
     once on one S3 storage given as a plain s3:// URI, the server and the credentials in the
     environment (AWS_ENDPOINT_URL, ...): together they train the study's 4 configs once."""
     bucket = versioned_bucket(s3)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(s3.env(), RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT))
-    argv = [sys.executable, "-m", "sweeps.depth_scaling", *ARGV, "--storage",
-            f"s3://{bucket}/results"]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, cwd=ROOT) for _ in range(2)]
+    procs = two_drivers(s3, "sweeps.depth_scaling", ARGV, bucket)
     outs = [p.communicate(timeout=500) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     running = [int(re.search(r"running (\d+)", out).group(1)) for out, _ in outs]
@@ -425,12 +430,7 @@ def test_two_drivers_resuming_one_search_on_s3_lose_no_trial(s3):
                                  storage=journal.journal_storage(uri)).trials
 
     assert len(trials()) == 2
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(s3.env(), RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT))
-    argv = [sys.executable, "-m", "sweeps.hpo_lr", *RESUMING, "--storage",
-            f"s3://{bucket}/results"]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, cwd=ROOT) for _ in range(2)]
+    procs = two_drivers(s3, "sweeps.hpo_lr", RESUMING, bucket)
     outs = [(p.communicate(timeout=500), p.returncode) for p in procs]
     extended = [out for (out, _), rc in outs if "extending the search from 2 to 6 trials" in out]
     assert len(extended) >= 1, outs
