@@ -54,7 +54,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from icl_core.common.device import resolve_device  # noqa: E402
+from icl_core.common.device import precision_scope, resolve_device  # noqa: E402
 from icl_core.planning.memory import host_memory, human, member_memory  # noqa: E402
 from icl_core.spec.config import MemberConfig, resolve_member  # noqa: E402
 from icl_core.training.flops import step_flops, step_shape  # noqa: E402
@@ -78,11 +78,6 @@ def say(text: str = "") -> None:
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def set_tf32(allowed: bool) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = allowed
-    torch.backends.cudnn.allow_tf32 = allowed
 
 
 # ------------------------------------------------------------------------------ ours
@@ -349,9 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         (platform.processor() or platform.machine() or "cpu")
     peaks = {}
     for precision in precisions:
-        set_tf32(precision == "tf32")
-        peaks[precision] = _measure(device, torch.float32)
-    set_tf32(False)
+        with precision_scope(precision, device):  # the trainer's own TF32 switch
+            peaks[precision] = _measure(device, torch.float32)
     tokens = step_shape(member(sizes[0], 0, kind)).seq  # tokens per prompt
     say(f"stack scaling on {kind}: {name}; torch {torch.__version__}, float32, "
         f"{torch.get_num_threads()} CPU thread(s), {os.cpu_count()} CPU(s)")
@@ -369,10 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, ref_runs = [], []
     started = time.perf_counter()
     for precision in precisions:
-        set_tf32(precision == "tf32")
-        rows += ours(sizes, ks, kind, warmup, args.steps, precision, peaks[precision],
-                     args.budget_s)
-        set_tf32(False)
+        with precision_scope(precision, device):
+            rows += ours(sizes, ks, kind, warmup, args.steps, precision, peaks[precision],
+                         args.budget_s)
         if ref_path is not None:
             say(f"  reference {precision} ...")
             run = reference(ref_path, kind, sizes, ks, args.steps, args.budget_s,
