@@ -174,20 +174,14 @@ class PlanData:
         return self.text
 
 
-def finished_count(sweep, plan, store) -> int:
-    """Configs (a search: Optuna trials) of the plan already in the store."""
-    if not plan.is_search:
-        return len(store.finished(sweep.name, plan.study.name, [m.hash for m in plan.members]))
-    from icl_core.running.optuna_searcher import finished_trials, journal_path, journal_study_name
-
-    journal = journal_path(store.uri, sweep.name, plan.study.name)
-    return sum(finished_trials(journal, journal_study_name(journal, sweep.name, plan.study.name, p))
-               for p in plan.members)
-
-
 def plan_data(sweep, plans, store, opts, cost, text: str) -> PlanData:
     """PlanData from the plan's cost (icl_core.interface.plan_cost.PlanCost, as print_plan made it)."""
-    from icl_core.interface.plan_cost import device_hours, largest_memory, study_grid
+    from icl_core.interface.plan_cost import (
+        device_hours,
+        finished_count,
+        largest_memory,
+        study_grid,
+    )
 
     studies = []
     for plan, h100_s, trials in cost.by_study:

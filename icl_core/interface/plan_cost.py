@@ -214,6 +214,17 @@ def study_grid(plan: Plan, args) -> dict:
     return {",".join(k) if isinstance(k, tuple) else k: v for k, v in grid.items()}
 
 
+def finished_count(sweep, plan, store) -> int:
+    """Configs (a search: Optuna trials) of the plan already in the store."""
+    if not plan.is_search:
+        return len(store.finished(sweep.name, plan.study.name, [m.hash for m in plan.members]))
+    from icl_core.running.optuna_searcher import finished_trials, journal_path, journal_study_name
+
+    journal = journal_path(store.uri, sweep.name, plan.study.name)
+    return sum(finished_trials(journal, journal_study_name(journal, sweep.name, plan.study.name, p))
+               for p in plan.members)
+
+
 def plan_details(sweep, plan: Plan, args, store) -> None:
     """Under a study's plan line: the grid's values, the base config's fields off their
     defaults (names of task and model always) and how much is already finished."""
@@ -231,18 +242,9 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
     off = {k: v for k, v in flat.items() if k not in axes and (
         k in ("task.name", "model.name") or k not in defaults or defaults[k] != v)}
     print("  base (off the defaults): " + ", ".join(f"{k}={v}" for k, v in off.items()))
+    done = finished_count(sweep, plan, store)
     if plan.is_search:
-        from icl_core.running.optuna_searcher import (
-            finished_trials,
-            journal_path,
-            journal_study_name,
-        )
-
-        journal = journal_path(store.uri, sweep.name, study.name)
-        done = [finished_trials(journal, journal_study_name(journal, sweep.name, study.name, p))
-                for p in plan.members]
-        print(f"  finished: {sum(done)} of {plan.trials} Optuna trials in {store.redacted}")
+        print(f"  finished: {done} of {plan.trials} Optuna trials in {store.redacted}")
         return
-    done = len(store.finished(sweep.name, study.name, [m.hash for m in plan.members]))
     print(f"  finished: {done} of {len(plan.members)} configs in {store.redacted} "
           f"(a run trains the other {len(plan.members) - done})")
