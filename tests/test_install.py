@@ -32,17 +32,23 @@ def _run(cmd, cwd, timeout=600, env=None):
 def installed(tmp_path_factory):
     """(venv folder, an environment for its commands): the wheel built and installed."""
     # the wheel is built with this environment's setuptools (no download: --no-build-isolation)
-    pytest.importorskip("setuptools", minversion="68", reason="building the wheel offline")
+    pytest.importorskip("setuptools", minversion="77", reason="building the wheel offline")
     tmp = tmp_path_factory.mktemp("install")
     src = tmp / "src"  # a copy: the build writes build/ and *.egg-info beside the sources
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     for name in ("icl_core", "analysis", "sweeps"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
           src, "-w", tmp / "wheel"], cwd=tmp)
     wheel = next((tmp / "wheel").glob("icl_sweeps-*.whl"))
+    import zipfile
+
+    shipped = zipfile.ZipFile(wheel).namelist()
+    for typed in ("icl_core/py.typed", "analysis/py.typed"):  # type checkers read ours (PEP 561)
+        assert typed in shipped, typed
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in shipped)
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv],
          cwd=tmp)
