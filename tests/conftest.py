@@ -9,6 +9,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def console_lines():
+    """The run's lines on the console, as every command and the Python API set them up
+    (icl_core.common.log.ensure_console), for tests that call the layers below them; the faces'
+    own set-up is tested in tests/test_logging.py in a fresh interpreter."""
+    from icl_core.common.log import ensure_console
+
+    ensure_console()
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A real local Ray (2 CPUs, 4 logical GPUs), started once for every test that needs it.

@@ -97,3 +97,18 @@ def test_on_a_terminal_one_line_redrawn_in_place(capsys, monkeypatch):
     assert out.startswith(CLEAR + bar + CLEAR + "[s] a study's report\n" + CLEAR + bar), out
     assert out.endswith("1 running\n") and out.count("\n") == 2  # the last line drawn stays
     assert all(len(part) <= 79 for part in out.replace("\n", CLEAR).split(CLEAR))
+
+
+def test_quiet_shows_neither_the_line_nor_the_bar(capsys):
+    import logging
+
+    from icl_core.common.log import configured
+
+    with configured(logging.WARNING):
+        for live in (False, True):
+            progress = Progress("s", total=2, every_s=0.0, live=live)
+            ts = trials(2)
+            progress.on_trial_start(0, ts, ts[0])
+            progress.on_trial_complete(0, ts, ts[0])
+            progress.on_experiment_end(ts)
+    assert capsys.readouterr() == ("", "")

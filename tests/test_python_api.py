@@ -110,6 +110,10 @@ def test_api_only_choices_are_checked_like_argparse_does():
 
 def test_the_apis_defaults_are_the_command_lines():
     cli = vars(build_parser(SWEEP).parse_args([]))
+    # --quiet / --verbose / --log-file set up logging (cli.logging_of), no option of the run:
+    # from Python, the level of the "icl_core" logger (tests/test_logging.py)
+    assert {k: cli.pop(k) for k in ("quiet", "verbose", "log_file")} == {
+        "quiet": False, "verbose": False, "log_file": None}
     api = {k: v for k, v in dataclasses.asdict(Options()).items() if k != "outcomes"}
     assert cli == api
     assert dataclasses.asdict(make_options()) == dataclasses.asdict(Options())

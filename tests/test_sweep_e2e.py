@@ -90,10 +90,18 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
     assert (figures / "depth_scaling" / "least_squares" / "depth.png").exists()
 
     # Re-running the same grid runs nothing: every config hash already has its rows.
-    # --no-dashboard: no address printed (a Ray it starts would serve none)
-    assert SWEEP.main(argv + ["--no-figures", "--no-dashboard"]) == 0
+    # --no-dashboard: no address printed (a Ray it starts would serve none); --log-file: the
+    # same lines, each with its time, level and logger
+    log = tmp_path / "run.log"
+    assert SWEEP.main(argv + ["--no-figures", "--no-dashboard", "--log-file", str(log)]) == 0
     out = capsys.readouterr().out
     assert "4 configs, 4 already finished, running 0" in out and "dashboard:" not in out
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO    "
+                     r"icl_core\.running\.trial_pool: \[depth_scaling/least_squares\] 4 configs, "
+                     r"4 already finished, running 0", log.read_text(), re.M), log.read_text()
+    # --quiet: warnings and errors only, and there are none
+    assert SWEEP.main(argv + ["--no-figures", "--no-dashboard", "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
 
     # `icl compact` merges the member files; the rows, the resume check and the figure stay.
     assert console.main(["compact", "depth_scaling", "--storage", str(storage)]) == 0

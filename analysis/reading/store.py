@@ -30,6 +30,7 @@ still clash become strings.
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from collections import Counter
 from collections.abc import Collection
@@ -58,6 +59,8 @@ from icl_core.storage.store import (
     Store,
     redacted,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["FOLDERS", "Coverage", "Location", "MissingResults", "concat_rows", "load_artifact",
            "load_rows", "locate", "member_statuses", "missing_message", "produce_command", "read_rows", "row_files",
@@ -432,5 +435,5 @@ def load_rows(storage: str, sweep: str, study: str | None = None,
               expected: int | Collection[str] | None = None) -> pl.DataFrame:
     """All rows (ok, diverged and failed members) of a sweep; prints a coverage line."""
     rows, coverage = read_rows(storage, sweep, study, expected)
-    print(coverage.line(f"{sweep}/{study}" if study else sweep), flush=True)
+    logger.info(coverage.line(f"{sweep}/{study}" if study else sweep))
     return rows

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ from icl_core.spec.study import Study
 from icl_core.storage.store import Store
 
 LOG = "adaptive.json"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -277,8 +280,8 @@ def run_adaptive(sweep: str, adaptive: Adaptive, preset: str, store: Store,
                 break
             members = [member_at(base, adaptive, x, s) for x, s in current["trials"]]
             write_log(store, sweep, adaptive.name, log)  # planned before it runs
-            print(f"[{label}] round {current['round']}: {len(members)} trials at "
-                  f"{adaptive.axis} = {sorted({m for m, _ in current['trials']})}", flush=True)
+            logger.info(f"[{label}] round {current['round']}: {len(members)} trials at "
+                        f"{adaptive.axis} = {sorted({m for m, _ in current['trials']})}")
             current["ran"] = run_members(members, sweep, adaptive, store, provenance or {},
                                          max_concurrent, loggers)
             current.update(done=True, hashes=[m.hash for m in members],
@@ -288,15 +291,16 @@ def run_adaptive(sweep: str, adaptive: Adaptive, preset: str, store: Store,
         summary, stop = _next_round(adaptive, state, spent, len(log["rounds"]))
         plan = summary.pop("plan", None)
         current["after"] = summary
-        print(f"[{label}] after round {current['round']}: {summary['n_points']} measured points,"
-              f" goal width {summary['width']:.3g} (target {adaptive.goal.target:g}), "
-              f"{spent.trials} trials, {spent.hours:.3f} device-hours", flush=True)
+        logger.info(f"[{label}] after round {current['round']}: {summary['n_points']} measured "
+                    f"points, goal width {summary['width']:.3g} (target "
+                    f"{adaptive.goal.target:g}), {spent.trials} trials, {spent.hours:.3f} "
+                    "device-hours")
         if stop or _repeats(plan, store, sweep, adaptive, base):
             log["stopped"] = stop or "no new trials: the chosen configs all have row files"
             break
         log["rounds"].append(plan)
     write_log(store, sweep, adaptive.name, log)
-    print(f"[{label}] stopped: {log['stopped']}", flush=True)
+    logger.info(f"[{label}] stopped: {log['stopped']}")
     return log
 
 
@@ -336,7 +340,7 @@ def dry_run(sweep: str, adaptive: Adaptive, preset: str, store: Store) -> None:
 def _parser(sweep: str, adaptives: list[Adaptive]):
     import argparse
 
-    from icl_core.interface.cli import add_logger_arg
+    from icl_core.interface.cli import add_log_args, add_logger_arg
     from icl_core.spec.study import PRESETS
 
     parser = argparse.ArgumentParser(
@@ -355,6 +359,7 @@ def _parser(sweep: str, adaptives: list[Adaptive]):
     add("--target", type=float, default=None, help="override the goal's target width")
     add("--budget-trials", type=int, default=None, help="override the budget in trials")
     add_logger_arg(parser)
+    add_log_args(parser)
     return parser
 
 
@@ -370,6 +375,14 @@ def with_overrides(adaptive: Adaptive, preset: str, args) -> Adaptive:
 
 def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -> int:
     """The command line of a sweep file of adaptive studies; the exit status."""
+    from icl_core.interface.cli import logging_of
+
+    args = _parser(sweep, adaptives).parse_args(argv)
+    with logging_of(args):
+        return _main(sweep, adaptives, args)
+
+
+def _main(sweep: str, adaptives: list[Adaptive], args) -> int:
     import sys
 
     from icl_core.common.validation import unknown
@@ -377,7 +390,6 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
     from icl_core.interface.preflight import check_loggers, open_store, probe_address
     from icl_core.spec.config import ConfigError
 
-    args = _parser(sweep, adaptives).parse_args(argv)
     chosen = [with_overrides(a, args.preset, args) for a in adaptives
               if args.study in (None, a.name)]
     if not chosen:
@@ -409,7 +421,6 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
 
 
 def _run_all(sweep: str, chosen: list[Adaptive], store: Store, args) -> int:
-    import sys
 
     from icl_core.running.ray_launch import Interrupted, init_ray
     from icl_core.storage.provenance import driver_provenance
@@ -420,7 +431,7 @@ def _run_all(sweep: str, chosen: list[Adaptive], store: Store, args) -> int:
                              driver_provenance(), args.max_rounds, args.logger)
                 for a in chosen]
     except Interrupted as exc:  # Ctrl-C: the round stays planned, not done (its log says so)
-        print(exc, file=sys.stderr, flush=True)
+        logger.warning(exc)
         return exc.exit_status
     finally:
         if started:

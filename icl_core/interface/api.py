@@ -174,9 +174,11 @@ def execute(sweep, opts: Options) -> RunResult:
     """Check every input (`preflight`), then run: the RunResult. A ConfigError is raised
     before Ray starts, except a storage the cluster's nodes cannot share (found once Ray is
     up; a Ray this started is stopped first)."""
+    from icl_core.common.log import ensure_console
     from icl_core.interface.plan_cost import check_size
     from icl_core.running.plans import run_plans, run_standalone
 
+    ensure_console()  # the run's lines, in a notebook too, at the level its caller chose
     plans, store = preflight(sweep, opts)
     if opts.optuna_journal:
         status = run_standalone(sweep, plans, store, opts)

@@ -116,11 +116,7 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 def main(argv: list[str] | None = None) -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool.
     --dry-run plans, with or without --run: it never trains."""
-    from icl_core.interface.api import preflight
-    from icl_core.interface.cli import build_parser
-    from icl_core.interface.plan_cost import PlanCost, check_size, planned_cluster, print_plan
-    from icl_core.running.plans import run_plans
-    from icl_core.spec.config import ConfigError, unknown
+    from icl_core.interface.cli import add_log_args, logging_of
 
     parser = argparse.ArgumentParser(
         description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
@@ -129,7 +125,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="these files or studies only (default: every file)")
     parser.add_argument("--run", action="store_true",
                         help="run the selected studies as one pool of trials on Ray Tune")
+    add_log_args(parser)
     args, rest = parser.parse_known_args(argv)
+    with logging_of(args):
+        return _main(args, rest)
+
+
+def _main(args, rest: list[str]) -> int:
+    from icl_core.interface.api import preflight
+    from icl_core.interface.cli import build_parser
+    from icl_core.interface.plan_cost import PlanCost, check_size, planned_cluster, print_plan
+    from icl_core.running.plans import run_plans
+    from icl_core.spec.config import ConfigError, unknown
+
     try:
         if args.preset not in PRESETS:
             raise unknown("--preset", "", args.preset, PRESETS)

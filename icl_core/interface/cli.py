@@ -38,6 +38,25 @@ def add_logger_arg(parser) -> None:
         "TensorBoard, CSV and JSON logs are always written")
 
 
+def add_log_args(parser) -> None:
+    """--quiet / --verbose / --log-file, of every command that runs studies."""
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("-q", "--quiet", action="store_true",
+                     help="warnings and errors only (no progress, no plan lines)")
+    how.add_argument("-v", "--verbose", action="store_true", help="debug lines too")
+    parser.add_argument("--log-file", metavar="FILE",
+                        help="also append every line, with its time, level and logger, to FILE")
+
+
+def logging_of(args: argparse.Namespace):
+    """The logging a parsed command line asked for (icl_core.common.log.configured), taking its
+    three options out of `args`; undone as the command ends."""
+    from icl_core.common.log import configured, level_of
+
+    quiet, verbose = vars(args).pop("quiet"), vars(args).pop("verbose")
+    return configured(level_of(quiet, verbose), vars(args).pop("log_file"))
+
+
 def build_parser(sweep) -> argparse.ArgumentParser:
     studies = "\n".join(f"  {s.name}: {s.doc}" for s in sweep.studies)
     parser = argparse.ArgumentParser(
@@ -94,6 +113,7 @@ def build_parser(sweep) -> argparse.ArgumentParser:
         "job submit, <storage>/figures, since the job's working folder is a temporary copy)")
     add("--no-figures", action="store_true", help="skip figure regeneration")
     add_logger_arg(parser)
+    add_log_args(parser)
     return parser
 
 
@@ -102,10 +122,13 @@ def main(sweep, argv: list[str] | None = None) -> int:
     checked before Ray starts: a bad one is one line on stderr and exit status 2. With
     --json the plan or the run's summary is one JSON document on stdout, the rest on stderr
     (no document after a bad input: its line and exit status 2)."""
-    opts = Options(**vars(build_parser(sweep).parse_args(argv)))
+    args = build_parser(sweep).parse_args(argv)
+    logs = logging_of(args)
+    opts = Options(**vars(args))
     stdout = sys.stdout
     try:
-        with contextlib.redirect_stdout(sys.stderr) if opts.json else contextlib.nullcontext():
+        with contextlib.redirect_stdout(sys.stderr) if opts.json else contextlib.nullcontext(), \
+                logs:
             if opts.dry_run:
                 document, status = make_plan(sweep, opts, echo=not opts.json).as_dict(), 0
             else:

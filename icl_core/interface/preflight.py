@@ -19,14 +19,16 @@ retries; `auto` and `local` are left to Ray.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-import sys
 import tempfile
 from pathlib import Path
 
 from icl_core.common.validation import ConfigError, did_you_mean, shown
 from icl_core.storage.store import redacted
+
+logger = logging.getLogger(__name__)
 
 ADDRESS_TIMEOUT_S = 5.0
 KEYS_IN_URI = ("warning: --storage carries its keys (s3://KEY:SECRET@...); they are used from "
@@ -70,7 +72,7 @@ def open_store(storage: str):
 
     check_storage(storage)
     if split_credentials(storage)[1]:
-        print(KEYS_IN_URI, file=sys.stderr, flush=True)
+        logger.warning(KEYS_IN_URI)
     try:
         return Store(storage)  # the keys of the URI, if any, move to the environment
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError

@@ -11,9 +11,9 @@ figure drawn (icl_core.running.study_report). The command line (icl_core.interfa
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-import sys
 from dataclasses import dataclass
 
 from icl_core.common.validation import unknown
@@ -25,6 +25,8 @@ from icl_core.spec.config import ConfigError
 from icl_core.spec.study import PRESETS
 from icl_core.storage.store import uri_join
 from icl_core.training.flops import step_shape
+
+logger = logging.getLogger(__name__)
 
 # (flag, other flag, why they cannot go together): refused before anything starts
 CONFLICTS = (
@@ -183,9 +185,9 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     from icl_core.storage.provenance import driver_provenance
 
     started = init_ray(args.address, dashboard=not args.no_dashboard)
-    print(f"storage: {store.redacted}", flush=True)
+    logger.info(f"storage: {store.redacted}")
     if not args.no_figures:
-        print(f"figures: {os.path.abspath(args.figures or 'figures')}", flush=True)
+        logger.info(f"figures: {os.path.abspath(args.figures or 'figures')}")
     provenance = driver_provenance()
     try:
         check_storage_reach(store.uri, node_hosts())
@@ -204,7 +206,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
             try:
                 exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
             except ConfigError as exc:  # e.g. a member that fails its calibration: one line
-                print(f"error: {exc}", file=sys.stderr, flush=True)
+                logger.error(f"error: {exc}")
                 exit_code |= 2
             except Exception as exc:  # reported; the searches still run
                 exit_code |= study_crashed(label, exc)
@@ -213,12 +215,12 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
                 try:
                     exit_code |= run_search(sweep, plan, store, provenance, args)
                 except ConfigError as exc:
-                    print(f"error: {exc}", file=sys.stderr)
+                    logger.error(f"error: {exc}")
                     exit_code |= 2
                 except Exception as exc:  # reported; the other studies still run
                     exit_code |= study_crashed(f"{sweep.name}/{plan.study.name}", exc)
     except Interrupted as exc:  # Ctrl-C: no study after this one starts
-        print(exc, file=sys.stderr, flush=True)
+        logger.warning(exc)
         exit_code = exc.exit_status
     finally:
         if started:
@@ -272,11 +274,8 @@ def check_storage_reach(uri: str, hosts: set[str], fstype: str | None = None) ->
 
 def study_crashed(label: str, exc: Exception) -> int:
     """An unexpected error of one study: its traceback and one line naming it; exit status 1."""
-    import traceback
-
-    traceback.print_exc()
-    print(f"error: [{label}] {type(exc).__name__}: {exc}; the other "
-          "studies go on", file=sys.stderr, flush=True)
+    logger.error(f"error: [{label}] {type(exc).__name__}: {exc}; the other studies go on",
+                 exc_info=exc)
     return 1
 
 
@@ -297,7 +296,7 @@ def run_search(sweep, plan: Plan, store, provenance, args) -> int:
     tune_dir = uri_join(store.uri, sweep.name, search.name, "tune")
     for point in plan.members:
         label = f"{sweep.name}/{search.name}@{point.hash[:8]}"
-        print(f"[{label}] Optuna search: {plan.num_samples} trials", flush=True)
+        logger.info(f"[{label}] Optuna search: {plan.num_samples} trials")
         res = member_resources(point, cluster_gpus(), search.cpus_per_trial)
         template = search_template(sweep, plan, point, store, provenance, res)
         run_search_tune(search, point, template, tune_dir, plan.num_samples, args.seed,
@@ -310,8 +309,8 @@ def summarize_search(sweep, search, store) -> int:
     counts = {}
     for status, _ in statuses.values():
         counts[status] = counts.get(status, 0) + 1
-    print(f"[{sweep.name}/{search.name}] stored trials: "
-          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), flush=True)
+    logger.info(f"[{sweep.name}/{search.name}] stored trials: "
+                + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return 0
 
 
@@ -329,9 +328,8 @@ def run_standalone(sweep, plans, store, args) -> int:
         for point in plan.members:
             study = run_search_optuna(plan.study, point, args.optuna_journal, plan.num_samples,
                                       args.seed, runner, sweep=sweep.name)
-            print(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
-                  f" with {study.best_params} (journal: {redacted(args.optuna_journal)})",
-                  flush=True)
+            logger.info(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
+                        f" with {study.best_params} (journal: {redacted(args.optuna_journal)})")
         summarize_search(sweep, plan.study, store)
     return 0
 

@@ -24,6 +24,8 @@ from icl_core.running.tracking import tracking_callbacks
 from icl_core.running.trial import TrialSpec
 from icl_core.running.tune_trainable import SPEC_KEY, spec_from_config, tune_trainable
 
+logger = logging.getLogger(__name__)
+
 
 class Interrupted(KeyboardInterrupt):
     """Ray Tune was stopped with Ctrl-C (SIGINT) before its trials ended. Tune catches the
@@ -96,7 +98,7 @@ def init_ray(address: str | None, dashboard: bool = True) -> bool:
                  dashboard_host="127.0.0.1", log_to_driver=True)
     line = dashboard_line() if dashboard else None
     if line:
-        print(line, flush=True)
+        logger.info(line)
     return started
 
 
@@ -238,6 +240,8 @@ class Progress(Callback):
         return sum(self.progress.values()), float(self.total)
 
     def _print(self, force: bool = False):
+        if not logger.isEnabledFor(logging.INFO):  # --quiet: neither the bar nor the lines
+            return
         now = time.time()
         live = self._is_live()
         if not force and now - self.last < (LIVE_EVERY_S if live else self.every_s):
@@ -252,14 +256,12 @@ class Progress(Callback):
             self._draw(work, total_work, elapsed, eta)
             return
         studies = self.pool.counts() if self.pool is not None else ""
-        print(
+        logger.info(
             f"{time.strftime('%H:%M:%S')} [{self.label}] {self.done}/{self.total} trials done, "
             f"{len(self.running)} running, {self.failed} failed, {self.diverged} members "
             "diverged, " + (f"{self.restarts} restarted from a checkpoint, " if self.restarts
                             else "")
-            + studies + f"elapsed {span(elapsed)}, ETA {'?' if eta is None else span(eta)}",
-            flush=True,
-        )
+            + studies + f"elapsed {span(elapsed)}, ETA {'?' if eta is None else span(eta)}")
 
     def _draw(self, work: float, total_work: float, elapsed: float, eta: float | None) -> None:
         """The terminal's line: [label] bar, share of the planned cost done, trials, times,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_
 from icl_core.spec.study import Preset, apply_preset, check_preset_names, expand, parse_override
 from icl_core.storage.signing import UntrustedState, keep_signed, verify
 from icl_core.storage.store import Store, redacted, uri_join
+
+logger = logging.getLogger(__name__)
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 
@@ -222,7 +225,7 @@ def _run_leased(search, point, spec_template, tune_dir, num_samples, seed, resum
     if resume and not restorable and not finished_trials(journal, name):
         # never started (e.g. a pool stopped before its searches): --resume starts it, as it
         # runs a grid's unfinished members, so one re-run command finishes every study
-        print(f"[{label}] --resume: no search at {redacted(path)} yet; starting it", flush=True)
+        logger.info(f"[{label}] --resume: no search at {redacted(path)} yet; starting it")
         resume = False
     if resume:
         if restorable:
@@ -239,8 +242,7 @@ def _run_leased(search, point, spec_template, tune_dir, num_samples, seed, resum
             return print_best(search, name, journal, label)
         run_name = f"search-{point.hash}-from{done}-{time.strftime('%Y%m%d-%H%M%S')}"
         todo = num_samples - done
-        print(f"[{label}] extending the search from {done} to {num_samples} trials",
-              flush=True)
+        logger.info(f"[{label}] extending the search from {done} to {num_samples} trials")
     else:
         check_not_started(label, path)
     # an extension's sampler is seeded apart from the first run's, whose first draws it would
@@ -340,15 +342,15 @@ def print_best(search, name, journal, label) -> None:
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     shown = redacted(journal)
     if not done:
-        print(f"[{label}] no finished trial yet (journal: {shown})", flush=True)
+        logger.info(f"[{label}] no finished trial yet (journal: {shown})")
         return
     best = study.best_trial
     opener = f"icl_core.storage.journal.journal_storage({shown!r})" if "://" in journal else \
         f"JournalStorage(JournalFileBackend({shown!r}))"
-    print(f"[{label}] best {search.metric} {best.value:.4g} with {best.params} "
-          f"(config_hash {best.user_attrs.get('config_hash', '?')}; {len(done)} complete "
-          f"of {len(study.trials)} trials; optuna.load_study(study_name={study.study_name!r}, "
-          f"storage={opener}))", flush=True)
+    logger.info(f"[{label}] best {search.metric} {best.value:.4g} with {best.params} "
+                f"(config_hash {best.user_attrs.get('config_hash', '?')}; {len(done)} complete "
+                f"of {len(study.trials)} trials; optuna.load_study(study_name={study.study_name!r}, "
+                f"storage={opener}))")
 
 
 def finished_points(sweep_name, search, points, storage_uri, num_samples) -> list:
@@ -361,8 +363,8 @@ def finished_points(sweep_name, search, points, storage_uri, num_samples) -> lis
     for point in points:
         k = finished_trials(journal, journal_study_name(journal, sweep_name, search.name, point))
         if k >= num_samples:
-            print(f"[{sweep_name}/{search.name}@{point.hash[:8]}] finished: {k} of {num_samples} Optuna trials (journal: "
-                  f"{redacted(journal)}); --resume --num-samples N extends it to N", flush=True)
+            logger.info(f"[{sweep_name}/{search.name}@{point.hash[:8]}] finished: {k} of {num_samples} Optuna trials (journal: "
+                        f"{redacted(journal)}); --resume --num-samples N extends it to N")
             done.append(point)
     return done
 

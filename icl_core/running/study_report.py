@@ -5,11 +5,13 @@ report (`report_study`, called by the pool as soon as the study's own trials are
 
 from __future__ import annotations
 
-import sys
+import logging
 
 from icl_core.running.search import Search
 from icl_core.spec.config import ConfigError, to_plain
 from icl_core.spec.study import PRESETS
+
+logger = logging.getLogger(__name__)
 
 
 def study_manifest(sweep, study, presets=PRESETS, strict: bool = True) -> dict:
@@ -55,8 +57,7 @@ def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
         compact_study(store, sweep.name, study.name)
         return report_statuses(label, statuses, sweep, study, store, args)
     except Exception as exc:
-        print(f"[{label}] report failed: {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
+        logger.warning(f"[{label}] report failed: {type(exc).__name__}: {exc}")
         return 1
 
 
@@ -69,22 +70,22 @@ def compact_study(store, sweep: str, study: str) -> None:
     try:
         result = compact(store, sweep, study, min_files=COMPACT_AT)
     except Exception as exc:
-        print(f"[{sweep}/{study}] compaction failed ({type(exc).__name__}: {exc}); the member "
-              "files stay", file=sys.stderr, flush=True)
+        logger.warning(f"[{sweep}/{study}] compaction failed ({type(exc).__name__}: {exc}); the member "
+                       "files stay")
         return
     if result.merged or result.removed or result.rewritten:
-        print(result.line(), flush=True)
+        logger.info(result.line())
 
 
 def report_statuses(label, statuses, sweep, study, store, args) -> int:
     kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
     counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
     record(args, label, counts=counts)
-    print(f"[{label}] finished: " + ", ".join(
-        f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")), flush=True)
+    logger.info(f"[{label}] finished: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")))
     for h, (status, reason) in statuses.items():
         if status in ("failed", "diverged", "missing"):
-            print(f"[{label}]   {status} {h}: {reason}", flush=True)
+            logger.info(f"[{label}]   {status} {h}: {reason}")
     failed_figure = False
     if study.figure and not args.no_figures and counts["ok"]:
         from analysis.regenerate import regenerate
@@ -95,9 +96,9 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
                                          for p in (*s.get("paths", ()), *s.get("report", ()))])
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
-            print(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
-                  f"python -m analysis.regenerate {sweep.name} --study {study.name} "
-                  f"--storage {store.redacted}", file=sys.stderr, flush=True)
+            logger.warning(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
+                           f"python -m analysis.regenerate {sweep.name} --study {study.name} "
+                           f"--storage {store.redacted}")
     return exit_status(label, counts, failed_figure)
 
 
@@ -113,6 +114,6 @@ def exit_status(label: str, counts: dict, failed_figure: bool) -> int:
     """1 when a member failed or is missing, the figure failed, or no member ended ok but
     some diverged (a study of nothing but diverged members); else 0."""
     if counts["diverged"] and not counts["ok"] and not counts["failed"] + counts["missing"]:
-        print(f"[{label}] every member diverged: exit status 1", file=sys.stderr, flush=True)
+        logger.warning(f"[{label}] every member diverged: exit status 1")
         return 1
     return 1 if counts["failed"] or counts["missing"] or failed_figure else 0

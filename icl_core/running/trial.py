@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import time
 import traceback
@@ -32,6 +33,8 @@ from icl_core.training.evaluate import eval_prompts, evaluate
 from icl_core.training.stacked import StackedRun, stack_groups
 from icl_core.training.throughput import records
 from icl_core.training.train import STALL_STEPS, MemberRun, Trainer, still_training, train_until
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -119,8 +122,8 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
         if stored[member.hash][0] not in ("failed", "missing"):  # an earlier attempt's
             results[member.hash] = MemberResult(*stored[member.hash])
         elif other := holder(store, spec.sweep, spec.study, member.hash, spec.driver):
-            print(f"[{spec.sweep}/{spec.study}] member {member.hash}: claimed by another "
-                  f"driver ({other}), skipped", flush=True)
+            logger.info(f"[{spec.sweep}/{spec.study}] member {member.hash}: claimed by another "
+                        f"driver ({other}), skipped")
             results[member.hash] = MemberResult("claimed", f"claimed by another driver ({other})")
         else:
             todo.append((index, member))

@@ -10,12 +10,14 @@ every study the run left unreported. Searches run after the pool (icl_core.runni
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from icl_core.common.validation import ConfigError
 from icl_core.running.tune_trainable import SPEC_KEY
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -169,8 +171,8 @@ def cost_model(gpus: float, threads: int, store=None, studies=(), calibrate: boo
         raise ConfigError(f"[{where}@{exc.member_hash[:8]}] calibration failed: {exc.error} "
                           "(nothing was trained; fix that member's config)") from None
     known = sum(1 for v in model.table.values() if v.source == "calibration")
-    print(f"cost model: {known} step shape(s) calibrated on {model.device} "
-          f"({time.monotonic() - start:.1f} s; cached in {cost.cache_file()})", flush=True)
+    logger.info(f"cost model: {known} step shape(s) calibrated on {model.device} "
+                f"({time.monotonic() - start:.1f} s; cached in {cost.cache_file()})")
     return model
 
 
@@ -235,10 +237,10 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
         mine_set = set(mine)
         todo_of[id(plan)] = [m for m in plan.members if m.hash in mine_set]
         claimed[id(plan)] = (claims, others)
-        print(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"
-              f" already finished, running {len(mine)}", flush=True)
+        logger.info(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"
+                    f" already finished, running {len(mine)}")
         if others:
-            print(f"[{label}] {skipped_line(others)}", flush=True)
+            logger.info(f"[{label}] {skipped_line(others)}")
     threads = max((int(p.study.cpus_per_trial) for _, p in entries), default=1)
     try:
         model = cost_model(gpus, max(1, threads), store,
@@ -285,18 +287,17 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int
         if specs:
             # share x seconds, as --dry-run counts device-hours (plan_report.device_hours)
             hours = sum((s.gpu or s.threads) * sec for s, _, sec in specs) / 3600
-            print(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
-                  f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
-                  f"{args.pack}, --stack {args.stack})", flush=True)
+            logger.info(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
+                        f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
+                        f"{args.pack}, --stack {args.stack})")
             try:
                 run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool,
                          args.logger)
             except Interrupted as exc:  # raised on once the summaries say what was stored
                 interrupted = exc
             except Exception as exc:  # the summaries below still say what was stored
-                print(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished "
-                      "is stored, run the same command again to finish the rest",
-                      file=sys.stderr, flush=True)
+                logger.warning(f"[{label}] Ray Tune stopped: {type(exc).__name__}: {exc}; what finished "
+                               "is stored, run the same command again to finish the rest")
         for study in studies:  # every study is reported, whatever Tune did
             pool.finish(study)
     if interrupted is not None:

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from icl_core.common.log import ensure_console
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import with_settings
 
@@ -83,6 +84,7 @@ def tune_trainable(config: dict) -> None:
 
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    ensure_console()  # a worker's lines reach the driver's console through Ray (its level)
     spec = spec_from_config(config)
     assigned = ray.get_runtime_context().get_assigned_resources()
     spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,

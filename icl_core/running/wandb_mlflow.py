@@ -25,6 +25,7 @@ MLflow without a tracking store is one line (ConfigError), not a failure after l
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 
 import pyarrow.fs as pafs
@@ -34,6 +35,8 @@ from ray.air.integrations.wandb import WandbLoggerCallback  # only if installed
 from icl_core.common.validation import ConfigError
 from icl_core.running.hparams import trial_hparams
 from icl_core.storage.store import redacted
+
+logger = logging.getLogger(__name__)
 
 WANDB_PROJECT = "icl-scaling"
 MLFLOW_PARAM_CHARS = 6000  # MLflow rejects longer parameter values
@@ -93,10 +96,10 @@ def logger_callbacks(loggers, storage_uri: str, group: str) -> list:
                                     settings=wandb.Settings(silent=True), **mode))
             where = "in each trial's folder (wandb sync <trial>/wandb/offline-run-*)" \
                 if mode.get("mode") == "offline" else f"to project {project!r}"
-            print(f"[{group}] W&B: one run per trial, group {group!r}, {where}", flush=True)
+            logger.info(f"[{group}] W&B: one run per trial, group {group!r}, {where}")
         else:
             uri, experiment = mlflow_uri(storage_uri), group.split("/")[0]
-            print(f"[{group}] MLflow: experiment {experiment!r} at {uri}", flush=True)
+            logger.info(f"[{group}] MLflow: experiment {experiment!r} at {uri}")
             out.append(MlflowHparams(tracking_uri=uri, experiment_name=experiment,
                                      tags={"icl.group": group}))
     return out

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -48,6 +48,8 @@ import pyarrow.fs as pafs
 from icl_core.common.progress import span
 from icl_core.storage.object_claims import TTL_S, ConditionalWrites, believed, unsupported
 from icl_core.storage.store import Store
+
+logger = logging.getLogger(__name__)
 
 _DRIVER = uuid.uuid4().hex[:12]  # this process's driver id
 
@@ -159,8 +161,8 @@ class Claims:
                 why = "its driver is gone"
             elif expired.get("squatted"):
                 why = "squatted: its expiry was further than a lease ahead; expired by its age"
-            print(f"claims: took over {h} from {expired['host']}:{expired['pid']} "
-                  f"({why})", file=sys.stderr, flush=True)
+            logger.warning(f"claims: took over {h} from {expired['host']}:{expired['pid']} "
+                           f"({why})")
             return None
         finally:
             os.remove(marker)
@@ -182,7 +184,7 @@ class Claims:
             current = self.read(h)
             if current is None or current["driver"] != self.owner.driver:
                 self.held.discard(h)
-                print(f"claims: lost {h} to another driver", file=sys.stderr, flush=True)
+                logger.warning(f"claims: lost {h} to another driver")
                 continue
             os.replace(self._written(), self.path(h))
 
@@ -245,8 +247,8 @@ def plan_claims(store: Store, sweep: str, study: str, hashes: list[str],
     todo = [h for h in hashes if h not in finished]
     claims, why = study_claims(store, sweep, study, owner)
     if why:
-        print(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
-              "train a config twice", file=sys.stderr)
+        logger.warning(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
+                       "train a config twice")
         return claims, todo, {}
     others = {}
     for h in todo:
@@ -324,8 +326,8 @@ def lease(store: Store, sweep: str, study: str, key: str, owner: Owner | None = 
     it; where the store keeps no claims (gs://, ...) says so on one line and yields None."""
     claims, why = study_claims(store, sweep, study, owner)
     if why:
-        print(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
-              "run it at once", file=sys.stderr, flush=True)
+        logger.warning(f"claims: not on {store.redacted} ({why}): two drivers of {sweep}/{study} may "
+                       "run it at once")
         yield None
         return
     holder = claims.take(key)

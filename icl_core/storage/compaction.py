@@ -22,8 +22,8 @@ is seen once, and the next compaction deletes the duplicates.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -41,6 +41,8 @@ from icl_core.storage.store import (
     UntrustedRows,
     check_member,
 )
+
+logger = logging.getLogger(__name__)
 
 COMPACT_AT = 64  # member files from which a sweep run compacts a study once it is done
 BATCH = 1000  # members per row group (hash-sorted: a lookup by hash reads one group)
@@ -126,8 +128,8 @@ def _read_member(store: Store, plan: Plan, h: str, path: str) -> pa.Table | None
         reason = str(exc) if isinstance(exc, UntrustedRows) else \
             f"{path}: unreadable ({type(exc).__name__}: {exc})"
         dest = store.quarantine(plan.sweep, plan.study, path, reason)
-        print(f"[{plan.sweep}/{plan.study}] untrusted row file {reason}; moved to {dest}; "
-              f"config {h} will be trained again", file=sys.stderr, flush=True)
+        logger.warning(f"[{plan.sweep}/{plan.study}] untrusted row file {reason}; moved to {dest}; "
+                       f"config {h} will be trained again")
         return None
 
 

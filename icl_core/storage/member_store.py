@@ -5,14 +5,16 @@ errno and message, never raised (icl_core.running.trial.finish_member records th
 from __future__ import annotations
 
 import errno
+import logging
 import re
-import sys
 import time
 
 import pyarrow as pa
 
 from icl_core.storage.artifacts import save_artifacts
 from icl_core.storage.store import Store, rows_table
+
+logger = logging.getLogger(__name__)
 
 WRITE_TRIES = 3
 WRITE_BACKOFF_S = 0.5  # waits 0.5 s, then 1 s, between tries
@@ -37,8 +39,8 @@ def store_member(store: Store, spec, h: str, status: str, rows: list,
             fault = storage_fault(exc)
             if attempt + 1 < WRITE_TRIES:
                 time.sleep(WRITE_BACKOFF_S * 2 ** attempt)
-    print(f"[{spec.sweep}/{spec.study}] member {h}: {fault}, after {WRITE_TRIES} tries; recorded "
-          "failed, to be trained again by the next run", file=sys.stderr, flush=True)
+    logger.warning(f"[{spec.sweep}/{spec.study}] member {h}: {fault}, after {WRITE_TRIES} tries; recorded "
+                   "failed, to be trained again by the next run")
     try:
         store.write_rows(failed, rows_table(rows, {**constants, "status": "failed",
                                                    "reason": fault}))

@@ -28,8 +28,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
-import sys
 import time
 import uuid
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -37,6 +37,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pyarrow.fs as pafs
 
 from icl_core.storage.store import Store
+
+logger = logging.getLogger(__name__)
 
 _SUPPORTED: dict[tuple, str | None] = {}  # (endpoint, bucket) -> None or why not
 
@@ -168,7 +170,7 @@ class ConditionalWrites:
         self.held.add(h)
         if not mine:
             why = "expired" if current["expires"] <= time.time() else "its driver is gone"
-            print(f"claims: took over {h} from {label} ({why})", file=sys.stderr, flush=True)
+            logger.warning(f"claims: took over {h} from {label} ({why})")
         return None
 
     def refresh(self) -> None:
@@ -181,7 +183,7 @@ class ConditionalWrites:
                     raise
                 self.held.discard(h)
                 self.etags.pop(h, None)
-                print(f"claims: lost {h} to another driver", file=sys.stderr, flush=True)
+                logger.warning(f"claims: lost {h} to another driver")
 
     def release_one(self, h: str) -> None:
         etag = self.etags.pop(h, None)

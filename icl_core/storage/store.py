@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +55,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+logger = logging.getLogger(__name__)
 
 # Fixed row columns (the evaluator's and trainer's); every file has them with these types.
 ROW_SCHEMA = pa.schema([
@@ -257,8 +259,8 @@ class Store:
             return None
         except UntrustedRows as exc:
             dest = self.quarantine(sweep, study, path, str(exc))
-            print(f"[{sweep}/{study}] untrusted compacted file {exc}; moved to {dest}; its "
-                  "configs will be trained again", file=sys.stderr, flush=True)
+            logger.warning(f"[{sweep}/{study}] untrusted compacted file {exc}; moved to {dest}; its "
+                           "configs will be trained again")
             return None
 
     def compacted_rows(self, path: str, config_hash: str, columns=None) -> pa.Table:
@@ -313,8 +315,8 @@ class Store:
             return None
         except UntrustedRows as exc:
             dest = self.quarantine(sweep, study, path, str(exc))
-            print(f"[{sweep}/{study}] untrusted row file {exc}; moved to {dest}; config "
-                  f"{config_hash} will be trained again", file=sys.stderr, flush=True)
+            logger.warning(f"[{sweep}/{study}] untrusted row file {exc}; moved to {dest}; config "
+                           f"{config_hash} will be trained again")
             return None
 
     def quarantine(self, sweep: str, study: str, path: str, reason: str) -> str:
