@@ -324,6 +324,9 @@ def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
          prog: str = "python -m analysis.regenerate") -> int:
     """The command line. `lookup` (studies, see `study_manifests`) and `sweep_names` (the
     sweeps --all visits; default: those in the store) are given by icl_core.interface.regenerate_from_sweeps."""
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     choices = f"one of: {', '.join(sweep_names())}" if sweep_names else "a sweep in the store"

@@ -213,6 +213,9 @@ def _replace_block(text: str, block: str) -> str:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m analysis.verdicts") -> int:
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(prog=prog,
                                      description="Decide every declared claim on the "
                                      "committed evidence; print or write the verdict table.")

@@ -1,7 +1,8 @@
 """Where a run's lines go (icl_core.common.log): the standard logging module, one logger per
 package, the console as it always read (INFO on stdout, warnings on stderr), --quiet /
 --verbose / --log-file on the command lines, a notebook's own level kept, and no print() below
-the face. A smoke run with --log-file and --quiet: tests/test_sweep_e2e.py."""
+the face; the commands set the console up in a fresh interpreter. A smoke run with --log-file
+and --quiet: tests/test_sweep_e2e.py."""
 
 from __future__ import annotations
 
@@ -129,3 +130,15 @@ def test_no_print_below_the_face():
     assert len(below) > 60
     found = {str(p.relative_to(ROOT)): lines for p in below if (lines := prints_in(p))}
     assert found == {}
+
+
+def test_an_analysis_command_shows_the_stores_coverage_line(tmp_path):
+    """`python -m analysis.regenerate` in a fresh interpreter: the coverage line, logged by the
+    library (analysis.reading.store), reaches the console through the command's set-up."""
+    out = subprocess.run(
+        [sys.executable, "-m", "analysis.regenerate", "algoformer", "--study", "examples",
+         "--storage", str(ROOT / "evidence" / "reduced"), "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^\[algoformer/examples\] trials: \d+ expected .*, \d+ read ", out.stdout,
+                     re.M), out.stdout

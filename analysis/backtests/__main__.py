@@ -8,6 +8,9 @@ USAGE = "usage: python -m analysis.backtests {backtest,scoreboard,synthetic} [op
 
 
 def main(argv: list[str] | None = None) -> int:
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     argv = sys.argv[1:] if argv is None else argv
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
     if command == "backtest":

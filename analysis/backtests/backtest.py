@@ -290,6 +290,9 @@ def run_backtest(args) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m analysis.backtests backtest") -> int:
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     add_backtest_args(parser)
     return run_backtest(parser.parse_args(argv))

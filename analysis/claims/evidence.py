@@ -121,6 +121,9 @@ def size_mb(root: Path | None = None) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(
         prog="python -m analysis.claims.evidence",
         description="Commit studies' rows as evidence (compacted, with provenance).")

@@ -352,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from analysis.reading.store import MissingResults, read_rows
+    from icl_core.common.log import ensure_console
 
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(prog="python -m analysis.forecasts.adaptive_design", description=(
         "Where a study stands on an adaptive goal (compare a dense grid with an adaptive run)."))
     parser.add_argument("--storage", default="results")

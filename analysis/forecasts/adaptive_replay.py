@@ -192,7 +192,9 @@ def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict
 
 def main(argv: list[str] | None = None) -> int:
     from analysis.reading.store import MissingResults, read_rows
+    from icl_core.common.log import ensure_console
 
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(
         prog="python -m analysis.forecasts.adaptive_replay",
         description="Replay an adaptive design on a measured dense grid (module doc).")

@@ -94,6 +94,9 @@ def _seal(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     args = _parser().parse_args(argv)
     try:
         if args.command == "seal":

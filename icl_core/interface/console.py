@@ -47,6 +47,9 @@ ABOVE = re.compile(r"^\s+#\s?(.*)$")  # a comment line above a field (its doc if
 
 
 def main(argv: list[str] | None = None) -> int:
+    from icl_core.common.log import ensure_console
+
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(f"usage:\n{USAGE}")

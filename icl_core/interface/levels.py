@@ -159,11 +159,13 @@ def report(frame: pl.DataFrame, metric: str, statistic: str, position: int | Non
 
 
 def main(argv: list[str] | None = None, prog: str = "icl levels") -> int:
+    from icl_core.common.log import ensure_console
     from icl_core.interface.catalog import load_sweep, sweep_names
     from icl_core.running.plans import parse_sets
     from icl_core.running.search import Search
     from icl_core.spec.study import PRESETS
 
+    ensure_console()  # its lines (a store's coverage, warnings) on the console
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         names = sweep_names()
