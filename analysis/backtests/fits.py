@@ -12,8 +12,10 @@ fit of log y in log x (the forms of analysis.fitting.forms, solved by analysis.f
 damped Gauss-Newton from the form's own starting grid; the best `KEEP_STARTS` starts by their
 initial cost are polished). Least squares, not analysis.fitting.fit's Huber loss: the forecast's AICc
 weights and its delta-method covariance are both Gaussian-likelihood quantities, and must be
-of the same fit. A fit is kept only when resolved (`_resolved`: the rules the sealed
-forecasts and the figures use, analysis.fit_result.fit_status). All fits of a form are solved in one batch: seconds for hundreds of series.
+of the same fit. A fit is kept only when resolved (`_resolved`: the rules of
+analysis.fitting.result.fit_status, which the sealed forecasts and the figures use, from their
+one source in analysis.fitting.forms). All fits of a form are solved in one batch: seconds for
+hundreds of series.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.fitting.forms import B_MAX, FORMS
+from analysis.fitting.forms import FORMS, at_bound, break_inside, break_window
 from analysis.fitting.solve import batch_solve
 
 KEEP_STARTS = 4  # starts per problem polished (the best by initial cost)
@@ -98,21 +100,20 @@ def _solve_group(shape, lx: Array, ly: Array, present: Array, xi: Array, m: int,
 
 
 def _resolved(shape, theta: Array, u: Array) -> Array:
-    """(S, K) whether each fit is resolved, by analysis.fit_result.fit_status's rules: no
-    exponent at the fitter's box (|b| = B_MAX), and a broken power law's break between the
-    2nd and the 2nd-last distinct x of its prefix (not at the data edge)."""
+    """(S, K) whether each fit is resolved, by analysis.fitting.result.fit_status's rules on
+    the point estimate (analysis.fitting.forms): no exponent at the fitter's box (`at_bound`),
+    and a broken power law's break inside its prefix's `break_window` of the distinct log x u
+    (not at the data edge). fit_status's other rules need bootstrap CIs or a claim's sign,
+    which prefix fits do not have; their non-finite theta is ruled out by `_fit_form`."""
     S, K, _ = theta.shape
     out = np.ones((S, K), dtype=bool)
     for i, name in enumerate(shape.params):
         if name in shape.exponents:
-            out &= ~(np.abs(theta[..., i]) >= B_MAX * (1 - 1e-3))
+            out &= ~at_bound(theta[..., i])
     if "d" in shape.params:
         ld = theta[..., shape.params.index("d")]
         for m in range(K):
-            if m < 4:
-                out[:, m] = False
-            else:
-                out[:, m] &= (ld[:, m] >= u[1]) & (ld[:, m] <= u[m - 2])
+            out[:, m] &= break_inside(ld[:, m], break_window(u, m))
     return out
 
 

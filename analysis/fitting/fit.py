@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from analysis.fitting.forms import FORMS, Form, distinct_x
-from analysis.fitting.result import Fit, fit_status
+from analysis.fitting.result import BOOT_BOUND_SHARE, BOUND_NOTE, Fit, fit_status
 from analysis.fitting.solve import bootstrap, point_fit
 
 # Fit and fit_status are defined in analysis.fitting.result; this module is where the docs, the
@@ -131,15 +131,16 @@ def _boot_ci_corr(shape, boots: np.ndarray, ci: dict) -> tuple[dict, dict[str, f
 
 
 def _bound_notes(shape, boots: np.ndarray, lx: np.ndarray, ly: np.ndarray) -> list[str]:
-    """A note naming the parameters whose refits sit at the box bounds in > 2.5% of them."""
+    """A note naming the parameters whose refits sit at the box bounds in more than
+    BOOT_BOUND_SHARE of them (read by `fit_status`)."""
     if not len(boots):
         return []
     lower, upper = shape.box(lx, ly)
     at_bound = [name for i, name in enumerate(shape.params)
                 if np.mean(np.isclose(boots[:, i], lower[i]) | np.isclose(boots[:, i], upper[i]))
-                > 0.025]
+                > BOOT_BOUND_SHARE]
     if at_bound:
-        return [f"CI of {', '.join(at_bound)} reaches the parameter bounds in > 2.5% "
+        return [f"CI of {', '.join(at_bound)} {BOUND_NOTE} in > {BOOT_BOUND_SHARE:.1%} "
                 f"of the refits: not resolved by the data"]
     return []
 

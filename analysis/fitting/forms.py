@@ -14,6 +14,10 @@ a, c and d are fitted as logs so they stay positive. Every form has a grid of st
 `broken_power` with the exponents solved linearly at each break) and a box its solutions are
 clipped to (|b| <= `B_MAX`).
 
+What the fitter's box and a break's position mean for a fit being resolved is held here once
+(`at_bound`, `break_window`, `break_inside`, `BREAK_NOTE`): analysis.fitting.result.fit_status
+applies them to one fit, analysis.backtests.fits to arrays of prefix fits.
+
 A floor far below every y (c < 1% of the fit at all x) is not resolved by the data: the fit
 clips it at ~2e-9 min(y) and says so in its notes.
 """
@@ -35,6 +39,9 @@ BREAK_F = 0.1  # fixed sharpness of the broken power law (in units of ln x)
 B_MAX = 20.0  # |b| <= B_MAX
 C_LOG_FLOOR = 20.0  # c >= min(y) * e**-20 (~2e-9 min y): "no floor" within the data
 RESOLVED_SHARE = 0.01  # a floor is resolved if c is >= 1% of the fitted y at some data x
+BOUND_RTOL = 1e-3  # an exponent within 0.1% of the box (|b| >= 0.999 B_MAX) sits at it
+BREAK_MIN_X = 4  # distinct x a break needs: it must lie from the 2nd to the 2nd-last of them
+BREAK_NOTE = "break at the edge of the data"  # the note of a break outside `break_window`
 
 Array = np.ndarray
 
@@ -69,6 +76,37 @@ FORMS: dict[str, Form] = {}
 def register(form: Form) -> Form:
     FORMS[form.name] = form
     return form
+
+
+# ------------------------------------------------------------------- is it resolved? (rules)
+
+
+def at_bound(value, bound: float = B_MAX):
+    """Whether an exponent sits at the fitter's box: |value| >= bound * (1 - BOUND_RTOL).
+    Elementwise on arrays, a bool on a float; NaN is never at the bound, +-inf always is."""
+    return np.abs(value) >= bound * (1.0 - BOUND_RTOL)
+
+
+def break_window(u: Array, m: int | None = None) -> tuple[float, float] | None:
+    """(lo, hi): the log x a broken power law's break must lie in to be resolved, from the 2nd
+    to the 2nd-last of the first m distinct log x u (ascending; m: all of u); None with fewer
+    than BREAK_MIN_X of them (any break is then at the data edge)."""
+    m = len(u) if m is None else m
+    if m < BREAK_MIN_X:
+        return None
+    return u[1], u[m - 2]
+
+
+def break_inside(log_d, window: tuple[float, float] | None):
+    """Whether the break log d lies in `window` (ends included; see `break_window`).
+    Elementwise on arrays, a bool on a float; a NaN break or a None window is never inside."""
+    if window is None:
+        return np.zeros(np.shape(log_d), dtype=bool)
+    lo, hi = window
+    return (log_d >= lo) & (log_d <= hi)
+
+
+# ------------------------------------------------------------------------------- helpers
 
 
 def _col(theta: Array, i: int) -> Array:
@@ -171,7 +209,7 @@ def _broken_starts(lx: Array, ly: Array) -> list[Array]:
     """At each trial break ld the model is linear in (log a, b1, b2): solve it by least
     squares and start from there."""
     u = distinct_x(lx)
-    lo, hi = (u[1], u[-2]) if u.size >= 4 else (u[0], u[-1])
+    lo, hi = break_window(u) or (u[0], u[-1])
     out = []
     for ld in np.linspace(lo, hi, BREAK_STARTS):
         sp, _ = _broken_terms(lx, ld)
@@ -182,9 +220,9 @@ def _broken_starts(lx: Array, ly: Array) -> list[Array]:
 
 
 def _broken_notes(theta: Array, lx: Array) -> list[str]:
-    u = distinct_x(lx)
-    if u.size < 4 or not u[1] <= theta[3] <= u[-2]:
-        return ["break at the edge of the data: fewer than 2 distinct x on one side"]
+    """The `BREAK_NOTE` when the break is outside `break_window` of the fitted x."""
+    if not break_inside(theta[3], break_window(distinct_x(lx))):
+        return [f"{BREAK_NOTE}: fewer than 2 distinct x on one side"]
     return []
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.fitting.forms import B_MAX, FORMS
+from analysis.fitting.forms import B_MAX, BREAK_NOTE, FORMS, at_bound
 from analysis.fitting.solve import HUBER_DELTA
 
 Array = np.ndarray
@@ -115,7 +115,13 @@ class Fit:
 
 # ------------------------------------------------------------------------ is it resolved?
 
+# The rules of `fit_status`. The ones on the point estimate that a batch of fits can apply as
+# well (an exponent at the fitter's box, a break at the data edge) are analysis.fitting.forms'
+# `at_bound`, `break_window` and `break_inside`, which analysis.backtests.fits applies to its
+# prefix fits. The rest need what only a `Fit` or a `GammaFit` carries: bootstrap CI ends and
+# refits (the CI and bootstrap rules below) and the claim's sign (the sign rules).
 BOUND_NOTE = "reaches the parameter bounds"  # the bootstrap note of `fit_scaling`
+BOOT_BOUND_SHARE = 0.025  # a CI is at the box when more of its refits are (`fit._bound_notes`)
 
 
 def exponents(fit) -> list[tuple[str, float, float, float, float | None]]:
@@ -145,9 +151,8 @@ def fit_status(fit, claim_sign: int | None = None) -> str:
     sign = claim_sign if claim_sign is not None else getattr(fit, "claim_sign", None)
     exps = exponents(fit)
     for name, value, lo, hi, bound in exps:
-        if bound is not None:
-            edge = bound * (1.0 - 1e-3)
-            ends = [v for v in (value, lo, hi) if math.isfinite(v) and abs(v) >= edge]
+        if bound is not None:  # finite ends only: the box-clipped fitter gives no infinite one
+            ends = [v for v in (value, lo, hi) if math.isfinite(v) and at_bound(v, bound)]
             if ends:
                 return f"at bound {name}={ends[0]:.3g}"
     notes = getattr(fit, "notes", [])
@@ -156,7 +161,8 @@ def fit_status(fit, claim_sign: int | None = None) -> str:
             names = note.removeprefix("CI of ").split(BOUND_NOTE)[0].strip().split(", ")
             hit = [n for n in names if n in {e[0] for e in exps} | {"d"}]
             if hit:
-                return f"CI at bound ({', '.join(hit)}: > 2.5% of refits at the fitter's box)"
+                return (f"CI at bound ({', '.join(hit)}: > {BOOT_BOUND_SHARE:.1%} of refits "
+                        f"at the fitter's box)")
     name, value, lo, hi, _ = exps[0]
     if sign and math.isfinite(value) and value * sign <= 0:
         need = ">" if sign > 0 else "<"
@@ -165,6 +171,6 @@ def fit_status(fit, claim_sign: int | None = None) -> str:
         return "CI unresolved (nan)"
     if sign and lo <= 0.0 <= hi:
         return f"CI spans 0 [{lo:.2g}, {hi:.2g}]"
-    if any(note.startswith("break at the edge") for note in notes):
+    if any(note.startswith(BREAK_NOTE) for note in notes):  # forms' `break_inside`
         return "break at the data edge"
     return "ok"
