@@ -9,7 +9,7 @@ pyproject.toml): `figures` (one function per paper figure; `figures.by_name`, th
 import), over `fitting` (the one scaling-law fitter, its forms, sample complexity) and `reading`
 (the store reader, frames, seed spreads, the learned-regime bar). Beside them: `verdicts` (the
 rules; orderings and claim verdicts that can fail) and `regenerate` (the command line).
-Analysis never imports icl_core's orchestration (running, planning, interface): what it needs
+Analysis never imports icl_core's orchestration (running, planning) nor the face (icl): what it needs
 of a study travels in the rows or the manifest beside them.
 """
 

@@ -7,8 +7,8 @@ What it needs of each study (its figure and figure arguments, grid axes, the pla
 preset) comes from the study's manifest, `<storage>/<sweep>/<study>/study.json`, which a sweep
 run writes beside the rows (icl_core.running.study_report.study_manifest); analysis never imports the
 orchestration. Stores written before manifests existed (or rows written without a sweep run):
-`python -m icl_core.interface.regenerate_from_sweeps` takes the same arguments and reads the studies from the sweep
-files instead (it passes `lookup`, icl_core.interface.catalog.study_manifests, to `regenerate` / `main`).
+`python -m icl.regenerate_from_sweeps` takes the same arguments and reads the studies from the sweep
+files instead (it passes `lookup`, icl.catalog.study_manifests, to `regenerate` / `main`).
 Output per study: <out>/<sweep>/<study>/<figure>.png|.pdf, fits.parquet and fits.md.
 A study with no registered figure gets "no figure registered for <sweep>/<study>" and still a
 fit report: the final query MSE against the study's one grid axis (besides seed), compared
@@ -36,7 +36,7 @@ from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHO
 from analysis.reading.store import MissingResults, locate, missing_message, read_rows
 from icl_core.storage.store import ROW_SCHEMA, read_manifest
 
-FALLBACK = "python -m icl_core.interface.regenerate_from_sweeps"  # the same command, studies read from sweeps/
+FALLBACK = "python -m icl.regenerate_from_sweeps"  # the same command, studies read from sweeps/
 
 
 def _folders(loc, folder: str) -> list[str]:
@@ -51,7 +51,7 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
     """The manifests of a sweep's studies (the named one only), in the sweep file's order.
 
     Read from the store; with `lookup(sweep, preset) -> [manifest, ...]` (the fallback for
-    stores without manifests: icl_core.interface.regenerate_from_sweeps passes the sweep files' own) from it instead.
+    stores without manifests: icl.regenerate_from_sweeps passes the sweep files' own) from it instead.
     Nothing stored for the sweep (or the named study): MissingResults; with `lookup`, an
     unknown study is a ValueError naming the valid ones."""
     loc = locate(storage)
@@ -323,7 +323,7 @@ def stored_sweeps(storage: str) -> list[str]:
 def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
          prog: str = "python -m analysis.regenerate") -> int:
     """The command line. `lookup` (studies, see `study_manifests`) and `sweep_names` (the
-    sweeps --all visits; default: those in the store) are given by icl_core.interface.regenerate_from_sweeps."""
+    sweeps --all visits; default: those in the store) are given by icl.regenerate_from_sweeps."""
     from icl_core.common.log import ensure_console
 
     ensure_console()  # its lines (a store's coverage, warnings) on the console

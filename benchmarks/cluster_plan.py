@@ -29,8 +29,8 @@ PLANS: dict = {}
 
 def sweep_plans(name: str, preset: str):
     """(sweep, its Plans for `preset`, parsed default options); planned once per process."""
-    from icl_core.interface.catalog import load_sweep
-    from icl_core.interface.cli import build_parser
+    from icl.catalog import load_sweep
+    from icl.cli import build_parser
     from icl_core.running.plans import make_plans
 
     if (name, preset) not in PLANS:

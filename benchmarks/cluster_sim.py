@@ -77,7 +77,7 @@ def report(trials, devices: int, kw, unit: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from icl_core.interface.catalog import sweep_names
+    from icl.catalog import sweep_names
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument

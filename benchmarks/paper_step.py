@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from icl_core.interface.catalog import load_sweep  # noqa: E402
+from icl.catalog import load_sweep  # noqa: E402
 from icl_core.models import num_params  # noqa: E402
 from icl_core.planning.cost import CostModel, device_label  # noqa: E402
 from icl_core.planning.memory import human, member_memory  # noqa: E402

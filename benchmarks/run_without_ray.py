@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
-from icl_core.interface.catalog import load_sweep  # noqa: E402
 from icl_core.running.study_report import write_manifest  # noqa: E402
 from icl_core.running.trial import TrialSpec, run_trial  # noqa: E402
 from icl_core.spec.config import flatten  # noqa: E402

@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     phases = ["member files", "compacted"]
     for phase in phases:
         if phase == "compacted":
-            cmd = [sys.executable, "-m", "icl_core.interface.console", "compact", SWEEP, "--study", STUDY,
+            cmd = [sys.executable, "-m", "icl.console", "compact", SWEEP, "--study", STUDY,
                    "--storage", str(store)]
             results["icl compact", phase] = timed(cmd, args.max_rss_gb, args.timeout)
             print(f"  icl compact: {results['icl compact', phase]}", flush=True)

@@ -45,7 +45,7 @@ TARGET = 1.10
 
 
 def members(num_samples: int, sets: list[str]):
-    from icl_core.interface.catalog import load_sweep
+    from icl.catalog import load_sweep
     from icl_core.running.plans import parse_sets
 
     return load_sweep(SWEEP).study(STUDY).members(PRESET, parse_sets(sets),

@@ -1,11 +1,14 @@
-"""Module paths from before the move into sub-packages (issue 31), still importable.
+"""Module paths from before a move, still importable for a while, each with a warning.
 
-`import icl_core.trial` or `python -m icl_core.catalog` (old paths) give the module at its new
-path (icl_core.running.trial, icl_core.interface.catalog): the same module object, not a copy,
-so pickles written before the move (Ray Tune's experiment state names `icl_core.trainable`)
-still load, and scripts, notebooks and sweep files outside this tree keep working. The one place
-old paths live; new code, docs and sweep files use the new paths (docs/developing.md, "Public
-imports"). `icl_core` installs the icl_core table, `analysis` the analysis one.
+`import icl_core.trial` or `python -m icl_core.catalog` (paths from before the sub-packages,
+issue 31) and `icl_core.interface.<module>` (the face, moved above the core and analysis into
+the `icl` package, issue 47) give the module at its new path (icl_core.running.trial,
+icl.catalog): the same module object, not a copy, so pickles written before the move (Ray
+Tune's experiment state names `icl_core.trainable`) still load, and scripts, notebooks and
+sweep files outside this tree keep working. Each old path, imported, warns once
+(DeprecationWarning) naming its new path and the version that removes it (`REMOVED_IN`). The
+one place old paths live; new code, docs and sweep files use the new paths (docs/developing.md,
+"Public imports"). `icl_core` installs the icl_core table, `analysis` the analysis one.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import warnings
+
+REMOVED_IN = "0.3.0"  # the version that removes every old path below
+PACKAGES_MOVED = {"icl_core.interface": "icl"}  # whole packages: the face, above core and analysis
 
 MOVED = {
     "icl_core": {
@@ -79,15 +86,33 @@ class _Finder(importlib.abc.MetaPathFinder):
         self.package, self.table = package, MOVED[package]
 
     def find_spec(self, fullname, path=None, target=None):
-        head, _, rest = fullname.partition(".")
-        if head != self.package or rest not in self.table:
+        new = new_path(fullname) if fullname.partition(".")[0] == self.package else None
+        if new is None:
             return None
-        new = f"{head}.{self.table[rest]}"
+        warn_moved(fullname, new)
         origin = importlib.util.find_spec(new).origin
         return importlib.util.spec_from_loader(fullname, _Alias(new), origin=origin)
+
+
+def new_path(old: str) -> str | None:
+    """The module an old path names now (`icl_core.api` -> `icl.api`), or None if not moved."""
+    head, _, rest = old.partition(".")
+    new = f"{head}.{MOVED[head][rest]}" if rest in MOVED.get(head, {}) else old
+    for before, after in PACKAGES_MOVED.items():
+        if new == before or new.startswith(before + "."):
+            new = after + new[len(before):]
+    return None if new == old else new
+
+
+def warn_moved(old: str, new: str) -> None:
+    """The one deprecation line of an old path (Python shows it once per place it is met)."""
+    warnings.warn(f"{old} is an old module path: import {new} (the old path goes in "
+                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=3)
 
 
 def install(package: str) -> None:
     """Old paths of `package` import from their new paths (once per process)."""
     if not any(isinstance(f, _Finder) and f.package == package for f in sys.meta_path):
-        sys.meta_path.append(_Finder(package))
+        # first: a module under a moved package (icl_core.interface.api) must not be found
+        # again by the path finder under its parent's new __path__ (a second copy of icl.api)
+        sys.meta_path.insert(0, _Finder(package))

@@ -1,6 +1,6 @@
 """Adaptive depth scaling: the least-squares depth study (sweeps/depth_scaling.py,
 least_squares) with its trials chosen where the law MSE(depth) = c + a depth^-b is uncertain
-(icl_core.interface.adaptive; the criterion: analysis.forecasts.adaptive_design).
+(icl.adaptive; the criterion: analysis.forecasts.adaptive_design).
 
 Round 0 runs depths 1, 2, 6 x 2 seeds; each later round adds up to 3 trials (a depth and a
 seed each) chosen by a greedy bootstrap look-ahead, until b's 95% CI (the depth figure's fit:
@@ -18,8 +18,7 @@ if __package__:  # imported as sweeps.adaptive_depth (the tests)
 else:  # run as a script, python sweeps/adaptive_depth.py: sweeps/ is on sys.path
     from depth_scaling import LEAST_SQUARES
 
-from analysis.forecasts.adaptive_design import Goal
-from icl_core import Adaptive, adaptive_main
+from icl import Adaptive, Goal, adaptive_main
 
 LEAST_SQUARES_ADAPTIVE = Adaptive(
     name="least_squares_adaptive",

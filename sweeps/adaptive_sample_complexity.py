@@ -1,6 +1,6 @@
 """Adaptive sample complexity: n*(N) of the multi-head transformer on simple-1STR
 (sweeps/sample_complexity.py, str_simple_n) with its trials chosen where the law
-n*(N) = a N^γ is uncertain (icl_core.interface.adaptive; the criterion: analysis.forecasts.adaptive_design).
+n*(N) = a N^γ is uncertain (icl.adaptive; the criterion: analysis.forecasts.adaptive_design).
 
 n* is the samples (steps x batch) a member needs to reach a mean test MSE of 0.05, read from
 its recorded curve (analysis.forecasts.points.Measure "n_star"); a member that never reaches
@@ -20,9 +20,7 @@ if __package__:  # imported as sweeps.adaptive_sample_complexity (the tests)
 else:  # run as a script: sweeps/ is on sys.path
     from sample_complexity import STR_SIMPLE_N
 
-from analysis.forecasts.adaptive_design import Goal
-from analysis.forecasts.points import Measure
-from icl_core import Adaptive, adaptive_main
+from icl import Adaptive, Goal, Measure, adaptive_main
 
 N_STAR_005 = Measure("n_star", statistic="mean", threshold=0.05)  # the stop rule's statistic
 

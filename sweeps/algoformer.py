@@ -28,7 +28,7 @@ squared error per prompt position, normalised so the zero predictor scores ≈ 1
 icl_core/tasks/representation.py); 1000 test prompts.
 """
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 PAPER_TRAIN = {"optimizer": "adam", "lr": 1e-4, "batch_size": 64, "steps": 500_000,
                "report_every": 1000, "checkpoint_every": 10_000}

@@ -15,12 +15,12 @@ taken from the cpu preset, not searched.
     python sweeps/algoformer_reduced.py --preset reduced --study looped_lr_search
 """
 
-if __package__:  # imported as sweeps.algoformer_reduced (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.algoformer_reduced (icl.catalog, the tests)
     from . import algoformer as algo
 else:  # run as a script: sweeps/ is on sys.path
     import algoformer as algo
 
-from icl_core import Preset, Search, Sweep
+from icl import Preset, Search, Sweep
 
 SPACE = {"train.lr": ("loguniform", 1e-4, 1e-2), "train.warmup_steps": ("int", 0, 500)}
 SMOKE_SPACE = {"train.warmup_steps": ("int", 0, 5)}  # within the smoke preset's 20 steps

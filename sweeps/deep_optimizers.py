@@ -21,7 +21,7 @@ curriculum [gap: Garg's defaults, curriculum off since the paper does not mentio
 Evaluation: 6400 prompts (100 batches of 64), R² pooled and per-batch mean.
 """
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 MIXES = (0.0, 0.1, 0.3, 0.5)
 

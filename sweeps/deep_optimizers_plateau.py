@@ -20,12 +20,12 @@ presets, evaluated at ω₂ = 0 like transformer_depth) so their rows
 compare with teacher_shift / transformer_depth at each preset.
 """
 
-if __package__:  # imported as sweeps.deep_optimizers_plateau (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.deep_optimizers_plateau (icl.catalog, the tests)
     from . import deep_optimizers as wu
 else:  # run as a script, python sweeps/deep_optimizers_plateau.py: sweeps/ is on sys.path
     import deep_optimizers as wu
 
-from icl_core import Preset, Search, Study, Sweep
+from icl import Preset, Search, Study, Sweep
 
 # deep_optimizers' settings, imported (one source), evaluated like transformer_depth: ω₂ = 0
 # at the training length, with the cheap baselines only (trivial predictors always, plus OLS;

@@ -18,12 +18,12 @@ depth helps, then saturates (~1e-7 at L = 32-64) orders of magnitude above OLS/G
 Settings and the choices where the paper is silent: see sweeps/bases.py (LIU_LS).
 """
 
-if __package__:  # imported as sweeps.depth_scaling (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.depth_scaling (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/depth_scaling.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 LEAST_SQUARES = Study(
     name="least_squares",

@@ -26,14 +26,14 @@ preset only trains longer (6000 steps), so the seed ranges can resolve.
     python sweeps/depth_scaling_reduced.py --preset reduced --study gradient_lr_search
 """
 
-if __package__:  # imported as sweeps.depth_scaling_reduced (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.depth_scaling_reduced (icl.catalog, the tests)
     from . import bases
     from . import depth_scaling as liu
 else:  # run as a script: sweeps/ is on sys.path
     import bases
     import depth_scaling as liu
 
-from icl_core import Preset, Search, Study, Sweep
+from icl import Preset, Search, Study, Sweep
 
 SPACE = {"train.lr": ("loguniform", 1e-4, 1e-2), "train.warmup_steps": ("int", 0, 500)}
 SMOKE_SPACE = {"train.warmup_steps": ("int", 0, 5)}  # within the smoke preset's 20 steps

@@ -4,12 +4,12 @@ multiply_heads is the paper's panel: the MULTIPLY primitive, 2 layers, dim 256, 
 {1, 2, 4, 8}. least_squares_heads asks the same question of fixed-N least squares.
 """
 
-if __package__:  # imported as sweeps.heads_scaling (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.heads_scaling (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/heads_scaling.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 LEAST_SQUARES_HEADS = Study(
     name="least_squares_heads",

@@ -3,7 +3,7 @@
 One search per width; every search trial is an ordinary member whose rows land in the same
 store as grid trials. Feed the winners into a scaling sweep:
 
-    from icl_core import best_settings
+    from icl import best_settings
     best = best_settings("results", "hpo_lr", "width_lr", by="model.width", params=["train.lr"])
     # e.g. grid={("model.width", "train.lr"): [(w, best[w]["train.lr"]) for w in best]}
 
@@ -12,12 +12,12 @@ Without a cluster, run plain Optuna with a persistent journal (open it in optuna
     python sweeps/hpo_lr.py --preset cpu --optuna-journal results/hpo_lr.journal
 """
 
-if __package__:  # imported as sweeps.hpo_lr (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.hpo_lr (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/hpo_lr.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Search, Sweep
+from icl import Preset, Search, Sweep
 
 WIDTH_LR = Search(
     name="width_lr",

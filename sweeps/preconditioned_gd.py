@@ -15,7 +15,7 @@ one fixed batch of B = 20000 prompts, 2000 iterations, init N(0, 1e-4²), 5 seed
 on fresh prompts. A_i are not constrained symmetric [repo]. Paper silent on all of these.
 """
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 SPECTRUM = [1.0, 1.0, 0.5, 0.25, 1.0]
 AHN = {

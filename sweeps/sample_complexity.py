@@ -36,12 +36,12 @@ distribution. `--set 'eval.grid=[{},{"test_dist":"simple","simple":true}]'` adds
 variant (the first point still decides the stop).
 """
 
-if __package__:  # imported as sweeps.sample_complexity (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.sample_complexity (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/sample_complexity.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 
 def dims(*ds: int) -> dict:

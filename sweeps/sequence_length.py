@@ -6,12 +6,12 @@
 * fixed_n_points -- fixed-N least squares at N in {5, 10, 20, 40}: query MSE vs N.
 """
 
-if __package__:  # imported as sweeps.sequence_length (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.sequence_length (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/sequence_length.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 PREFIX = {**bases.LIU_LS, "task": {**bases.LIU_LS["task"], "layout": "all_prefix"}}
 

@@ -6,12 +6,12 @@ multiply_steps is the paper's panel (MULTIPLY, 1-layer Transformer and BaseConv 
 least_squares_steps asks it of fixed-N least squares.
 """
 
-if __package__:  # imported as sweeps.training_length (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.training_length (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/training_length.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 
 def steps_axis(*steps: int) -> dict:

@@ -5,12 +5,12 @@ multiply_width and multiply_mlp are the paper's panels (MULTIPLY, 2-layer transf
 least_squares_width asks the width question of fixed-N least squares.
 """
 
-if __package__:  # imported as sweeps.width_scaling (icl_core.interface.catalog, the tests)
+if __package__:  # imported as sweeps.width_scaling (icl.catalog, the tests)
     from . import bases
 else:  # run as a script, python sweeps/width_scaling.py: sweeps/ is on sys.path
     import bases
 
-from icl_core import Preset, Study, Sweep
+from icl import Preset, Study, Sweep
 
 LEAST_SQUARES_WIDTH = Study(
     name="least_squares_width",

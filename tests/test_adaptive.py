@@ -1,4 +1,4 @@
-"""Adaptive studies (analysis.forecasts.adaptive_design, icl_core.interface.adaptive) on real Parquet row stores and a real
+"""Adaptive studies (analysis.forecasts.adaptive_design, icl.adaptive) on real Parquet row stores and a real
 Ray: synthetic laws y = a x^-b with log-normal seed noise written with the row writer
 (icl_core.storage.store) for the design; the smoke preset of sweeps/adaptive_depth.py for the driver.
 """
@@ -133,7 +133,7 @@ def row_mtimes(root) -> dict[str, float]:
 
 
 def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path, capsys):
-    from icl_core.interface.adaptive import main, read_log, run_adaptive
+    from icl.adaptive import main, read_log, run_adaptive
     from sweeps.adaptive_depth import ADAPTIVE, LEAST_SQUARES_ADAPTIVE
 
     store = Store(str(tmp_path))
@@ -211,7 +211,7 @@ def test_every_adaptive_file_plans_each_preset(tmp_path, capsys, name):
     candidates lie within the bounds, nothing is written."""
     import importlib
 
-    from icl_core.interface.adaptive import main
+    from icl.adaptive import main
     from icl_core.spec.study import REQUIRED_PRESETS
 
     module = importlib.import_module(f"sweeps.{name}")
@@ -236,7 +236,7 @@ def test_ctrl_c_ends_an_adaptive_study_with_its_round_left_to_run(ray_session, t
 
     from conftest import ROOT
 
-    from icl_core.interface.adaptive import read_log
+    from icl.adaptive import read_log
 
     driver = subprocess.Popen(
         [sys.executable, str(ROOT / "sweeps" / "adaptive_depth.py"), "--preset", "smoke",

@@ -278,7 +278,7 @@ def test_smoke_members_draw_every_figure(tmp_path):
 
     from analysis.figures.by_name import FIGURES
     from analysis.reading.store import read_rows
-    from icl_core.interface import catalog
+    from icl import catalog
     from icl_core.running.trial import TrialSpec, run_trial
 
     sweep = catalog.load_sweep("algoformer")
@@ -302,7 +302,7 @@ def test_smoke_members_draw_every_figure(tmp_path):
 def test_reduced_presets_plan_three_seeds_at_the_reduced_task(tmp_path, capsys):
     """Every AlgoFormer study has a `reduced` preset (issue #35): members at d = 3, N = 10 (the
     setting `icl levels` found the most room at), 3 seeds per cell, and `--dry-run` plans them."""
-    from icl_core import catalog
+    from icl import catalog
 
     sweep = catalog.load_sweep("algoformer")
     for study in sweep.studies:

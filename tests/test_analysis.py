@@ -18,8 +18,8 @@ from analysis.figures.by_name import depth_figure
 from analysis.fitting.fit import fit_scaling
 from analysis.fitting.forms import FORMS
 from analysis.reading.store import MissingResults, load_rows
-from icl_core.interface.catalog import SWEEPS_DIR
-from icl_core.interface.regenerate_from_sweeps import load_sweep, main, regenerate, sweep_names
+from icl.catalog import SWEEPS_DIR
+from icl.regenerate_from_sweeps import load_sweep, main, regenerate, sweep_names
 from icl_core.storage.store import Store, rows_table
 
 SWEEP, STUDY = "depth_scaling", "least_squares"

@@ -25,8 +25,8 @@ from analysis.plotting import (
     seed_level,
     style,
 )
-from icl_core.interface import catalog
-from icl_core.interface import regenerate_from_sweeps as regen
+from icl import catalog
+from icl import regenerate_from_sweeps as regen
 from icl_core.storage.store import Store, rows_table
 
 GRID = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
@@ -177,7 +177,7 @@ def test_seed_level_and_prompt_iqr_keep_their_meanings_apart():
 
 
 SWEEP_FILE = '''
-from icl_core.interface.sweep import Preset, Study, Sweep
+from icl.sweep import Preset, Study, Sweep
 
 STUDY = Study(
     name="widths",

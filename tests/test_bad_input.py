@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from icl_core.interface.catalog import load_sweep
+from icl.catalog import load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 CYRILLIC_A = "\u0430"  # looks like the Latin a
@@ -97,12 +97,12 @@ def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, capsys, argv, mes
 
 @pytest.mark.parametrize("runner", ["catalog", "adaptive"])
 def test_the_catalog_and_adaptive_files_run_the_same_checks(tmp_path, capsys, runner):
-    """`python -m icl_core.interface.catalog --run` and an adaptive sweep file refuse what the sweep
+    """`python -m icl.catalog --run` and an adaptive sweep file refuse what the sweep
     files refuse, the same way: one line, exit 2, before Ray, nothing written."""
     import ray
 
-    from icl_core.interface import catalog
-    from icl_core.interface.adaptive import main as adaptive_main
+    from icl import catalog
+    from icl.adaptive import main as adaptive_main
     from sweeps.adaptive_depth import ADAPTIVE
 
     def run(argv):
@@ -128,7 +128,7 @@ def test_catalog_run_with_dry_run_plans_and_trains_nothing(tmp_path, capsys):
     started the pool (the flag went to the sweep files' parser only)."""
     import ray
 
-    from icl_core.interface import catalog
+    from icl import catalog
 
     was_running = ray.is_initialized()
     argv = ["--run", "--preset", "smoke", "--only", "depth_scaling/least_squares",
@@ -168,7 +168,7 @@ def test_every_task_config_knows_its_built_shape():
     task of every sweep file at every preset, it equals the built task's."""
     import torch
 
-    from icl_core.interface.catalog import sweep_names
+    from icl.catalog import sweep_names
     from icl_core.running.search import Search
     from icl_core.spec.study import PRESETS
     from icl_core.tasks import build_task
@@ -204,7 +204,7 @@ def doc_commands() -> list[tuple[str, list[str]]]:
     as (file, argv); shell loop variables ($s) and what follows ; # or a backtick dropped;
     commands on a remote storage (s3://...) left out (they need the bucket).
     Adaptive sweep files (no SWEEP: their own main, tests/test_adaptive.py) are not here."""
-    from icl_core.interface.catalog import sweep_names
+    from icl.catalog import sweep_names
 
     sweeps, out = set(sweep_names()), []
     for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
@@ -276,7 +276,7 @@ def test_token_auth_cluster_without_the_token_mode_is_one_line(ray_session, tmp_
 def test_the_reduced_preset_is_optional(tmp_path, capsys):
     """`--preset reduced` plans only the studies that declare it; a study or file without one
     is an error naming those that have it; the catalog skips files without one."""
-    from icl_core.interface import catalog
+    from icl import catalog
     from icl_core.spec.study import Preset, Study
 
     argv = ["--preset", "reduced", "--storage", str(tmp_path), "--dry-run"]

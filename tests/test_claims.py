@@ -171,7 +171,7 @@ def test_a_squatted_claim_is_taken_over_by_a_sweep_run(ray_session, tmp_path, ca
 def test_icl_claims_lists_and_releases_only_when_confirmed(tmp_path, capsys, monkeypatch):
     import io
 
-    from icl_core.interface.console import main as icl
+    from icl.console import main as icl
 
     store = Store(str(tmp_path))
     squat(store, "depth_scaling", "least_squares", "a" * 16, age_s=30)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from icl_core.interface.api import Options
-from icl_core.interface.catalog import load_sweep
-from icl_core.interface.cli import main
-from icl_core.interface.console import main as icl
+from icl.api import Options
+from icl.catalog import load_sweep
+from icl.cli import main
+from icl.console import main as icl
 from icl_core.running.plans import make_plans
 
 SWEEP = load_sweep("depth_scaling")

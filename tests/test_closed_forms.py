@@ -325,7 +325,7 @@ def test_at_n_10_only_a_smaller_d_leaves_room_under_the_learned_bar():
     # lsa_dim (sweeps/preconditioned_gd.py): the zero predictor's loss is E y² = d (w ~ N(0,
     # Σ⁻¹)); the bar is 0.1x it. At d = 5 the class optimum f_3* is above the bar, so no
     # 3-layer LSA can clear it; at d = 4 and 3 it is below. The preset's Σ spectra are cut to d.
-    from icl_core.interface.catalog import load_sweep
+    from icl.catalog import load_sweep
 
     ratios = {d: lsa_optimal_loss(10, d, 3) / d for d in (3, 4, 5)}
     assert ratios[5] == pytest.approx(0.5794 / 5, rel=1e-3) and ratios[5] > 0.1

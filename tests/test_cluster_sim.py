@@ -169,8 +169,8 @@ def test_bad_arguments_are_refused():
 
 
 def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples():
-    from icl_core.interface.catalog import load_sweep
-    from icl_core.interface.cli import build_parser
+    from icl.catalog import load_sweep
+    from icl.cli import build_parser
     from icl_core.running.plans import make_plans
     from icl_core.running.trial_pool import cost_model
 

@@ -50,7 +50,7 @@ def test_ssh_is_not_open_to_the_world_and_the_token_stays_owner_only():
 
 
 def test_figures_under_ray_job_submit_go_beside_the_rows(monkeypatch, tmp_path):
-    from icl_core.interface.api import default_figures
+    from icl.api import default_figures
 
     monkeypatch.delenv("RAY_JOB_SUBMISSION_ID", raising=False)
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import tiny_member
 
-from icl_core.interface.sweep import Preset, Study
+from icl.sweep import Preset, Study
 from icl_core.models import MIXERS, MODELS
 from icl_core.spec.config import ConfigError, config_hash, resolve_member
 from icl_core.tasks import TASKS

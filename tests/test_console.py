@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from icl_core.interface.catalog import load_sweep
-from icl_core.interface.console import main as icl
+from icl.catalog import load_sweep
+from icl.console import main as icl
 from icl_core.running.trial import TrialSpec, run_trial
 
 

@@ -1,5 +1,5 @@
 """The cost model (icl_core.planning.cost), cost-balanced packing (icl_core.planning.resources), the pool's
-per-study bookkeeping (icl_core.running.trial_pool) and the launch size limit (icl_core.interface.cli)."""
+per-study bookkeeping (icl_core.running.trial_pool) and the launch size limit (icl.cli)."""
 
 from __future__ import annotations
 
@@ -184,9 +184,9 @@ def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypa
 
 
 def test_several_files_run_as_one_pool_through_the_catalog(ray_session, tmp_path, capsys):
-    """`python -m icl_core.interface.catalog --run --only ...`: studies of two sweep files in one Tune
+    """`python -m icl.catalog --run --only ...`: studies of two sweep files in one Tune
     run (one Tune folder for the pool), each reported with its own statuses."""
-    from icl_core.interface import catalog
+    from icl import catalog
     storage = tmp_path / "r"
     argv = ["--run", "--preset", "smoke", "--only", "depth_scaling/least_squares",
             "width_scaling/multiply_width", "--storage", str(storage), "--no-figures"]

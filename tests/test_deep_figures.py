@@ -11,7 +11,7 @@ import pytest
 from analysis.figures.by_name import FIGURES
 from analysis.figures.deep import fig3_ks
 from analysis.reading.store import read_rows
-from icl_core.interface import catalog
+from icl import catalog
 from icl_core.running.trial import TrialSpec, run_trial
 
 

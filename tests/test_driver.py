@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 from conftest import tiny_member
 
-from icl_core.interface import catalog
+from icl import catalog
 from icl_core.running.trial import TrialSpec, run_trial_results
 from icl_core.spec.config import resolve_member
 from icl_core.storage.artifacts import load_artifact

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from icl_core.interface import catalog
+from icl import catalog
 from icl_core.running.study_report import report_statuses
 from icl_core.storage.store import Store
 

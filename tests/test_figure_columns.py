@@ -17,7 +17,7 @@ from analysis.figures.by_name import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURE
 from analysis.reading.frames import SHARED_COLUMNS
 from analysis.reading.store import read_rows
 from analysis.regenerate import study_columns
-from icl_core import catalog
+from icl import catalog
 from icl_core.running.trial import TrialSpec, run_trial
 
 

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from icl.levels import main as levels_main
+from icl.levels import spans
 from icl_core.algorithms.floor import posterior_mean
-from icl_core.interface.levels import main as levels_main
-from icl_core.interface.levels import spans
 from icl_core.training.evaluate import evaluate, floor_rows, trivial_rows
 from icl_core.training.train import MemberRun
 from tests.test_trivial_predictors import assert_mc, per_prompt, points, value

@@ -22,7 +22,7 @@ from analysis.backtests.interval import (
 )
 from analysis.backtests.scoreboard import judgement, shown
 from analysis.backtests.synthetic import synthetic_backtests
-from icl_core.interface.console import main as icl_main
+from icl.console import main as icl_main
 from icl_core.storage.store import Store, rows_table
 
 SWEEP = "bt"

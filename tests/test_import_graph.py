@@ -1,17 +1,19 @@
 """The house: what the import contracts cannot say for themselves.
 
 The directions are declared in pyproject.toml [tool.importlinter] and checked by `lint-imports`
-(.ci/run): the layers of icl_core and analysis, no circles (acyclic siblings), the science core
+(.ci/run): the face (icl) over analysis over the core (icl_core), the layers of icl_core and
+analysis, no circles (acyclic siblings), the science core
 without Ray, Optuna or analysis, models and tasks independent, nothing importing a sweep file.
 Here: that those contracts do fail on a wrong-way import (planted in a copy of the tree); that
 importing the science core really loads no Ray, Optuna or analysis (a package's __init__ runs
 before its modules, which a static graph does not follow); that every folder stays small and
-says what it holds; and that the module paths from before the move still import
-(icl_core.old_paths).
+says what it holds; and that the module paths from before a move still import, with a warning
+naming the new path (icl_core.old_paths).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pickle
@@ -36,7 +38,7 @@ def lint(tree: Path) -> subprocess.CompletedProcess:
 def tree(tmp_path_factory) -> Path:
     """A copy of the packages and pyproject.toml, to plant faults in."""
     out = tmp_path_factory.mktemp("house")
-    for name in ("icl_core", "analysis", "sweeps"):
+    for name in ("icl", "icl_core", "analysis", "sweeps"):
         shutil.copytree(ROOT / name, out / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", out / "pyproject.toml")
     return out
@@ -52,9 +54,15 @@ def test_the_contracts_hold_on_this_tree(tree):
     ("icl_core/common/device.py", "import ray\n",
      "The science core imports neither Ray, Optuna nor analysis"),
     ("analysis/reading/frames.py", "def _f():\n    from icl_core.running import trial\n",
-     "Layers: each imports only the layers below it"),
+     "Analysis never imports Ray, Optuna, running nor planning"),
+    ("icl_core/running/study_report.py", "def _f():\n    from analysis import regenerate\n",
+     "The house: the face (icl) over analysis over the core (icl_core)"),
+    ("analysis/reading/store.py", "def _f():\n    from icl import api\n",
+     "The house: the face (icl) over analysis over the core (icl_core)"),
+    ("icl_core/storage/store.py", "def _f():\n    from icl import catalog\n",
+     "The house: the face (icl) over analysis over the core (icl_core)"),
     ("icl_core/models/lsa.py", "def _f():\n    from icl_core.tasks import base\n",
-     "Layers: each imports only the layers below it"),
+     "The core's layers: each imports only the layers below it"),
     ("icl_core/storage/store.py", "def _f():\n    from icl_core.storage import claims\n",
      "No circles: within every package, its modules and sub-packages import one way"),
     ("analysis/fitting/fit.py", "def _f():\n    from analysis.figures import deep\n",
@@ -84,7 +92,7 @@ def test_the_science_core_loads_without_ray_optuna_or_analysis():
 
 
 def packages() -> list[Path]:
-    return sorted(p.parent for name in ("icl_core", "analysis")
+    return sorted(p.parent for name in ("icl", "icl_core", "analysis")
                   for p in (ROOT / name).rglob("__init__.py"))
 
 
@@ -99,18 +107,39 @@ def test_every_folder_is_small_and_says_what_it_holds():
 
 
 def test_the_paths_from_before_the_move_are_the_same_modules():
-    from icl_core.old_paths import MOVED
+    from icl_core.old_paths import MOVED, REMOVED_IN, new_path
 
     for package, table in MOVED.items():
-        for old, new in table.items():
-            assert importlib.import_module(f"{package}.{old}") is \
-                importlib.import_module(f"{package}.{new}")
+        for old in table:
+            with pytest.warns(DeprecationWarning) if f"{package}.{old}" not in sys.modules \
+                    else contextlib.nullcontext():
+                module = importlib.import_module(f"{package}.{old}")
+            assert module is importlib.import_module(new_path(f"{package}.{old}"))
+    # the face moved up whole: each of its modules, the same object, one warning naming both
+    sys.modules.pop("icl_core.interface", None)
+    with pytest.warns(DeprecationWarning, match=r"icl_core\.interface is an old module path: "
+                      r"import icl "):
+        assert importlib.import_module("icl_core.interface") is importlib.import_module("icl")
+    for name in ("api", "catalog", "console", "adaptive"):
+        sys.modules.pop(f"icl_core.interface.{name}", None)
+        with pytest.warns(DeprecationWarning, match=rf"icl_core\.interface\.{name} is an old "
+                          rf"module path: import icl\.{name} \(the old path goes in "
+                          rf"{REMOVED_IN}\)"):
+            old = importlib.import_module(f"icl_core.interface.{name}")
+        assert old is importlib.import_module(f"icl.{name}")
+    assert new_path("icl_core.api") == "icl.api" and new_path("icl_core.spec.study") is None
     trainable = importlib.import_module("icl_core.trainable")  # Ray Tune's pickles name it
     assert trainable.__spec__.name == "icl_core.running.tune_trainable"
     assert trainable.tune_trainable.__module__ == "icl_core.running.tune_trainable"
     old_pickle = b"cicl_core.trainable\ntune_trainable\n."  # what a pickle of it said before
     assert pickle.loads(old_pickle) is trainable.tune_trainable
-    from icl_core import Preset, Search, Store, Study, Sweep  # noqa: F401  (the public names)
+    from icl import Preset, Search, Store, Study, Sweep  # noqa: F401  (the public names)
+    from icl_core import Preset as CorePreset
+
+    assert CorePreset is Preset
+    with pytest.warns(DeprecationWarning, match="from icl import Sweep"):
+        from icl_core import Sweep as OldSweep
+    assert OldSweep is Sweep
 
 
 def test_an_old_path_still_runs_with_python_m():

@@ -38,7 +38,7 @@ def installed(tmp_path_factory):
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
-    for name in ("icl_core", "analysis", "sweeps"):
+    for name in ("icl", "icl_core", "analysis", "sweeps"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
           src, "-w", tmp / "wheel"], cwd=tmp)
@@ -46,7 +46,7 @@ def installed(tmp_path_factory):
     import zipfile
 
     shipped = zipfile.ZipFile(wheel).namelist()
-    for typed in ("icl_core/py.typed", "analysis/py.typed"):  # type checkers read ours (PEP 561)
+    for typed in ("icl/py.typed", "icl_core/py.typed", "analysis/py.typed"):  # type checkers read ours (PEP 561)
         assert typed in shipped, typed
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in shipped)
     venv = tmp / "venv"

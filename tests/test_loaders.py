@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from analysis import regenerate as analysis_regenerate
-from icl_core.interface import catalog
-from icl_core.interface import regenerate_from_sweeps as core_regenerate
+from icl import catalog
+from icl import regenerate_from_sweeps as core_regenerate
 
 
 @pytest.fixture

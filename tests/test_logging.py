@@ -87,7 +87,7 @@ def test_the_python_api_shows_its_lines_without_any_set_up():
     anything, here before the bad preset is refused; the caller's level is kept."""
     code = (
         "import logging\n"
-        "from icl_core.interface.api import execute, Options\n"
+        "from icl.api import execute, Options\n"
         "from icl_core.spec.config import ConfigError\n"
         "from sweeps.depth_scaling import SWEEP\n"
         "core = logging.getLogger('icl_core')\n"
@@ -121,10 +121,10 @@ def prints_in(path: Path) -> list[int]:
 
 
 def test_no_print_below_the_face():
-    """Below icl_core.interface (the commands and the API) every line is a log record, so a
+    """Below icl (the commands and the API) every line is a log record, so a
     notebook can silence or redirect it; so are analysis's library layers (its commands'
     main() functions print what they were asked for)."""
-    below = [p for p in (ROOT / "icl_core").rglob("*.py") if "interface" not in p.parts]
+    below = list((ROOT / "icl_core").rglob("*.py"))  # the face is the icl package
     below += [p for sub in ("reading", "fitting", "plotting", "figures", "claims")
               for p in (ROOT / "analysis" / sub).rglob("*.py") if p.name != "evidence.py"]
     assert len(below) > 60

@@ -101,7 +101,7 @@ def test_convergence_figure_from_a_real_smoke_run(tmp_path):
     artifacts: Dist curves in [0, 1] at every recorded step, and f_3* as the reference."""
     from analysis.figures.lsa import lsa_convergence_figure
     from analysis.reading.store import read_rows
-    from icl_core.interface import catalog
+    from icl import catalog
     from icl_core.running.trial import TrialSpec, run_trial
 
     study = catalog.load_sweep("preconditioned_gd").study("fig1_sparse")

@@ -16,8 +16,9 @@ import polars as pl
 import pytest
 from conftest import tiny_member
 
-from icl_core.interface import catalog
-from icl_core.interface.cli import build_parser
+from analysis.reading.best import best_settings
+from icl import catalog
+from icl.cli import build_parser
 from icl_core.planning.resources import (
     gpu_fraction,
     gpu_seconds,
@@ -26,7 +27,7 @@ from icl_core.planning.resources import (
     step_flops,
 )
 from icl_core.running.plans import make_plans, plan_gpu_seconds
-from icl_core.running.search import Search, best_settings
+from icl_core.running.search import Search
 from icl_core.spec.config import resolve_member
 from icl_core.storage.store import Store
 from icl_core.training.stacked import stack_key
@@ -232,7 +233,7 @@ def test_ctrl_c_ends_a_pool_before_its_searches(ray_session, tmp_path):
     one line saying how to finish), not go on to start the pool's search."""
     storage = tmp_path / "r"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "icl_core.interface.catalog", "--run", "--preset", "smoke",
+        [sys.executable, "-m", "icl.catalog", "--run", "--preset", "smoke",
          "--only", "depth_scaling/least_squares", "hpo_lr", "--storage", str(storage),
          "--address", ray_session.get_runtime_context().gcs_address, "--no-figures",
          "--num-samples", "1", "--pack", "2", "--set", "train.steps=3000"],

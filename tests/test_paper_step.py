@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import paper_step  # noqa: E402
 
-from icl_core.interface.catalog import load_sweep  # noqa: E402
+from icl.catalog import load_sweep  # noqa: E402
 from icl_core.planning.cost import CostModel, device_label  # noqa: E402
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import tiny_member
 
+from icl.catalog import load_sweep
 from icl_core.common.device import precision_scope
-from icl_core.interface.catalog import load_sweep
 from icl_core.spec.config import ConfigError, resolve_member
 from icl_core.training.train import MemberRun
 
@@ -47,7 +47,7 @@ def test_liu_studies_refuse_a_faster_precision_and_others_take_it():
 
 
 def test_the_command_line_refuses_it_in_one_line_before_ray(capsys):
-    from icl_core.interface.cli import main
+    from icl.cli import main
 
     sweep = load_sweep("width_scaling")
     assert main(sweep, ["--preset", "smoke", "--set", "train.precision=bf16", "--dry-run"]) == 2

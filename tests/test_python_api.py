@@ -1,4 +1,4 @@
-"""The Python API (icl_core.interface.api): the notebook example of docs/python_api.md runs on a real
+"""The Python API (icl.api): the notebook example of docs/python_api.md runs on a real
 Ray and returns rows; bad input raises the ConfigError whose line the command line prints;
 the plan as data holds the numbers --dry-run prints; the API's defaults are the CLI's.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_core.interface.api import Options, make_options
-from icl_core.interface.cli import build_parser
+from icl.api import Options, make_options
+from icl.cli import build_parser
 from icl_core.planning.memory import human
 from icl_core.spec.config import ConfigError
 from sweeps.depth_scaling import SWEEP

@@ -4,7 +4,7 @@ plan too. Dry runs only: seconds."""
 
 from __future__ import annotations
 
-from icl_core.interface.catalog import load_sweep
+from icl.catalog import load_sweep
 
 REDUCED = ("ls_mixer_depth", "features_depth", "explicit_gradient")
 

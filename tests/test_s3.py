@@ -134,7 +134,7 @@ def test_keys_in_a_storage_uri_reach_no_object_and_no_message(ray_session, s3, c
     command and works (the keys go to the environment, which Ray Tune hands to each trial's
     worker); no object written to the bucket (rows, manifests, Tune's state, the journal) and
     no line printed (the "best loss" line, "a search already exists") holds either key."""
-    from icl_core.interface.catalog import load_sweep
+    from icl.catalog import load_sweep
 
     for name in (KEY_ENV, SECRET_ENV, *SESSION_ENV):  # as they were, after the test
         monkeypatch.setenv(name, "")
@@ -230,7 +230,7 @@ def test_claims_on_s3_are_conditional_writes(s3, storage):
 
 
 def test_icl_claims_on_s3_says_where_the_claim_objects_are(storage, capsys):
-    from icl_core.interface.console import main as icl
+    from icl.console import main as icl
 
     assert icl(["claims", "depth_scaling", "--storage", storage]) == 0
     out = capsys.readouterr().out
@@ -273,7 +273,7 @@ def test_a_search_on_s3_keeps_its_journal_and_resumes(ray_session, s3, storage, 
     read back by a fresh process, and --resume extends the search from it."""
     import optuna
 
-    from icl_core.interface.catalog import load_sweep
+    from icl.catalog import load_sweep
     from icl_core.storage import journal
 
     sweep = load_sweep("hpo_lr")
@@ -412,7 +412,7 @@ def test_two_drivers_resuming_one_search_on_s3_lose_no_trial(s3):
     search finished). Before the search's lease each ran 4 trials and the journal kept 6."""
     import optuna
 
-    from icl_core.interface.catalog import load_sweep
+    from icl.catalog import load_sweep
     from icl_core.storage import journal
 
     bucket = s3.bucket()

@@ -10,7 +10,7 @@ import json
 import optuna
 import pytest
 
-from icl_core.interface.catalog import load_sweep
+from icl.catalog import load_sweep
 from icl_core.running.optuna_searcher import journal_storage, legacy_study_name, study_name
 
 
@@ -78,7 +78,7 @@ def test_a_repeated_search_config_reports_its_stored_loss(ray_session, tmp_path,
     (Tune refuses a result without its metric)."""
     import dataclasses
 
-    from icl_core.interface.sweep import Sweep
+    from icl.sweep import Sweep
 
     width_lr = load_sweep("hpo_lr").study("width_lr")
     search = dataclasses.replace(

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from icl_core.interface import catalog
+from icl import catalog
 from icl_core.planning.resources import TrialResources
 from icl_core.running.search import run_search_tune
 from icl_core.running.trial import TrialSpec

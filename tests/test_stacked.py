@@ -14,7 +14,7 @@ import torch
 from conftest import tiny_member
 
 from analysis.reading.store import read_rows
-from icl_core.interface import catalog
+from icl import catalog
 from icl_core.running.search import Search
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import resolve_member, set_path

@@ -157,7 +157,7 @@ def test_a_study_is_compacted_at_its_end_from_compact_at_files(store, monkeypatc
 
 
 def test_icl_compact_names_what_it_merged_and_refuses_unknown_names(store, capsys):
-    from icl_core.interface import console
+    from icl import console
     assert console.main(["compact", SWEEP, "--study", STUDY, "--storage", store.uri]) == 0
     assert f"[{SWEEP}/{STUDY}] compacted 19 member files (152 rows) into " in \
         capsys.readouterr().out

@@ -14,7 +14,7 @@ import pytest
 
 from analysis.figures.by_name import FIGURE_COLUMNS, FIGURES
 from analysis.reading.store import read_rows
-from icl_core.interface import console
+from icl import console
 from icl_core.models import MODELS
 from icl_core.storage.store import Store
 from icl_core.tasks import TASKS

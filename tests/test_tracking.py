@@ -157,8 +157,8 @@ def test_smoke_sweep_logs_members_hparams_to_wandb_offline_and_mlflow(
 def test_logger_that_cannot_start_is_one_line_before_ray(tmp_path, monkeypatch, capsys):
     import ray
 
+    from icl.preflight import check_loggers
     from icl_core.common.validation import ConfigError
-    from icl_core.interface.preflight import check_loggers
 
     pytest.importorskip("wandb")
     for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SETUP_API_KEY_HOOK"):

@@ -41,7 +41,7 @@ class Source:
 
     def command(self) -> str:
         """The command that produces this evidence (resumable)."""
-        return (f"python -m icl_core.interface.catalog --run --preset {self.preset} --only "
+        return (f"python -m icl.catalog --run --preset {self.preset} --only "
                 f"{self.sweep}/{self.study} --storage results --resume && python -m "
                 f"analysis.claims.evidence --from results --preset {self.preset} "
                 f"{self.sweep}/{self.study}")

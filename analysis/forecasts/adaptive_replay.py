@@ -6,7 +6,7 @@ width, and with what share of the grid's trials and device-hours?
     python -m analysis.forecasts.adaptive_replay --synthetic     # where it pays, where not
     result = replay(x, y, seeds, seconds, goal, form="power", initial=[8, 16, 64])
 
-The design is the one a live adaptive study runs (icl_core.interface.adaptive: round 0 at
+The design is the one a live adaptive study runs (icl.adaptive: round 0 at
 `initial` x `seeds`, then `batch` trials a round chosen by analysis.forecasts.adaptive_design's
 look-ahead, per unit of measured cost), but a trial's outcome is looked up among the grid's
 measured members instead of trained: the (x, seed) it asks for, with that member's value and

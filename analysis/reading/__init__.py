@@ -2,5 +2,5 @@
 the shared data shaping of figures and verdicts (frames), a cell's seed spread (spreads), the
 learned-regime bar against trivial predictors (regime).
 
-Imports icl_core.storage only; never the orchestration (running, planning, interface).
+Imports icl_core.storage only; never the orchestration (running, planning) nor the face (icl).
 """

@@ -1,5 +1,5 @@
 """Where the lines of a run go: the standard `logging` module, one logger per package
-("icl_core", "analysis"; modules log to `logging.getLogger(__name__)`, below them).
+("icl", "icl_core", "analysis"; modules log to `logging.getLogger(__name__)`, below them).
 
 The console shows each line as it always read, without time or level: INFO and below on
 stdout, WARNING and above on stderr, both streams looked up as each line is written (so a
@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 
-PACKAGES = ("icl_core", "analysis")
+PACKAGES = ("icl", "icl_core", "analysis")
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 LEVEL_ENV = "ICL_LOG_LEVEL"  # the driver's level, inherited by a local Ray's workers
 

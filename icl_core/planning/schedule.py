@@ -2,7 +2,7 @@
 
 `simulate(trials, devices, policy)` replays `SimTrial`s (estimated seconds, GPU and CPU share)
 and returns a `SimResult` (makespan, utilisation, the lower bound). `--dry-run` uses it for the
-planned cluster's wall time (icl_core.interface.cli), benchmarks/cluster_sim.py for its tables.
+planned cluster's wall time (icl.cli), benchmarks/cluster_sim.py for its tables.
 
 The model (event driven, no time steps):
 - Cluster: GPU trials (any trial with gpu > 0) run on ceil(devices / gpus_per_node) nodes of

@@ -5,6 +5,6 @@ searcher: optuna_searcher), tracking (tracking: TensorBoard; wandb_mlflow: --log
 trial's members as flat hyperparameters for both), a study's manifest and end report
 (study_report).
 
-Imports planning, storage, training and below, and analysis (figures at a study's end); never
-interface.
+Imports planning, storage, training and below; never analysis (a study's figures are drawn by
+the function the face hands down) nor the face (icl).
 """

@@ -6,7 +6,7 @@ of one or several sweep files: every grid study's unfinished members in one pool
 cost-balanced trials (icl_core.running.trial_pool), then each search's Optuna trials (`run_search`); or
 searches without Ray (`run_standalone`, --optuna-journal). Each study
 writes its manifest beside its rows first and finishes with its statuses reported and its
-figure drawn (icl_core.running.study_report). The command line (icl_core.interface.cli) parses and reports only.
+figure drawn (icl_core.running.study_report). The command line (icl.cli) parses and reports only.
 """
 
 from __future__ import annotations
@@ -175,18 +175,20 @@ def plan_gpu_seconds(plan: Plan, model=None) -> float:
     return gpu_seconds(plan.members, model)
 
 
-def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
+def run_plans(files: list[tuple], store, args, label: str | None = None, draw=None) -> int:
     """Start (or join) Ray; run the grid studies of every (sweep, plans) pair in `files` as one
     pool (icl_core.running.trial_pool), then the searches; stop the Ray this started; the exit status
     (130 after Ctrl-C: what ran so far is reported and nothing more starts). A
-    storage the cluster's nodes cannot share raises a ConfigError."""
+    storage the cluster's nodes cannot share raises a ConfigError. `draw(sweep, study,
+    storage_uri) -> [paths]`: a study's figures, drawn as it ends (the face's; the core draws
+    none); None for no figures."""
     from icl_core.running.ray_launch import Interrupted, init_ray
     from icl_core.running.trial_pool import run_pool
     from icl_core.storage.provenance import driver_provenance
 
     started = init_ray(args.address, dashboard=not args.no_dashboard)
     logger.info(f"storage: {store.redacted}")
-    if not args.no_figures:
+    if draw is not None:
         logger.info(f"figures: {os.path.abspath(args.figures or 'figures')}")
     provenance = driver_provenance()
     try:
@@ -204,7 +206,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None) -> int:
     try:
         if grids:
             try:
-                exit_code |= run_pool(grids, store, provenance, args, label, tune_dir)
+                exit_code |= run_pool(grids, store, provenance, args, label, tune_dir, draw)
             except ConfigError as exc:  # e.g. a member that fails its calibration: one line
                 logger.error(f"error: {exc}")
                 exit_code |= 2

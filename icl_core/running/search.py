@@ -14,7 +14,7 @@ Every search trial is an ordinary member: it writes its rows to the same store a
 trials (`rows/<config_hash>.parquet`). Trials that ASHA stops early end inside Tune and leave
 only Tune's records (standalone Optuna records them as status "pruned"). The objective is the member's training loss on fresh
 prompts (online data, so it is a test loss), reported every `train.report_every` steps.
-`best_settings` reads the store back, e.g. a learning rate per width for a scaling sweep.
+Reading the store back (a learning rate per width for a scaling sweep): analysis.reading.best.
 One driver runs a search at a time: it holds the search's lease (`search_lease`) while it runs,
 and a second driver, fresh or `--resume`, is refused with one line.
 """
@@ -396,24 +396,3 @@ def run_search_optuna(search, point, journal, num_samples, seed, trial_runner,
 
     study.optimize(objective, n_trials=num_samples)
     return study
-
-
-def best_settings(storage: str, sweep: str, study: str, by: str, params: list[str]) -> dict:
-    """{value of `by`: {param: value}} of the finished search trial with the lowest final
-    training loss at each value of `by` (e.g. a learning rate per model.width)."""
-    import polars as pl
-
-    from analysis.reading.store import load_rows
-
-    rows = load_rows(storage, sweep, study)
-    final = (
-        rows.filter((pl.col("metric") == "train_loss") & (pl.col("status") == "ok"))
-        .sort("step")
-        .group_by("config_hash")
-        .agg(pl.col("value").last().alias("loss"), *[pl.col(c).first() for c in [by, *params]])
-        .filter(pl.col("loss").is_finite())
-        .sort("loss")
-        .group_by(by, maintain_order=True)
-        .first()
-    )
-    return {row[by]: {p: row[p] for p in params} for row in final.iter_rows(named=True)}

@@ -1,6 +1,7 @@
 """What a study leaves beside its rows and says when it ends: its manifest (what analysis needs
-of a study, so analysis never imports the orchestration) and its statuses, figure and fit
-report (`report_study`, called by the pool as soon as the study's own trials are done).
+of a study, so analysis never imports the orchestration) and its statuses (`report_study`,
+called by the pool as soon as the study's own trials are done), with its figure and fit report
+drawn by the `draw` the face passes down (icl.figures: the core imports no analysis).
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ def write_manifest(store, sweep, study) -> None:
     store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
 
 
-def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
+def report_study(sweep, plan, store, args, others: dict | None = None, draw=None) -> int:
     """A grid study's statuses, figure and fit report, once its trials are done (`others`:
-    {hash: host:pid} of configs another driver holds, counted as claimed); never raises (a
-    study's report must not end the pool's other studies)."""
+    {hash: host:pid} of configs another driver holds, counted as claimed; `draw(sweep, study,
+    storage_uri) -> [paths]`, its figures, None for none); never raises (a study's report must
+    not end the pool's other studies)."""
     study = plan.study
     label = f"{sweep.name}/{study.name}"
     try:
@@ -55,7 +57,7 @@ def report_study(sweep, plan, store, args, others: dict | None = None) -> int:
         statuses.update((h, ("claimed", f"by another driver ({who})"))
                         for h, who in (others or {}).items() if statuses[h][0] == "missing")
         compact_study(store, sweep.name, study.name)
-        return report_statuses(label, statuses, sweep, study, store, args)
+        return report_statuses(label, statuses, sweep, study, store, args, draw)
     except Exception as exc:
         logger.warning(f"[{label}] report failed: {type(exc).__name__}: {exc}")
         return 1
@@ -77,7 +79,7 @@ def compact_study(store, sweep: str, study: str) -> None:
         logger.info(result.line())
 
 
-def report_statuses(label, statuses, sweep, study, store, args) -> int:
+def report_statuses(label, statuses, sweep, study, store, args, draw=None) -> int:
     kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
     counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
     record(args, label, counts=counts)
@@ -87,13 +89,9 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
         if status in ("failed", "diverged", "missing"):
             logger.info(f"[{label}]   {status} {h}: {reason}")
     failed_figure = False
-    if study.figure and not args.no_figures and counts["ok"]:
-        from analysis.regenerate import regenerate
-
+    if study.figure and draw is not None and counts["ok"]:
         try:
-            summaries = regenerate(sweep.name, study.name, storage=store.uri, out=args.figures)
-            record(args, label, figures=[str(p) for s in summaries
-                                         for p in (*s.get("paths", ()), *s.get("report", ()))])
+            record(args, label, figures=draw(sweep.name, study.name, store.uri))
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
             logger.warning(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
@@ -104,7 +102,7 @@ def report_statuses(label, statuses, sweep, study, store, args) -> int:
 
 def record(args, label: str, **what) -> None:
     """Keep a study's outcome (its status counts, the figures written) in `args.outcomes`
-    where the options have one (icl_core.interface.api.Options: the Python API's RunResult)."""
+    where the options have one (icl.api.Options: the Python API's RunResult)."""
     outcomes = getattr(args, "outcomes", None)
     if outcomes is not None:
         outcomes.setdefault(label, {}).update(what)

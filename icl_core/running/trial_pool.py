@@ -266,15 +266,16 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
     return studies, specs
 
 
-def run_pool(entries, store, provenance, args, label: str, tune_dir: str) -> int:
-    """Run the grid studies `entries` ((sweep, plan) pairs) as one pool; the exit status.
+def run_pool(entries, store, provenance, args, label: str, tune_dir: str, draw=None) -> int:
+    """Run the grid studies `entries` ((sweep, plan) pairs) as one pool; the exit status;
+    `draw`: each study's figures as it ends (icl_core.running.study_report.report_study).
     Raises icl_core.running.ray_launch.Interrupted after Ctrl-C, once every study is reported."""
     from icl_core.running.ray_launch import Interrupted, run_tune
     from icl_core.running.study_report import report_study
 
     studies, specs = plan_pool(entries, store, provenance, args, cluster_gpus(), cluster_cpus())
     pool = StudyPool(studies, report=lambda s: report_study(s.sweep, s.plan, store, args,
-                                                             s.others))
+                                                             s.others, draw))
     for spec, study, seconds in specs:
         pool.add(spec.to_json(), study, seconds)
     for study in studies:

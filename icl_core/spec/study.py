@@ -1,4 +1,4 @@
-"""Declarative studies: a Study is a base config, a grid and presets (a Sweep, icl_core.interface.sweep,
+"""Declarative studies: a Study is a base config, a grid and presets (a Sweep, icl.sweep,
 holds the studies of one sweep file).
 
     STUDY = Study(

@@ -1,7 +1,7 @@
 """Compaction: a study's finished member row files merged into one Parquet file.
 
     result = compact(Store("results"), "depth_scaling", "least_squares")
-    icl compact depth_scaling [--study S] [--storage P]          (icl_core.interface.console)
+    icl compact depth_scaling [--study S] [--storage P]          (icl.console)
 
 Per-member files stay the write path (concurrent trials never write one file); once a study
 is done (icl_core.running.study_report.report_study, from COMPACT_AT files on) or on demand they are merged

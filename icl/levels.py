@@ -2,7 +2,7 @@
 
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--metric M]
                [--statistic S] [--position K]
-    python -m icl_core.interface.levels <sweep> ...      (the same)
+    python -m icl.levels <sweep> ...      (the same)
 
 For each distinct task / evaluation setting among the study's members under the preset (the
 model, training and seed axes collapse onto it), the trivial predictors (icl_core.training.trivial)
@@ -159,8 +159,8 @@ def report(frame: pl.DataFrame, metric: str, statistic: str, position: int | Non
 
 
 def main(argv: list[str] | None = None, prog: str = "icl levels") -> int:
+    from icl.catalog import load_sweep, sweep_names
     from icl_core.common.log import ensure_console
-    from icl_core.interface.catalog import load_sweep, sweep_names
     from icl_core.running.plans import parse_sets
     from icl_core.running.search import Search
     from icl_core.spec.study import PRESETS
@@ -207,4 +207,4 @@ def main(argv: list[str] | None = None, prog: str = "icl levels") -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(prog="python -m icl_core.interface.levels"))
+    raise SystemExit(main(prog="python -m icl.levels"))

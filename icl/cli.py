@@ -1,5 +1,5 @@
 """The one command line every sweep file shares (`python sweeps/<axis>.py --help`): a thin
-layer over the Python API (icl_core.interface.api): it parses the options into `Options`, calls the API,
+layer over the Python API (icl.api): it parses the options into `Options`, calls the API,
 prints a ConfigError as one line with exit status 2 and returns the run's exit status.
 `--json`: stdout holds one JSON document and nothing else (the plan with --dry-run, else the
 run's summary, written when it ends); every other line goes to stderr.
@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 
-from icl_core.interface.api import JOB_STORAGE, LOGGERS, Options, execute, make_plan
+from icl.api import JOB_STORAGE, LOGGERS, Options, execute, make_plan
 from icl_core.spec.config import ConfigError
 from icl_core.spec.study import PRESETS
 from icl_core.training.stacked import STACK_MODES

@@ -1,6 +1,6 @@
 """Adaptive studies: spend trials where the scaling law is uncertain (issue #22).
 
-    from icl_core.interface.adaptive import Adaptive, main
+    from icl.adaptive import Adaptive, main
     from analysis.forecasts.adaptive_design import Goal
 
     ADAPTIVE = Adaptive(name="least_squares_adaptive", study=LEAST_SQUARES, axis="model.depth",
@@ -340,7 +340,7 @@ def dry_run(sweep: str, adaptive: Adaptive, preset: str, store: Store) -> None:
 def _parser(sweep: str, adaptives: list[Adaptive]):
     import argparse
 
-    from icl_core.interface.cli import add_log_args, add_logger_arg
+    from icl.cli import add_log_args, add_logger_arg
     from icl_core.spec.study import PRESETS
 
     parser = argparse.ArgumentParser(
@@ -375,7 +375,7 @@ def with_overrides(adaptive: Adaptive, preset: str, args) -> Adaptive:
 
 def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -> int:
     """The command line of a sweep file of adaptive studies; the exit status."""
-    from icl_core.interface.cli import logging_of
+    from icl.cli import logging_of
 
     args = _parser(sweep, adaptives).parse_args(argv)
     with logging_of(args):
@@ -385,9 +385,9 @@ def main(sweep: str, adaptives: list[Adaptive], argv: list[str] | None = None) -
 def _main(sweep: str, adaptives: list[Adaptive], args) -> int:
     import sys
 
+    from icl.api import default_storage
+    from icl.preflight import check_loggers, open_store, probe_address
     from icl_core.common.validation import unknown
-    from icl_core.interface.api import default_storage
-    from icl_core.interface.preflight import check_loggers, open_store, probe_address
     from icl_core.spec.config import ConfigError
 
     chosen = [with_overrides(a, args.preset, args) for a in adaptives
@@ -403,7 +403,7 @@ def _main(sweep: str, adaptives: list[Adaptive], args) -> int:
             ready = adaptive.for_preset(args.preset)
             base, _ = ready.study.base_and_grid(args.preset)
             [member_at(base, ready, x, s) for x, s in ready.round0()]
-        if not args.dry_run:  # the sweep files' checks (icl_core.interface.api.preflight), same order
+        if not args.dry_run:  # the sweep files' checks (icl.api.preflight), same order
             check_loggers(args.logger, store.uri)
             probe_address(args.address)
             try:

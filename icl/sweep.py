@@ -1,8 +1,8 @@
 """A sweep file's entry: a Sweep holds the studies (icl_core.spec.study.Study, icl_core.running.search.Search)
-of one file in sweeps/; `SWEEP.main()` runs the shared command line (icl_core.interface.cli), and
-`SWEEP.run(...)` / `SWEEP.plan(...)` are the same from Python (icl_core.interface.api, for notebooks).
+of one file in sweeps/; `SWEEP.main()` runs the shared command line (icl.cli), and
+`SWEEP.run(...)` / `SWEEP.plan(...)` are the same from Python (icl.api, for notebooks).
 
-    from icl_core.interface.sweep import Preset, Study, Sweep
+    from icl.sweep import Preset, Study, Sweep
 
     SWEEP = Sweep("depth_scaling", [STUDY])
     if __name__ == "__main__":
@@ -39,23 +39,23 @@ class Sweep:
         raise unknown("--study", "", name, [s.name for s in self.studies])
 
     def main(self, argv: list[str] | None = None) -> int:
-        from icl_core.interface.cli import main
+        from icl.cli import main
 
         return main(self, argv)
 
     def run(self, **options):
-        """Run this file's studies from Python; an icl_core.interface.outcome.RunResult (`.rows()`,
-        `.summary`, `.figures`, `.storage`). Keywords (icl_core.interface.api.run): study, preset,
+        """Run this file's studies from Python; an icl.outcome.RunResult (`.rows()`,
+        `.summary`, `.figures`, `.storage`). Keywords (icl.api.run): study, preset,
         storage, sets, sweeps, num_samples, pack, stack, max_concurrent, trial_minutes, address,
         resume, seed, figures, loggers, optuna_journal, yes. Bad input raises ConfigError."""
-        from icl_core.interface.api import run
+        from icl.api import run
 
         return run(self, **options)
 
     def plan(self, **options):
-        """The plan --dry-run prints, as data (icl_core.interface.outcome.PlanData); runs nothing.
-        Keywords (icl_core.interface.api.plan): study, preset, storage, sets, sweeps, num_samples,
+        """The plan --dry-run prints, as data (icl.outcome.PlanData); runs nothing.
+        Keywords (icl.api.plan): study, preset, storage, sets, sweeps, num_samples,
         pack, stack, trial_minutes, seed, plan_gpus, plan_cpus, optuna_journal, echo."""
-        from icl_core.interface.api import plan
+        from icl.api import plan
 
         return plan(self, **options)

@@ -148,7 +148,7 @@ class PlanCost:
         self.gpus, self.cpus = gpus, cpus
         self.trials: list[SimTrial] = []
         self.h100_s, self.configs, self.studies = 0.0, 0, 0
-        self.by_study: list[tuple] = []  # (plan, H100 seconds, trials): icl_core.interface.outcome
+        self.by_study: list[tuple] = []  # (plan, H100 seconds, trials): icl.outcome
 
     def add(self, plan: Plan, h100_s: float, trials: list) -> None:
         self.trials += trials

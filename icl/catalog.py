@@ -1,7 +1,7 @@
 """Every sweep file in `sweeps/`, loaded by name; one plan over all of them; study manifests.
 
-    python -m icl_core.interface.catalog --preset paper --plan-gpus 64     # plan every file, no Ray
-    python -m icl_core.interface.catalog --run --preset cpu --only depth_scaling/least_squares width_scaling
+    python -m icl.catalog --preset paper --plan-gpus 64     # plan every file, no Ray
+    python -m icl.catalog --run --preset cpu --only depth_scaling/least_squares width_scaling
                                                    # run them as one pool of trials
 
 Sweep files are the modules of the `sweeps` package (`sweeps.<name>`), imported with importlib;
@@ -20,11 +20,11 @@ import sys
 import zlib
 from pathlib import Path
 
-from icl_core.interface.sweep import Sweep
+from icl.sweep import Sweep
 from icl_core.spec.study import PRESETS
 
 PACKAGE = "sweeps"
-PACKAGE_DIR = Path(__file__).resolve().parents[2] / PACKAGE  # <root>/icl_core/interface/
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE  # <root>/sweeps/
 SWEEPS_DIR = PACKAGE_DIR  # the folder of sweep files
 
 
@@ -116,7 +116,7 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
 def main(argv: list[str] | None = None) -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool.
     --dry-run plans, with or without --run: it never trains."""
-    from icl_core.interface.cli import add_log_args, logging_of
+    from icl.cli import add_log_args, logging_of
 
     parser = argparse.ArgumentParser(
         description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args, rest: list[str]) -> int:
-    from icl_core.interface.api import preflight
-    from icl_core.interface.cli import build_parser
-    from icl_core.interface.plan_cost import PlanCost, check_size, planned_cluster, print_plan
+    from icl.api import preflight
+    from icl.cli import build_parser
+    from icl.figures import figure_drawer
+    from icl.plan_cost import PlanCost, check_size, planned_cluster, print_plan
     from icl_core.running.plans import run_plans
     from icl_core.spec.config import ConfigError, unknown
 
@@ -170,7 +171,8 @@ def _main(args, rest: list[str]) -> int:
             return 2
         try:
             return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
-                             label=f"{len(files)} sweep file(s) [{args.preset}]")
+                             label=f"{len(files)} sweep file(s) [{args.preset}]",
+                             draw=figure_drawer(run_args.figures, run_args.no_figures))
         except ConfigError as exc:  # a storage the cluster's nodes cannot share
             print(f"error: {exc}", file=sys.stderr)
             return 2

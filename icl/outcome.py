@@ -1,4 +1,4 @@
-"""What the Python API (icl_core.interface.api) hands back: `RunResult` of a run (status counts per
+"""What the Python API (icl.api) hands back: `RunResult` of a run (status counts per
 study, figures written, the rows on demand) and `PlanData`, the plan --dry-run prints, as data.
 """
 
@@ -175,8 +175,8 @@ class PlanData:
 
 
 def plan_data(sweep, plans, store, opts, cost, text: str) -> PlanData:
-    """PlanData from the plan's cost (icl_core.interface.plan_cost.PlanCost, as print_plan made it)."""
-    from icl_core.interface.plan_cost import (
+    """PlanData from the plan's cost (icl.plan_cost.PlanCost, as print_plan made it)."""
+    from icl.plan_cost import (
         device_hours,
         finished_count,
         largest_memory,

@@ -1,5 +1,5 @@
-"""`python -m icl_core.interface.regenerate_from_sweeps`: analysis.regenerate with the studies read from the sweep
-files (icl_core.interface.catalog) instead of the manifests in the store.
+"""`python -m icl.regenerate_from_sweeps`: analysis.regenerate with the studies read from the sweep
+files (icl.catalog) instead of the manifests in the store.
 
 The fallback for stores written before study manifests existed (and for rows written without
 a sweep run): the same arguments as `python -m analysis.regenerate`, and `--all` visits every
@@ -10,7 +10,7 @@ the sweep files' manifests (`lookup`).
 from __future__ import annotations
 
 from analysis import regenerate as _analysis
-from icl_core.interface.catalog import load_sweep, study_manifests, sweep_names  # noqa: F401  (re-exported)
+from icl.catalog import load_sweep, study_manifests, sweep_names  # noqa: F401  (re-exported)
 
 
 def regenerate(sweep: str, study: str | None = None, storage: str = "results",
@@ -23,7 +23,7 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
 
 def main(argv: list[str] | None = None) -> int:
     return _analysis.main(argv, lookup=study_manifests, sweep_names=sweep_names,
-                          prog="python -m icl_core.interface.regenerate_from_sweeps")
+                          prog="python -m icl.regenerate_from_sweeps")
 
 
 if __name__ == "__main__":

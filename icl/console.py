@@ -13,7 +13,7 @@
                                    (= python -m analysis.verdicts; offline, no training)
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
-                                   (seconds; = python -m icl_core.interface.levels)
+                                   (seconds; = python -m icl.levels)
     icl claims <sweep> [--study S] [--storage P] [--release [--yes]] [--json]
                                    the claims (leases) on the sweep's configs: holder, age,
                                    expiry; --release removes them (a dead driver's) after a y/N
@@ -24,7 +24,7 @@
 
 `--json` prints one JSON document on stdout for scripts (jq): on list, claims and verdicts,
 and on plan and run (the sweep files' own --json: the plan, or the run's summary when it ends).
-It only finds things and hands them on: the sweep files' command line is icl_core.interface.cli.
+It only finds things and hands them on: the sweep files' command line is icl.cli.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _sweep(rest: list[str], command: str):
+    from icl.catalog import load_sweep, sweep_names
     from icl_core.common.validation import unknown
-    from icl_core.interface.catalog import load_sweep, sweep_names
 
     if not rest or rest[0].startswith("-"):
         raise ConfigError(f"icl {command}: name a sweep; valid choices: "
@@ -121,7 +121,7 @@ def backtest(rest: list[str]) -> int:
 
 
 def levels(rest: list[str]) -> int:
-    from icl_core.interface.levels import main as levels_main
+    from icl.levels import main as levels_main
 
     return levels_main(rest)
 
@@ -129,8 +129,8 @@ def levels(rest: list[str]) -> int:
 def compact(rest: list[str]) -> int:
     """Merge each study's finished member row files into one compacted file; one line per
     study saying what was merged."""
+    from icl.api import default_storage
     from icl_core.common.validation import unknown
-    from icl_core.interface.api import default_storage
     from icl_core.storage.compaction import compact as compact_study
     from icl_core.storage.compaction import studies
     from icl_core.storage.store import Store
@@ -155,8 +155,8 @@ def compact(rest: list[str]) -> int:
 
 
 def list_things(rest: list[str]) -> int:
+    from icl.catalog import load_sweep, sweep_names
     from icl_core.common.validation import unknown
-    from icl_core.interface.catalog import load_sweep, sweep_names
     from icl_core.models import MODELS
     from icl_core.running.search import Search
     from icl_core.tasks import TASKS
@@ -312,9 +312,9 @@ def claims(rest: list[str]) -> int:
     skips it; without a terminal to ask on and no --yes: exit 2, nothing removed)."""
     import time
 
+    from icl.api import default_storage
+    from icl.preflight import open_store
     from icl_core.common.validation import unknown
-    from icl_core.interface.api import default_storage
-    from icl_core.interface.preflight import open_store
     from icl_core.storage import claims as leases
 
     sweep = _sweep(rest, "claims")

@@ -8,7 +8,7 @@
 
 No argparse and no sys.exit: bad input raises icl_core.spec.config.ConfigError with the line the
 command line prints after "error: " (and exits 2 on). Every command-line option is a keyword;
-the command line (icl_core.interface.cli) parses into the same `Options` and calls `execute` and
+the command line (icl.cli) parses into the same `Options` and calls `execute` and
 `make_plan`, so both paths share every check. Ray: a Ray the caller already started
 (`ray.init(...)` in the notebook) is used and left running; otherwise the embedded local Ray
 (or `address`) is started for the run and stopped after it, as the command line does.
@@ -22,8 +22,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from icl.outcome import PlanData, RunResult, plan_data, run_result
 from icl_core.common.validation import unknown
-from icl_core.interface.outcome import PlanData, RunResult, plan_data, run_result
 from icl_core.spec.config import ConfigError
 
 DEFAULT_STORAGE = "results"
@@ -174,8 +174,9 @@ def execute(sweep, opts: Options) -> RunResult:
     """Check every input (`preflight`), then run: the RunResult. A ConfigError is raised
     before Ray starts, except a storage the cluster's nodes cannot share (found once Ray is
     up; a Ray this started is stopped first)."""
+    from icl.figures import figure_drawer
+    from icl.plan_cost import check_size
     from icl_core.common.log import ensure_console
-    from icl_core.interface.plan_cost import check_size
     from icl_core.running.plans import run_plans, run_standalone
 
     ensure_console()  # the run's lines, in a notebook too, at the level its caller chose
@@ -186,7 +187,8 @@ def execute(sweep, opts: Options) -> RunResult:
         status = 0  # every search already has its trials (said by preflight): nothing to start
     else:
         check_size(plans, opts)
-        status = run_plans([(sweep, plans)], store, opts)
+        status = run_plans([(sweep, plans)], store, opts,
+                           draw=figure_drawer(opts.figures, opts.no_figures))
     return run_result(sweep, plans, store, opts, status)
 
 
@@ -208,9 +210,9 @@ class _Tee(io.TextIOBase):
 
 
 def make_plan(sweep, opts: Options, echo: bool = False) -> PlanData:
-    """The --dry-run plan: printed by icl_core.interface.plan_cost (kept as `.text`; `echo` also
+    """The --dry-run plan: printed by icl.plan_cost (kept as `.text`; `echo` also
     prints it) and returned as data."""
-    from icl_core.interface.plan_cost import print_plan
+    from icl.plan_cost import print_plan
 
     opts.dry_run = True
     plans, store = preflight(sweep, opts)
@@ -244,10 +246,10 @@ def default_figures(storage_uri: str) -> str:
 
 def preflight(sweep, args):
     """(plans, store): every member validated, the storage, Ray address and figures folder
-    checked (icl_core.interface.preflight); Ray is not started, and nothing is written unless every
+    checked (icl.preflight); Ray is not started, and nothing is written unless every
     check passed (the storage's write probe comes last). The API, the sweep files' command
     line, `icl` and the catalog's --run all come through here."""
-    from icl_core.interface.preflight import (
+    from icl.preflight import (
         check_loggers,
         check_writable_dir,
         open_store,
