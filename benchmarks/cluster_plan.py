@@ -29,14 +29,15 @@ PLANS: dict = {}
 
 def sweep_plans(name: str, preset: str):
     """(sweep, its Plans for `preset`, parsed default options); planned once per process."""
+    from icl.api import Options
     from icl.catalog import load_sweep
     from icl.cli import build_parser
     from icl_core.running.plans import make_plans
 
     if (name, preset) not in PLANS:
         sweep = load_sweep(name)
-        args = build_parser(sweep).parse_args(["--preset", preset, "--dry-run"])
-        PLANS[name, preset] = (sweep, make_plans(sweep, args), args)
+        args = Options.of(build_parser(sweep).parse_args(["--preset", preset, "--dry-run"]))
+        PLANS[name, preset] = (sweep, make_plans(sweep, args.plan_request()), args)
     return PLANS[name, preset]
 
 
@@ -73,7 +74,7 @@ def plan_trials_for(trial, sweep_names, preset: str, gpus: int, cpus: float | No
                         * plan.num_samples
                 continue
             model = cost_model(gpus, max(1, int(plan.study.cpus_per_trial)))
-            for t in study_trials(plan, args, gpus, cpus, model=model):
+            for t in study_trials(plan, gpus, cpus, args.pack, args.stack, model=model):
                 alone = max(model.member_seconds(m) for m in t.members)
                 out.append(trial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members),
                                  _checkpoint_s(t.members, t.seconds), alone))

@@ -17,6 +17,7 @@ the command line (icl.cli) parses into the same `Options` and calls `execute` an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import sys
@@ -34,8 +35,8 @@ LOGGERS = ("wandb", "mlflow")
 @dataclass
 class Options:
     """Every option of a sweep file's command line, by its argparse name (`--max-concurrent`:
-    max_concurrent); the defaults are the command line's. `outcomes` is filled by a run: per
-    study label its status counts and the figures written (icl_core.running.study_report.record)."""
+    max_concurrent); the defaults are the command line's. The face's own: the layers below take
+    the typed values they use (`plan_request`, `launch`) and never write to it."""
 
     preset: str = "cpu"
     study: str | None = None
@@ -60,7 +61,33 @@ class Options:
     no_figures: bool = False
     logger: list = field(default_factory=list)
     json: bool = False  # the command line's: one JSON document on stdout (cli.main)
-    outcomes: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, namespace) -> Options:
+        """From a parsed command line (argparse.Namespace): its options that are run options."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in vars(namespace).items() if k in names})
+
+    def plan_request(self):
+        """What planning takes (icl_core.running.plans.PlanRequest)."""
+        from icl_core.running.plans import PlanRequest
+
+        return PlanRequest(
+            preset=self.preset, study=self.study, sets=tuple(self.set), sweeps=tuple(self.sweep),
+            num_samples=self.num_samples, seed=self.seed, optuna_journal=self.optuna_journal,
+            max_concurrent=self.max_concurrent, pack=self.pack, plan_gpus=self.plan_gpus,
+            dry_run=self.dry_run, address=self.address, resume=self.resume)
+
+    def launch(self):
+        """What running takes (icl_core.running.plans.Launch); a search's seed defaults to 0."""
+        from icl_core.running.plans import Launch
+
+        return Launch(
+            address=self.address, dashboard=not self.no_dashboard,
+            max_concurrent=self.max_concurrent, pack=self.pack, stack=self.stack,
+            trial_minutes=self.trial_minutes, seed=0 if self.seed is None else self.seed,
+            resume=self.resume, loggers=tuple(self.logger), optuna_journal=self.optuna_journal,
+            figures=self.figures)
 
 
 def set_pairs(sets) -> list[str]:
@@ -177,19 +204,19 @@ def execute(sweep, opts: Options) -> RunResult:
     from icl.figures import figure_drawer
     from icl.plan_cost import check_size
     from icl_core.common.log import ensure_console
-    from icl_core.running.plans import run_plans, run_standalone
+    from icl_core.running.plans import RunReport, run_plans, run_standalone
 
     ensure_console()  # the run's lines, in a notebook too, at the level its caller chose
     plans, store = preflight(sweep, opts)
     if opts.optuna_journal:
-        status = run_standalone(sweep, plans, store, opts)
+        report = RunReport(run_standalone(sweep, plans, store, opts.launch()))
     elif not any(p.members for p in plans):
-        status = 0  # every search already has its trials (said by preflight): nothing to start
+        report = RunReport()  # every search already has its trials (said by preflight)
     else:
         check_size(plans, opts)
-        status = run_plans([(sweep, plans)], store, opts,
+        report = run_plans([(sweep, plans)], store, opts.launch(),
                            draw=figure_drawer(opts.figures, opts.no_figures))
-    return run_result(sweep, plans, store, opts, status)
+    return run_result(sweep, plans, store, opts.preset, report)
 
 
 class _Tee(io.TextIOBase):
@@ -244,7 +271,7 @@ def default_figures(storage_uri: str) -> str:
         else os.path.expanduser("~/icl_figures")
 
 
-def preflight(sweep, args):
+def preflight(sweep, args: Options):
     """(plans, store): every member validated, the storage, Ray address and figures folder
     checked (icl.preflight); Ray is not started, and nothing is written unless every
     check passed (the storage's write probe comes last). The API, the sweep files' command
@@ -257,7 +284,7 @@ def preflight(sweep, args):
     )
     from icl_core.running.plans import make_plans
 
-    plans = make_plans(sweep, args)
+    plans = make_plans(sweep, args.plan_request())
     store = open_store(args.storage or default_storage())
     args.storage = store.uri  # without the keys it may have carried (pickled with Tune's state)
     args.figures = args.figures or default_figures(store.uri)

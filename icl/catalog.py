@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args, rest: list[str]) -> int:
-    from icl.api import preflight
+    from icl.api import Options, preflight
     from icl.cli import build_parser
     from icl.figures import figure_drawer
     from icl.plan_cost import PlanCost, check_size, planned_cluster, print_plan
@@ -154,7 +154,7 @@ def _main(args, rest: list[str]) -> int:
             flags = ["--preset", args.preset] + (["--study", study] if study else []) + rest
             if not args.run:
                 flags.append("--dry-run")
-            sweep_args = build_parser(sweep).parse_args(flags)
+            sweep_args = Options.of(build_parser(sweep).parse_args(flags))
             plans, store = preflight(sweep, sweep_args)  # the sweep files' own checks
             files.append((sweep, plans, sweep_args))
         if not files:
@@ -170,9 +170,10 @@ def _main(args, rest: list[str]) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         try:
-            return run_plans([(s, plans) for s, plans, _ in files], store, run_args,
+            return run_plans([(s, plans) for s, plans, _ in files], store, run_args.launch(),
                              label=f"{len(files)} sweep file(s) [{args.preset}]",
-                             draw=figure_drawer(run_args.figures, run_args.no_figures))
+                             draw=figure_drawer(run_args.figures,
+                                                run_args.no_figures)).exit_status
         except ConfigError as exc:  # a storage the cluster's nodes cannot share
             print(f"error: {exc}", file=sys.stderr)
             return 2

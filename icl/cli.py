@@ -124,7 +124,7 @@ def main(sweep, argv: list[str] | None = None) -> int:
     (no document after a bad input: its line and exit status 2)."""
     args = build_parser(sweep).parse_args(argv)
     logs = logging_of(args)
-    opts = Options(**vars(args))
+    opts = Options.of(args)
     stdout = sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr) if opts.json else contextlib.nullcontext(), \

@@ -85,18 +85,19 @@ def stored_counts(store, sweep, plan) -> dict[str, int]:
     return {k: sum(1 for s, _ in statuses.values() if s == k) for k in KINDS}
 
 
-def run_result(sweep, plans, store, opts, exit_status: int) -> RunResult:
-    """The RunResult of a run: counts and figures as each study's report recorded them
-    (icl_core.running.study_report.record), else read from the store (searches, a run with nothing left)."""
+def run_result(sweep, plans, store, preset: str, report) -> RunResult:
+    """The RunResult of a run: counts and figures as each grid study's report returned them
+    (`report`: icl_core.running.plans.RunReport), else read from the store (searches, a run
+    with nothing left)."""
     summary, figures, hashes = {}, [], {}
     for plan in plans:
         name = plan.study.name
-        recorded = opts.outcomes.get(f"{sweep.name}/{name}", {})
-        counts = recorded.get("counts") or stored_counts(store, sweep, plan)
+        outcome = report.outcomes.get(f"{sweep.name}/{name}")
+        counts = (outcome.counts if outcome else None) or stored_counts(store, sweep, plan)
         summary[name] = {k: counts.get(k, 0) for k in KINDS}
-        figures += [Path(p) for p in recorded.get("figures", ())]
+        figures += [Path(p) for p in (outcome.figures if outcome else ())]
         hashes[name] = None if plan.is_search else [m.hash for m in plan.members]
-    return RunResult(sweep.name, opts.preset, store.uri, summary, figures, exit_status, hashes)
+    return RunResult(sweep.name, preset, store.uri, summary, figures, report.exit_status, hashes)
 
 
 @dataclass

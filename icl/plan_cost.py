@@ -37,7 +37,7 @@ def planned_cluster(args) -> tuple[float, float]:
     """(GPUs, CPUs) the plan is for: --plan-gpus / --plan-cpus, else this machine's."""
     from icl_core.running.plans import planned_gpus
 
-    gpus = planned_gpus(args)
+    gpus = planned_gpus(args.plan_gpus)
     cpus = args.plan_cpus if getattr(args, "plan_cpus", None) is not None else cluster_cpus()
     return gpus, cpus
 
@@ -71,7 +71,9 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
             if store is not None:
                 plan_details(sweep, plan, args, store)
             continue
-        planned = study_trials(plan, args, gpus, cpus, model=model)
+        planned = study_trials(plan, gpus, cpus, args.pack, args.stack,
+                               args.trial_minutes * 60 if args.trial_minutes else None,
+                               model=model)
         trials = [SimTrial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members))
                   for t in planned]
         cost.add(plan, estimate, trials)

@@ -22,7 +22,7 @@ def members(tmp_path, preset="smoke", sweeps=(), sets=()):
     """The members the command line would plan (`--study least_squares --dry-run ...`)."""
     opts = Options(preset=preset, study=STUDY, dry_run=True, storage=str(tmp_path / "r"),
                    sweep=list(sweeps), set=list(sets))
-    (plan,) = make_plans(SWEEP, opts)
+    (plan,) = make_plans(SWEEP, opts.plan_request())
     return plan.members
 
 

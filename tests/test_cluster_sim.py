@@ -170,8 +170,7 @@ def test_bad_arguments_are_refused():
 
 def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples():
     from icl.catalog import load_sweep
-    from icl.cli import build_parser
-    from icl_core.running.plans import make_plans
+    from icl_core.running.plans import PlanRequest, make_plans
     from icl_core.running.trial_pool import cost_model
 
     trials = sim.plan_trials_for(["depth_scaling", "hpo_lr"], "smoke", gpus=8,
@@ -179,7 +178,7 @@ def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples
     expected = {}
     for name in ("depth_scaling", "hpo_lr"):
         sweep = load_sweep(name)
-        for plan in make_plans(sweep, build_parser(sweep).parse_args(["--preset", "smoke"])):
+        for plan in make_plans(sweep, PlanRequest(preset="smoke")):
             expected[f"{name}/{plan.study.name}"] = plan
     studies = {t.study for t in trials}
     assert studies == {"depth_scaling/least_squares", "hpo_lr/width_lr"}

@@ -10,6 +10,7 @@ from conftest import tiny_member
 
 from icl_core.planning import calibration, cost
 from icl_core.planning.resources import TrialResources, balanced_trials, plan_trials
+from icl_core.running.study_report import StudyOutcome
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.running.trial_pool import PoolStudy, StudyPool, study_rows
 from icl_core.running.tune_trainable import SPEC_KEY
@@ -122,7 +123,8 @@ def test_a_pool_reports_each_study_once_as_soon_as_its_own_trials_end():
     reported = []
     a, b = (PoolStudy(type("S", (), {"name": "f"})(), type("P", (), {"study": type(
         "St", (), {"name": n})()})(), trials=[object()] * k) for n, k in (("a", 1), ("b", 2)))
-    pool = StudyPool([a, b], report=lambda s: reported.append(s.label) or (s.label == "f/b"))
+    pool = StudyPool([a, b], report=lambda s: reported.append(s.label)
+                     or StudyOutcome(s.label, int(s.label == "f/b")))
     for spec, study, seconds in (("x", a, 5.0), ("y", b, 50.0), ("z", b, 40.0)):
         pool.add(spec, study, seconds)
     assert pool.total_seconds == 95.0 and pool.seconds({SPEC_KEY: "y"}) == 50.0
@@ -134,6 +136,7 @@ def test_a_pool_reports_each_study_once_as_soon_as_its_own_trials_end():
     pool.finish(a)
     pool.finish(b)
     assert reported == ["f/a", "f/b"] and pool.status == 1  # once each; b's status kept
+    assert {k: v.exit_status for k, v in pool.outcomes.items()} == {"f/a": 0, "f/b": 1}
 
 
 def test_a_plan_above_the_limits_needs_yes_and_starts_nothing(tmp_path, capsys):

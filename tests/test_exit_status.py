@@ -3,8 +3,6 @@ or when every member diverged; claimed-by-another-driver configs are not failure
 
 from __future__ import annotations
 
-from argparse import Namespace
-
 from icl import catalog
 from icl_core.running.study_report import report_statuses
 from icl_core.storage.store import Store
@@ -12,9 +10,11 @@ from icl_core.storage.store import Store
 
 def status_of(tmp_path, statuses) -> int:
     sweep = catalog.load_sweep("depth_scaling")
-    args = Namespace(no_figures=True, figures=str(tmp_path / "f"))
-    return report_statuses("sw/st", statuses, sweep, sweep.study("least_squares"),
-                           Store(str(tmp_path)), args)
+    outcome = report_statuses("sw/st", statuses, sweep, sweep.study("least_squares"),
+                              Store(str(tmp_path)))  # draw None: no figure
+    assert outcome.label == "sw/st" and sum(outcome.counts.values()) == len(statuses)
+    assert outcome.figures == []
+    return outcome.exit_status
 
 
 def test_a_study_of_nothing_but_diverged_members_exits_1(tmp_path, capsys):

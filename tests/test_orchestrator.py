@@ -18,7 +18,6 @@ from conftest import tiny_member
 
 from analysis.reading.best import best_settings
 from icl import catalog
-from icl.cli import build_parser
 from icl_core.planning.resources import (
     gpu_fraction,
     gpu_seconds,
@@ -26,7 +25,7 @@ from icl_core.planning.resources import (
     plan_trials,
     step_flops,
 )
-from icl_core.running.plans import make_plans, plan_gpu_seconds
+from icl_core.running.plans import PlanRequest, make_plans, plan_gpu_seconds
 from icl_core.running.search import Search
 from icl_core.spec.config import resolve_member
 from icl_core.storage.store import Store
@@ -122,8 +121,7 @@ def test_dry_run_of_every_gpu_preset_fits_20_minutes_a_study_on_one_h100(capsys)
     estimates = {}
     for name in catalog.sweep_names():
         sweep = catalog.load_sweep(name)
-        plans = {p: make_plans(sweep, build_parser(sweep).parse_args(["--preset", p]))
-                 for p in ("cpu", "gpu")}
+        plans = {p: make_plans(sweep, PlanRequest(preset=p)) for p in ("cpu", "gpu")}
         for cpu, gpu in zip(plans["cpu"], plans["gpu"], strict=True):
             if gpu.is_search:
                 continue

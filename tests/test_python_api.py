@@ -114,7 +114,7 @@ def test_the_apis_defaults_are_the_command_lines():
     # from Python, the level of the "icl_core" logger (tests/test_logging.py)
     assert {k: cli.pop(k) for k in ("quiet", "verbose", "log_file")} == {
         "quiet": False, "verbose": False, "log_file": None}
-    api = {k: v for k, v in dataclasses.asdict(Options()).items() if k != "outcomes"}
+    api = dataclasses.asdict(Options())
     assert cli == api
     assert dataclasses.asdict(make_options()) == dataclasses.asdict(Options())
 
@@ -177,3 +177,39 @@ def test_sets_take_python_values(tmp_path):
     base = next(ln for ln in plan.text.splitlines() if ln.startswith("  base"))
     assert "model.width=16" in base and "model.layer_norm=False" in base
     assert "eval.gd_steps=[1, 10]" in base
+
+
+def test_the_layers_below_the_face_take_typed_values_never_the_options():
+    """Options stay the face's: planning takes a frozen PlanRequest, running a frozen Launch,
+    and a run's outcomes come back as a RunReport; no function below the face has an `args` or
+    `opts` parameter (the bag that used to travel down and be written on the way)."""
+    import ast
+    from pathlib import Path
+
+    from icl_core.running.plans import Launch, PlanRequest
+
+    opts = Options(preset="smoke", study="least_squares", set=["model.width=32"],
+                   sweep=["model.depth=1,2"], pack=3, stack="never", trial_minutes=2.0,
+                   logger=["mlflow"], no_dashboard=True)
+    request, launch = opts.plan_request(), opts.launch()
+    assert (request.preset, request.sets, request.sweeps, request.pack) == (
+        "smoke", ("model.width=32",), ("model.depth=1,2",), 3)
+    assert (launch.seed, launch.dashboard, launch.loggers, launch.target_s) == (
+        0, False, ("mlflow",), 120.0)  # a search's seed defaults to 0 here, not in the options
+    for frozen in (request, launch):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            frozen.seed = 7
+    assert {f.name for f in dataclasses.fields(PlanRequest)} <= set(Options.__dataclass_fields__) \
+        | {"sets", "sweeps"}
+    assert Launch().target_s is None
+
+    root = Path(__file__).resolve().parent.parent / "icl_core"
+    bags = []  # (common/validation's `args` are a typing annotation's arguments)
+    for path in [p for layer in ("running", "planning", "storage", "training", "spec")
+                 for p in (root / layer).rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in node.args.args + node.args.kwonlyargs]
+                bags += [f"{path.relative_to(root)}:{node.name}" for n in names
+                         if n in ("args", "opts", "options")]
+    assert bags == []

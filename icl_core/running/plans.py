@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from icl_core.common.validation import unknown
 from icl_core.planning.memory import check_memory
@@ -58,22 +58,73 @@ def parse_sweeps(pairs: list[str]) -> dict[str, str]:
     return parse_sets(pairs, "--sweep", "KEY=V1,V2,... or KEY=LO..HI:log:N")
 
 
-def check_options(sweep, args) -> None:
+def check_options(sweep, request: PlanRequest) -> None:
     """The options that need no study: ranges and combinations."""
-    if args.max_concurrent is not None and args.max_concurrent < 1:
+    if request.max_concurrent is not None and request.max_concurrent < 1:
         raise ConfigError("--max-concurrent: must be >= 1")
-    if args.pack != "auto" and (not isinstance(args.pack, int) or args.pack < 1):
-        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {args.pack!r}")
+    if request.pack != "auto" and (not isinstance(request.pack, int) or request.pack < 1):
+        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {request.pack!r}")
     for flag, other, why in CONFLICTS:
-        if getattr(args, flag) and getattr(args, other):
+        if getattr(request, flag) and getattr(request, other):
             raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
                               f"--{other.replace('_', '-')} ({why})")
-    if args.plan_gpus is not None and not args.dry_run:
+    if request.plan_gpus is not None and not request.dry_run:
         raise ConfigError("--plan-gpus: only plans; use it with --dry-run")
-    if args.plan_gpus is not None and not 0 <= args.plan_gpus < math.inf:
-        raise ConfigError(f"--plan-gpus: must be a number of GPUs >= 0, got {args.plan_gpus:g}")
-    if args.preset not in PRESETS:
-        raise unknown("--preset", "", args.preset, PRESETS)
+    if request.plan_gpus is not None and not 0 <= request.plan_gpus < math.inf:
+        raise ConfigError(f"--plan-gpus: must be a number of GPUs >= 0, got {request.plan_gpus:g}")
+    if request.preset not in PRESETS:
+        raise unknown("--preset", "", request.preset, PRESETS)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `make_plans` expands, typed: the face builds it from its options (icl.api.Options)
+    and nothing below writes to it."""
+
+    preset: str = "cpu"
+    study: str | None = None  # one study, else every study of the file
+    sets: tuple[str, ...] = ()  # "KEY=VALUE" overrides
+    sweeps: tuple[str, ...] = ()  # "KEY=V1,V2,..." or "KEY=LO..HI:log:N" axes
+    num_samples: int | None = None  # grids: seeds 0..K-1; searches: trials per search
+    seed: int | None = None  # a search's sampler seed (None: not given)
+    optuna_journal: str | None = None
+    max_concurrent: int | None = None
+    pack: int | str = "auto"
+    plan_gpus: float | None = None
+    dry_run: bool = False
+    address: str | None = None
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How `run_plans` runs plans, typed (the face's options, read once): where Ray is, how
+    trials are packed and stacked, the searches' sampler seed and resumption, trackers."""
+
+    address: str | None = None
+    dashboard: bool = True
+    max_concurrent: int | None = None
+    pack: int | str = "auto"
+    stack: str = "auto"
+    trial_minutes: float | None = None  # --pack auto: a trial's planned duration
+    seed: int = 0  # the searches' sampler seed
+    resume: bool = False
+    loggers: tuple[str, ...] = ()  # "wandb", "mlflow"
+    optuna_journal: str | None = None  # searches without Ray
+    figures: str | None = None  # where figures go (said as the run starts; drawn by `draw`)
+
+    @property
+    def target_s(self) -> float | None:
+        return self.trial_minutes * 60 if self.trial_minutes else None
+
+
+@dataclass
+class RunReport:
+    """What `run_plans` returns: the exit status and each grid study's outcome by its label
+    (icl_core.running.study_report.StudyOutcome), for the face's summary."""
+
+    exit_status: int = 0
+    outcomes: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -106,22 +157,20 @@ def chosen_studies(sweep, study: str | None, preset: str) -> list:
     raise ConfigError(f"--preset: {label} has no {preset!r} preset ({where})")
 
 
-def make_plans(sweep, args) -> list[Plan]:
+def make_plans(sweep, request: PlanRequest) -> list[Plan]:
     """Every chosen study's plan, each member validated; a ConfigError names the study."""
-    check_options(sweep, args)
-    sets, sweeps = parse_sets(args.set), parse_sweeps(args.sweep)
-    studies = chosen_studies(sweep, args.study, args.preset)
+    check_options(sweep, request)
+    sets, sweeps = parse_sets(list(request.sets)), parse_sweeps(list(request.sweeps))
+    studies = chosen_studies(sweep, request.study, request.preset)
     searches = any(isinstance(s, Search) for s in studies)
-    if args.optuna_journal and not searches:
+    if request.optuna_journal and not searches:
         raise ConfigError("--optuna-journal: only searches use it; this file has none")
-    if getattr(args, "seed", None) is not None and not searches:
+    if request.seed is not None and not searches:
         raise ConfigError("--seed: seeds an Optuna search's sampler, and no chosen study is a "
                           "search; a grid's seeds are --num-samples K (seeds 0..K-1)")
-    if getattr(args, "seed", None) is None:
-        args.seed = 0  # the sampler's default seed (None on the command line: not given)
-    if args.num_samples is not None and searches and args.num_samples > MAX_SEARCH_SAMPLES:
+    if request.num_samples is not None and searches and request.num_samples > MAX_SEARCH_SAMPLES:
         raise ConfigError(f"--num-samples: a search takes at most {MAX_SEARCH_SAMPLES} trials, "
-                          f"got {args.num_samples}")
+                          f"got {request.num_samples}")
     plans = []
     for study in studies:
         try:
@@ -129,37 +178,36 @@ def make_plans(sweep, args) -> list[Plan]:
                 if sweeps:
                     raise ConfigError("--sweep: a search's space is searched, not swept; "
                                       "use --set")
-                study = study.for_preset(args.preset)  # the preset's space entries
-                points = study.points(args.preset, sets)
+                study = study.for_preset(request.preset)  # the preset's space entries
+                points = study.points(request.preset, sets)
                 plans.append(Plan(study, points,
-                                  study.num_samples(args.preset, args.num_samples)))
+                                  study.num_samples(request.preset, request.num_samples)))
             else:
-                plans.append(Plan(study, study.members(args.preset, sets, args.num_samples,
+                plans.append(Plan(study, study.members(request.preset, sets, request.num_samples,
                                                        sweeps)))
             for member in plans[-1].members:  # the planner can size it (never allocates)
                 step_shape(member)
         except ConfigError as exc:
-            where = "" if args.study else "; --study picks studies"
+            where = "" if request.study else "; --study picks studies"
             raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
-        check_memory(f"{sweep.name}/{study.name}", plans[-1].members, planned_gpus(args),
-                     cluster=joins_cluster(args))
+        check_memory(f"{sweep.name}/{study.name}", plans[-1].members,
+                     planned_gpus(request.plan_gpus), cluster=joins_cluster(request.dry_run, request.address))
     return plans
 
 
-def joins_cluster(args) -> bool:
+def joins_cluster(dry_run: bool, address: str | None) -> bool:
     """A launch that joins a cluster (--address, or under `ray job submit`) whose nodes are not
     known before Ray: not a dry run, which plans for --plan-gpus or this machine."""
     from icl_core.running.ray_launch import in_ray_job
 
-    return not getattr(args, "dry_run", False) and bool(getattr(args, "address", None) or in_ray_job())
+    return not dry_run and bool(address or in_ray_job())
 
 
-def planned_gpus(args) -> float:
+def planned_gpus(plan_gpus: float | None) -> float:
     """The GPUs a plan is for: --plan-gpus, else this machine's."""
     import torch
 
-    gpus = getattr(args, "plan_gpus", None)
-    return gpus if gpus is not None else float(torch.cuda.device_count())
+    return plan_gpus if plan_gpus is not None else float(torch.cuda.device_count())
 
 
 def plan_gpu_seconds(plan: Plan, model=None) -> float:
@@ -175,10 +223,12 @@ def plan_gpu_seconds(plan: Plan, model=None) -> float:
     return gpu_seconds(plan.members, model)
 
 
-def run_plans(files: list[tuple], store, args, label: str | None = None, draw=None) -> int:
+def run_plans(files: list[tuple], store, launch: Launch, label: str | None = None,
+              draw=None) -> RunReport:
     """Start (or join) Ray; run the grid studies of every (sweep, plans) pair in `files` as one
-    pool (icl_core.running.trial_pool), then the searches; stop the Ray this started; the exit status
-    (130 after Ctrl-C: what ran so far is reported and nothing more starts). A
+    pool (icl_core.running.trial_pool), then the searches; stop the Ray this started; the
+    RunReport: the exit status (130 after Ctrl-C: what ran so far is reported and nothing more
+    starts) and each grid study's outcome. A
     storage the cluster's nodes cannot share raises a ConfigError. `draw(sweep, study,
     storage_uri) -> [paths]`: a study's figures, drawn as it ends (the face's; the core draws
     none); None for no figures."""
@@ -186,10 +236,10 @@ def run_plans(files: list[tuple], store, args, label: str | None = None, draw=No
     from icl_core.running.trial_pool import run_pool
     from icl_core.storage.provenance import driver_provenance
 
-    started = init_ray(args.address, dashboard=not args.no_dashboard)
+    started = init_ray(launch.address, dashboard=launch.dashboard)
     logger.info(f"storage: {store.redacted}")
     if draw is not None:
-        logger.info(f"figures: {os.path.abspath(args.figures or 'figures')}")
+        logger.info(f"figures: {os.path.abspath(launch.figures or 'figures')}")
     provenance = driver_provenance()
     try:
         check_storage_reach(store.uri, node_hosts())
@@ -202,11 +252,13 @@ def run_plans(files: list[tuple], store, args, label: str | None = None, draw=No
     grids = [(sweep, p) for sweep, plans in files for p in plans if not p.is_search]
     label = label or files[0][0].name
     tune_dir = uri_join(store.uri, files[0][0].name if len(files) == 1 else "_pool", "tune")
-    exit_code = 0
+    exit_code, outcomes = 0, {}
     try:
         if grids:
             try:
-                exit_code |= run_pool(grids, store, provenance, args, label, tune_dir, draw)
+                status, outcomes = run_pool(grids, store, provenance, launch, label, tune_dir,
+                                            draw)
+                exit_code |= status
             except ConfigError as exc:  # e.g. a member that fails its calibration: one line
                 logger.error(f"error: {exc}")
                 exit_code |= 2
@@ -215,7 +267,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None, draw=No
         for sweep, plans in files:
             for plan in (p for p in plans if p.is_search):
                 try:
-                    exit_code |= run_search(sweep, plan, store, provenance, args)
+                    exit_code |= run_search(sweep, plan, store, provenance, launch)
                 except ConfigError as exc:
                     logger.error(f"error: {exc}")
                     exit_code |= 2
@@ -229,7 +281,7 @@ def run_plans(files: list[tuple], store, args, label: str | None = None, draw=No
             import ray
 
             ray.shutdown()
-    return exit_code
+    return RunReport(exit_code, outcomes)
 
 
 SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
@@ -289,7 +341,7 @@ def search_template(sweep, plan, point, store, provenance, res):
                      hashes=[point.hash], report_all=True)
 
 
-def run_search(sweep, plan: Plan, store, provenance, args) -> int:
+def run_search(sweep, plan: Plan, store, provenance, launch: Launch) -> int:
     from icl_core.planning.resources import member_resources
     from icl_core.running.search import run_search_tune
 
@@ -301,8 +353,8 @@ def run_search(sweep, plan: Plan, store, provenance, args) -> int:
         logger.info(f"[{label}] Optuna search: {plan.num_samples} trials")
         res = member_resources(point, cluster_gpus(), search.cpus_per_trial)
         template = search_template(sweep, plan, point, store, provenance, res)
-        run_search_tune(search, point, template, tune_dir, plan.num_samples, args.seed,
-                        args.resume, args.max_concurrent, res, label, args.logger)
+        run_search_tune(search, point, template, tune_dir, plan.num_samples, launch.seed,
+                        launch.resume, launch.max_concurrent, res, label, list(launch.loggers))
     return summarize_search(sweep, search, store)
 
 
@@ -316,7 +368,7 @@ def summarize_search(sweep, search, store) -> int:
     return 0
 
 
-def run_standalone(sweep, plans, store, args) -> int:
+def run_standalone(sweep, plans, store, launch: Launch) -> int:
     """--optuna-journal: plain Optuna in this process, no Ray."""
     from icl_core.running.search import run_search_optuna
     from icl_core.storage.provenance import driver_provenance
@@ -328,10 +380,11 @@ def run_standalone(sweep, plans, store, args) -> int:
         write_manifest(store, sweep, plan.study)
         runner = standalone_runner(sweep, plan, store, provenance)
         for point in plan.members:
-            study = run_search_optuna(plan.study, point, args.optuna_journal, plan.num_samples,
-                                      args.seed, runner, sweep=sweep.name)
-            logger.info(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best {study.best_value:.4g}"
-                        f" with {study.best_params} (journal: {redacted(args.optuna_journal)})")
+            study = run_search_optuna(plan.study, point, launch.optuna_journal,
+                                      plan.num_samples, launch.seed, runner, sweep=sweep.name)
+            logger.info(f"[{sweep.name}/{plan.study.name}@{point.hash[:8]}] best "
+                        f"{study.best_value:.4g} with {study.best_params} (journal: "
+                        f"{redacted(launch.optuna_journal)})")
         summarize_search(sweep, plan.study, store)
     return 0
 

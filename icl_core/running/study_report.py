@@ -7,6 +7,7 @@ drawn by the `draw` the face passes down (icl.figures: the core imports no analy
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from icl_core.running.search import Search
 from icl_core.spec.config import ConfigError, to_plain
@@ -45,7 +46,17 @@ def write_manifest(store, sweep, study) -> None:
     store.write_manifest(sweep.name, study.name, study_manifest(sweep, study, strict=False))
 
 
-def report_study(sweep, plan, store, args, others: dict | None = None, draw=None) -> int:
+@dataclass
+class StudyOutcome:
+    """How a grid study ended: its exit status, status counts and the figures drawn."""
+
+    label: str  # "<sweep>/<study>"
+    exit_status: int
+    counts: dict = field(default_factory=dict)  # status -> members
+    figures: list = field(default_factory=list)  # paths written
+
+
+def report_study(sweep, plan, store, others: dict | None = None, draw=None) -> StudyOutcome:
     """A grid study's statuses, figure and fit report, once its trials are done (`others`:
     {hash: host:pid} of configs another driver holds, counted as claimed; `draw(sweep, study,
     storage_uri) -> [paths]`, its figures, None for none); never raises (a study's report must
@@ -57,10 +68,10 @@ def report_study(sweep, plan, store, args, others: dict | None = None, draw=None
         statuses.update((h, ("claimed", f"by another driver ({who})"))
                         for h, who in (others or {}).items() if statuses[h][0] == "missing")
         compact_study(store, sweep.name, study.name)
-        return report_statuses(label, statuses, sweep, study, store, args, draw)
+        return report_statuses(label, statuses, sweep, study, store, draw)
     except Exception as exc:
         logger.warning(f"[{label}] report failed: {type(exc).__name__}: {exc}")
-        return 1
+        return StudyOutcome(label, 1)
 
 
 def compact_study(store, sweep: str, study: str) -> None:
@@ -79,10 +90,12 @@ def compact_study(store, sweep: str, study: str) -> None:
         logger.info(result.line())
 
 
-def report_statuses(label, statuses, sweep, study, store, args, draw=None) -> int:
+def report_statuses(label, statuses, sweep, study, store, draw=None) -> StudyOutcome:
+    """Say the study's statuses, draw its figure (`draw`, when it has one and a member ended
+    ok); its StudyOutcome."""
     kinds = ("ok", "diverged", "pruned", "failed", "missing", "claimed")
     counts = {s: sum(1 for v in statuses.values() if v[0] == s) for s in kinds}
-    record(args, label, counts=counts)
+    figures = []
     logger.info(f"[{label}] finished: " + ", ".join(
         f"{n} {s}" for s, n in counts.items() if n or s not in ("pruned", "claimed")))
     for h, (status, reason) in statuses.items():
@@ -91,21 +104,13 @@ def report_statuses(label, statuses, sweep, study, store, args, draw=None) -> in
     failed_figure = False
     if study.figure and draw is not None and counts["ok"]:
         try:
-            record(args, label, figures=draw(sweep.name, study.name, store.uri))
+            figures = draw(sweep.name, study.name, store.uri)
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
             logger.warning(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
                            f"python -m analysis.regenerate {sweep.name} --study {study.name} "
                            f"--storage {store.redacted}")
-    return exit_status(label, counts, failed_figure)
-
-
-def record(args, label: str, **what) -> None:
-    """Keep a study's outcome (its status counts, the figures written) in `args.outcomes`
-    where the options have one (icl.api.Options: the Python API's RunResult)."""
-    outcomes = getattr(args, "outcomes", None)
-    if outcomes is not None:
-        outcomes.setdefault(label, {}).update(what)
+    return StudyOutcome(label, exit_status(label, counts, failed_figure), counts, figures)
 
 
 def exit_status(label: str, counts: dict, failed_figure: bool) -> int:

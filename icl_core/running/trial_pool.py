@@ -40,9 +40,10 @@ class StudyPool:
     """The studies of one Tune run and their trials' planned seconds, keyed by trial config."""
 
     studies: list[PoolStudy]
-    report: object  # callable(PoolStudy) -> exit status
+    report: object  # callable(PoolStudy) -> StudyOutcome (study_report)
     by_spec: dict = field(default_factory=dict)  # spec JSON -> (PoolStudy, seconds)
     status: int = 0
+    outcomes: dict = field(default_factory=dict)  # label -> StudyOutcome
 
     def __post_init__(self):
         for study in self.studies:
@@ -71,7 +72,9 @@ class StudyPool:
     def finish(self, study: PoolStudy) -> None:
         if not study.reported:
             study.reported = True
-            self.status |= self.report(study)
+            outcome = self.report(study)
+            self.outcomes[outcome.label] = outcome
+            self.status |= outcome.exit_status
 
     def counts(self) -> str:
         done = sum(1 for s in self.studies if s.left == 0)
@@ -208,21 +211,22 @@ def remote_calibration(model, members: list, threads: int):
 # --------------------------------------------------------------------- planning and running
 
 
-def study_trials(plan, args, gpus: float, cpus: float, members=None, model=None) -> list:
+def study_trials(plan, gpus: float, cpus: float, pack: int | str = "auto", stack: str = "auto",
+                 target_s: float | None = None, members=None, model=None) -> list:
     """A grid study's members (or `members`, e.g. its unfinished ones) as cost-balanced
-    PlannedTrials (icl_core.planning.resources.plan_trials); `model`: the cost model (default: the
+    PlannedTrials (icl_core.planning.resources.plan_trials: `pack` members per trial or auto,
+    trials of about `target_s` seconds, `stack` mode); `model`: the cost model (default: the
     cluster's device kind, cached calibrations, no calibration here)."""
     from icl_core.planning.resources import plan_trials
 
     if model is None:
         model = cost_model(gpus, max(1, int(plan.study.cpus_per_trial)))
-    target = args.trial_minutes * 60 if getattr(args, "trial_minutes", None) else None
     return plan_trials(plan.members if members is None else members, gpus,
-                       plan.study.cpus_per_trial, args.pack, cpus, args.stack, cost=model,
-                       target_s=target)
+                       plan.study.cpus_per_trial, pack, cpus, stack, cost=model,
+                       target_s=target_s)
 
 
-def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
+def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
     """(PoolStudy per grid study, [(TrialSpec, PoolStudy, seconds)] longest first)."""
     from icl_core.running.study_report import write_manifest
     from icl_core.running.trial import TrialSpec
@@ -252,7 +256,8 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
         raise
     studies, specs = [], []
     for sweep, plan in entries:
-        trials = study_trials(plan, args, gpus, cpus, todo_of[id(plan)], model)
+        trials = study_trials(plan, gpus, cpus, launch.pack, launch.stack, launch.target_s,
+                              todo_of[id(plan)], model)
         study = PoolStudy(sweep, plan, trials, *claimed[id(plan)])
         studies.append(study)
         for t in trials:
@@ -266,16 +271,19 @@ def plan_pool(entries, store, provenance, args, gpus: float, cpus: float):
     return studies, specs
 
 
-def run_pool(entries, store, provenance, args, label: str, tune_dir: str, draw=None) -> int:
-    """Run the grid studies `entries` ((sweep, plan) pairs) as one pool; the exit status;
-    `draw`: each study's figures as it ends (icl_core.running.study_report.report_study).
+def run_pool(entries, store, provenance, launch, label: str, tune_dir: str,
+             draw=None) -> tuple[int, dict]:
+    """Run the grid studies `entries` ((sweep, plan) pairs) as one pool: (the exit status, each
+    study's StudyOutcome by label); `launch`: icl_core.running.plans.Launch; `draw`: each
+    study's figures as it ends (icl_core.running.study_report.report_study).
     Raises icl_core.running.ray_launch.Interrupted after Ctrl-C, once every study is reported."""
     from icl_core.running.ray_launch import Interrupted, run_tune
     from icl_core.running.study_report import report_study
 
-    studies, specs = plan_pool(entries, store, provenance, args, cluster_gpus(), cluster_cpus())
-    pool = StudyPool(studies, report=lambda s: report_study(s.sweep, s.plan, store, args,
-                                                             s.others, draw))
+    studies, specs = plan_pool(entries, store, provenance, launch, cluster_gpus(),
+                               cluster_cpus())
+    pool = StudyPool(studies, report=lambda s: report_study(s.sweep, s.plan, store, s.others,
+                                                             draw))
     for spec, study, seconds in specs:
         pool.add(spec.to_json(), study, seconds)
     for study in studies:
@@ -290,10 +298,10 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str, draw=N
             hours = sum((s.gpu or s.threads) * sec for s, _, sec in specs) / 3600
             logger.info(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
                         f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
-                        f"{args.pack}, --stack {args.stack})")
+                        f"{launch.pack}, --stack {launch.stack})")
             try:
-                run_tune([s for s, _, _ in specs], label, tune_dir, args.max_concurrent, pool,
-                         args.logger)
+                run_tune([s for s, _, _ in specs], label, tune_dir, launch.max_concurrent, pool,
+                         list(launch.loggers))
             except Interrupted as exc:  # raised on once the summaries say what was stored
                 interrupted = exc
             except Exception as exc:  # the summaries below still say what was stored
@@ -303,4 +311,4 @@ def run_pool(entries, store, provenance, args, label: str, tune_dir: str, draw=N
             pool.finish(study)
     if interrupted is not None:
         raise interrupted
-    return pool.status
+    return pool.status, pool.outcomes
