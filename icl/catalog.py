@@ -73,6 +73,22 @@ def sweep_names() -> list[str]:
     return [name for name in _modules() if isinstance(getattr(_import(name), "SWEEP", None), Sweep)]
 
 
+def adaptive_names() -> list[str]:
+    """The modules of the sweeps folder that define a module-level ADAPTIVE list (adaptive
+    studies: icl.adaptive)."""
+    return [name for name in _modules() if isinstance(getattr(_import(name), "ADAPTIVE", None),
+                                                      list)]
+
+
+def load_adaptive(name: str) -> list:
+    """The ADAPTIVE list of the sweep file `name` (checked against adaptive_names first)."""
+    names = adaptive_names()
+    if name not in names:
+        raise KeyError(f"{name!r} is not the name of a sweep file of adaptive studies in "
+                       f"{SWEEPS_DIR}; valid choices: {', '.join(names)}")
+    return _import(name).ADAPTIVE
+
+
 def load_sweep(name: str) -> Sweep:
     """The SWEEP of a sweep file named `name`: a name among the folder's modules (checked
     against its file list before anything is imported: a path is refused, never run)."""
@@ -113,13 +129,13 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m icl.catalog") -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool.
     --dry-run plans, with or without --run: it never trains."""
     from icl.cli import add_log_args, logging_of
 
     parser = argparse.ArgumentParser(
-        description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
+        prog=prog, description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
     parser.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)}")
     parser.add_argument("--only", nargs="+", metavar="SWEEP[/STUDY]",
                         help="these files or studies only (default: every file)")

@@ -19,6 +19,19 @@
                                    expiry; --release removes them (a dead driver's) after a y/N
     icl compact <sweep> [--study S] [--storage P]
                                    merge finished members' row files (icl_core.storage.compaction)
+    icl adaptive <sweep> [options] = python sweeps/<sweep>.py [options], a file of adaptive
+                                   studies (rounds of trials chosen where a law is uncertain)
+    icl catalog [--run] [--only SWEEP[/STUDY] ...] [options]
+                                   plan (or run, as one pool) every sweep file's studies
+                                   (= python -m icl.catalog)
+    icl evidence --from STORE --preset P SWEEP/STUDY ...
+                                   commit studies' rows as evidence (= python -m
+                                   analysis.claims.evidence)
+    icl forecast seal|score [options]
+                                   seal a scaling-law forecast, or score it on new rows
+                                   (= python -m analysis.forecasts.forecast)
+    icl scoreboard [options]       every sealed back-test scored: docs/FORECASTS.md
+                                   (= python -m analysis.backtests scoreboard)
 
     icl --version                  the installed version
 
@@ -62,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
                 "regenerate": regenerate, "levels": levels, "claims": claims,
-                "compact": compact, "backtest": backtest, "verdicts": verdicts}
+                "compact": compact, "backtest": backtest, "verdicts": verdicts,
+                "adaptive": adaptive, "catalog": catalog, "evidence": evidence,
+                "forecast": forecast, "scoreboard": scoreboard}
     if command not in commands:
         from icl_core.common.validation import unknown
 
@@ -118,6 +133,46 @@ def backtest(rest: list[str]) -> int:
     from analysis.backtests.backtest import main as backtest_main
 
     return backtest_main(rest, prog="icl backtest")
+
+
+def adaptive(rest: list[str]) -> int:
+    from icl.adaptive import main as adaptive_main
+    from icl.catalog import adaptive_names, load_adaptive
+    from icl_core.common.validation import unknown
+
+    names = adaptive_names()
+    if not rest or rest[0].startswith("-"):
+        raise ConfigError(f"icl adaptive: name a sweep file of adaptive studies; valid choices: "
+                          f"{', '.join(names)}")
+    if rest[0] not in names:
+        raise unknown("icl adaptive", "sweep", rest[0], names)
+    return adaptive_main(rest[0], load_adaptive(rest[0]), rest[1:])
+
+
+def catalog(rest: list[str]) -> int:
+    from icl.catalog import main as catalog_main
+
+    return catalog_main(rest, prog="icl catalog")
+
+
+def evidence(rest: list[str]) -> int:
+    from analysis.claims.evidence import main as evidence_main
+
+    return evidence_main(rest, prog="icl evidence")
+
+
+def forecast(rest: list[str]) -> int:
+    from analysis.forecasts.forecast import main as forecast_main
+
+    return forecast_main(rest, prog="icl forecast")
+
+
+def scoreboard(rest: list[str]) -> int:
+    from analysis.backtests.scoreboard import add_scoreboard_args, run_scoreboard
+
+    parser = argparse.ArgumentParser(prog="icl scoreboard")
+    add_scoreboard_args(parser)
+    return run_scoreboard(parser.parse_args(rest))
 
 
 def levels(rest: list[str]) -> int:

@@ -101,3 +101,29 @@ def test_json_after_bad_input_is_nothing_on_stdout_and_one_line_on_stderr(capsys
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith("error: ") and \
         captured.err.count("\n") == 1
+
+
+def test_icl_help_lists_every_command_and_each_answers_its_own_help(capsys):
+    """One `icl` for every command: each in `icl --help`, each parsed under its own name."""
+    import pytest
+
+    from icl.console import USAGE
+
+    assert icl(["--help"]) == 0
+    usage = capsys.readouterr().out
+    commands = ["run", "plan", "list", "config", "regenerate", "levels", "claims", "compact",
+                "backtest", "verdicts", "adaptive", "catalog", "evidence", "forecast",
+                "scoreboard"]
+    for command in commands:
+        assert f"    icl {command}" in usage and f"    icl {command}" in USAGE, command
+    for command in ("catalog", "evidence", "forecast", "scoreboard", "regenerate", "verdicts",
+                    "backtest"):
+        with pytest.raises(SystemExit) as exc:
+            icl([command, "--help"])
+        assert exc.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: icl {command}"), command
+    # adaptive studies by their file's name, as the runs of grid files
+    assert icl(["adaptive", "adaptive_depth", "--preset", "smoke", "--dry-run"]) == 0
+    assert "budget: 6 trials" in capsys.readouterr().out
+    assert icl(["adaptive", "adaptive_dpth"]) == 2
+    assert "did you mean 'adaptive_depth'?" in capsys.readouterr().err

@@ -120,12 +120,13 @@ def size_mb(root: Path | None = None) -> float:
     return sum(f.stat().st_size for f in base.rglob("*") if f.is_file()) / 2 ** 20
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None,
+         prog: str = "python -m analysis.claims.evidence") -> int:
     from icl_core.common.log import ensure_console
 
     ensure_console()  # its lines (a store's coverage, warnings) on the console
     parser = argparse.ArgumentParser(
-        prog="python -m analysis.claims.evidence",
+        prog=prog,
         description="Commit studies' rows as evidence (compacted, with provenance).")
     parser.add_argument("studies", nargs="+", metavar="SWEEP/STUDY")
     parser.add_argument("--from", dest="storage", required=True, help="the store the run wrote")

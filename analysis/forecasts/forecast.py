@@ -61,8 +61,8 @@ __all__ = ["LEVEL", "N_STAR", "ForecastError", "Measure", "Scores", "build_forec
            "verify"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analysis.forecasts.forecast", description=(
+def _parser(prog: str = "python -m analysis.forecasts.forecast") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=(
         "Seal scaling forecasts before a run; score them against the rows after it."))
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("seal", "score"):
@@ -93,11 +93,12 @@ def _seal(args) -> None:
               f"[{p['lo']:.4g}, {p['hi']:.4g}] ({doc['level']:.0%})")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None,
+         prog: str = "python -m analysis.forecasts.forecast") -> int:
     from icl_core.common.log import ensure_console
 
     ensure_console()  # its lines (a store's coverage, warnings) on the console
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
     try:
         if args.command == "seal":
             _seal(args)
