@@ -13,13 +13,13 @@ loaded on first use so `import icl` stays cheap:
 """
 
 _PUBLIC = {
-    "Sweep": "icl.sweep", "Adaptive": "icl.adaptive", "adaptive_main": "icl.adaptive:main",
+    "Sweep": "icl.sweep", "Adaptive": "icl_core.spec.adaptive", "adaptive_main": "icl.adaptive:main",
     "load_sweep": "icl.catalog", "sweep_names": "icl.catalog",
     "Study": "icl_core.spec.study", "Preset": "icl_core.spec.study",
-    "PRESETS": "icl_core.spec.study", "Search": "icl_core.running.search",
+    "PRESETS": "icl_core.spec.study", "Search": "icl_core.spec.search",
     "Store": "icl_core.storage.store", "ConfigError": "icl_core.common.validation",
-    "best_settings": "analysis.reading.best", "Goal": "analysis.forecasts.adaptive_design",
-    "Measure": "analysis.forecasts.points",
+    "best_settings": "analysis.reading.best", "Goal": "icl_core.spec.adaptive",
+    "Measure": "icl_core.spec.adaptive",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -1,17 +1,16 @@
 """Adaptive studies: spend trials where the scaling law is uncertain (issue #22).
 
-    from icl.adaptive import Adaptive, main
-    from analysis.forecasts.adaptive_design import Goal
+    from icl import Adaptive, Goal, adaptive_main
 
     ADAPTIVE = Adaptive(name="least_squares_adaptive", study=LEAST_SQUARES, axis="model.depth",
                         bounds=(1, 8), initial=[1, 3, 8], seeds=2, goal=Goal("exponent", 0.3),
                         budget_trials=24, presets={"smoke": {...}})
     if __name__ == "__main__":
-        raise SystemExit(main("adaptive_depth", [ADAPTIVE]))
+        raise SystemExit(adaptive_main("adaptive_depth", [ADAPTIVE]))
 
 A declaration names a base `Study` (its preset's base config is every member's config, the
 axis set per point; its grid is not used), the axis (a dotted config key), its bounds, the
-round-0 points and seeds per point, the goal (analysis.forecasts.adaptive_design.Goal), the form of the law
+round-0 points and seeds per point, the goal (icl_core.spec.adaptive.Goal), the form of the law
 and a budget in trials and/or device-hours (the rows' wall_time_s). `presets` override any of
 these fields per preset (e.g. smaller bounds for smoke).
 
@@ -31,7 +30,6 @@ the rows. The choice is deterministic for the rows and the round (its seed is th
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import logging
@@ -42,17 +40,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis.forecasts.adaptive_design import (
-    Goal,
     assess,
     choose,
-    lattice,
     measured_cost,
     member_points,
     member_seconds,
 )
-from analysis.forecasts.points import Measure
-from icl_core.spec.config import MemberConfig, resolve_member, set_path
-from icl_core.spec.study import Study
+from icl_core.spec.adaptive import Adaptive, Goal, Measure, member_at  # noqa: F401  (re-exported)
+from icl_core.spec.config import MemberConfig
 from icl_core.storage.store import Store
 
 LOG = "adaptive.json"
@@ -60,66 +55,8 @@ LOG = "adaptive.json"
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class Adaptive:
-    """An adaptive study over one axis of a base study (see the module doc)."""
-
-    name: str  # the study folder its rows go to
-    study: Study  # the base config (per preset) comes from here
-    axis: str  # dotted config key, e.g. "model.depth"
-    bounds: tuple[float, float]
-    initial: list[float]  # round 0 points
-    goal: Goal
-    seeds: int = 2  # seeds per initial point
-    form: str = "power"  # analysis.fitting.forms form of the law
-    budget_trials: int | None = None
-    budget_hours: float | None = None  # device-hours: the sum of the rows' wall_time_s
-    batch: int = 3  # trials per round
-    candidates: int = 10  # log-spaced lattice size within bounds
-    integer: bool = True  # the axis takes integers
-    measure: Measure = field(default_factory=lambda: Measure("mse"))
-    fantasies: int = 4
-    n_boot: int = 400  # bootstrap refits of the stop check (the look-ahead uses 100)
-    # choose by variance reduction per unit cost, a trial's cost at x from the measured
-    # members' wall times (analysis.forecasts.adaptive_design.measured_cost); False: every trial costs the same
-    cost_weighted: bool = True
-    presets: dict[str, dict] = field(default_factory=dict)  # preset -> field overrides
-    doc: str = ""
-
-    def __post_init__(self):
-        lo, hi = self.bounds
-        if not 0 < lo < hi:
-            raise ValueError(f"{self.name}: bounds must be 0 < lo < hi, got {self.bounds}")
-        outside = [p for p in self.initial if not lo <= p <= hi]
-        if outside or len(set(self.initial)) < 2:
-            raise ValueError(f"{self.name}: initial points must be >= 2 distinct values within "
-                             f"{self.bounds}, got {self.initial}")
-        if self.budget_trials is None and self.budget_hours is None:
-            raise ValueError(f"{self.name}: give a budget (budget_trials and/or budget_hours)")
-        if self.seeds < 1 or self.batch < 1:
-            raise ValueError(f"{self.name}: seeds and batch must be >= 1")
-        if self.goal.estimator == "medians" and self.form != "power":
-            raise ValueError(f"{self.name}: the goal's estimator 'medians' (fit_gamma) fits a "
-                             f"power law; form must be 'power', got {self.form!r}")
-
-    def for_preset(self, preset: str) -> Adaptive:
-        """This declaration with the preset's overrides (the preset itself is checked by the
-        base study when members are built)."""
-        return dataclasses.replace(self, **self.presets.get(preset, {}))
-
-    def lattice(self) -> np.ndarray:
-        return lattice(*self.bounds, self.candidates, self.integer)
-
-    def round0(self) -> list[tuple[float, int]]:
-        return [(float(x), s) for x in self.initial for s in range(self.seeds)]
 
 
-def member_at(base: dict, adaptive: Adaptive, x: float, seed: int) -> MemberConfig:
-    """The member config at axis value x with a training seed: the base config, axis set."""
-    raw = copy.deepcopy(base)
-    set_path(raw, adaptive.axis, int(round(x)) if adaptive.integer else float(x))
-    raw["seed"] = int(seed)
-    return resolve_member(raw)
 
 
 # ------------------------------------------------------------------------ rows and the log

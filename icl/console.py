@@ -213,7 +213,7 @@ def list_things(rest: list[str]) -> int:
     from icl.catalog import load_sweep, sweep_names
     from icl_core.common.validation import unknown
     from icl_core.models import MODELS
-    from icl_core.running.search import Search
+    from icl_core.spec.search import Search
     from icl_core.tasks import TASKS
 
     as_json = "--json" in rest
@@ -322,7 +322,7 @@ def config(rest: list[str]) -> int:
     """The resolved member config of a study under a preset: each field's value (the grid's
     values for an axis), type, default and doc; a field off its default is marked *."""
     from icl_core.running.plans import parse_sets, parse_sweeps
-    from icl_core.running.search import Search
+    from icl_core.spec.search import Search
     from icl_core.spec.study import PRESETS, apply_preset
 
     sweep = _sweep(rest, "config")

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None, prog: str = "icl levels") -> int:
     from icl.catalog import load_sweep, sweep_names
     from icl_core.common.log import ensure_console
     from icl_core.running.plans import parse_sets
-    from icl_core.running.search import Search
+    from icl_core.spec.search import Search
     from icl_core.spec.study import PRESETS
 
     ensure_console()  # its lines (a store's coverage, warnings) on the console

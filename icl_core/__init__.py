@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "Study": "icl_core.spec.study", "Preset": "icl_core.spec.study",
-    "PRESETS": "icl_core.spec.study", "Search": "icl_core.running.search",
+    "PRESETS": "icl_core.spec.study", "Search": "icl_core.spec.search",
     "Store": "icl_core.storage.store", "ConfigError": "icl_core.common.validation",
 }
 _FACE = ("Sweep", "Adaptive", "adaptive_main", "best_settings", "load_sweep", "sweep_names")

@@ -169,7 +169,7 @@ def test_every_task_config_knows_its_built_shape():
     import torch
 
     from icl.catalog import sweep_names
-    from icl_core.running.search import Search
+    from icl_core.spec.search import Search
     from icl_core.spec.study import PRESETS
     from icl_core.tasks import build_task
     from icl_core.tasks.base import KnowsShape

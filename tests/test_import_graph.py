@@ -83,6 +83,7 @@ def test_a_wrong_way_import_breaks_its_contract(tree, path, line, contract):
 def test_the_science_core_loads_without_ray_optuna_or_analysis():
     code = ("import sys\n"
             "import icl_core.training.train, icl_core.training.stacked, icl_core.spec.study\n"
+            "import icl_core.spec.search, icl_core.spec.adaptive\n"
             "import icl_core.models, icl_core.tasks, icl_core.algorithms.closed_forms\n"
             "print(','.join(m for m in ('ray', 'optuna', 'analysis') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -147,3 +148,20 @@ def test_an_old_path_still_runs_with_python_m():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--preset" in out.stdout
+
+
+def test_the_declarations_live_in_the_spec_layer():
+    """Study, Search, Adaptive, Goal and Measure are declared in icl_core.spec (a sweep file
+    imports them from icl); the modules that run or assess them re-export the same classes."""
+    import icl
+    from analysis.forecasts import adaptive_design, points
+    from icl import adaptive
+    from icl_core.running import search
+
+    where = {name: getattr(icl, name).__module__
+             for name in ("Study", "Preset", "Search", "Adaptive", "Goal", "Measure")}
+    assert where == {"Study": "icl_core.spec.study", "Preset": "icl_core.spec.study",
+                     "Search": "icl_core.spec.search", "Adaptive": "icl_core.spec.adaptive",
+                     "Goal": "icl_core.spec.adaptive", "Measure": "icl_core.spec.adaptive"}
+    assert search.Search is icl.Search and adaptive.Adaptive is icl.Adaptive
+    assert adaptive_design.Goal is icl.Goal and points.Measure is icl.Measure

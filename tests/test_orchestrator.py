@@ -26,8 +26,8 @@ from icl_core.planning.resources import (
     step_flops,
 )
 from icl_core.running.plans import PlanRequest, make_plans, plan_gpu_seconds
-from icl_core.running.search import Search
 from icl_core.spec.config import resolve_member
+from icl_core.spec.search import Search
 from icl_core.storage.store import Store
 from icl_core.training.stacked import stack_key
 

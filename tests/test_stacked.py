@@ -15,9 +15,9 @@ from conftest import tiny_member
 
 from analysis.reading.store import read_rows
 from icl import catalog
-from icl_core.running.search import Search
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import resolve_member, set_path
+from icl_core.spec.search import Search
 from icl_core.training.stacked import StackedRun, stack_groups, stack_key
 from icl_core.training.train import MemberRun
 

@@ -41,8 +41,9 @@ from analysis.backtests.interval import (
     reliability,
     summarize,
 )
-from analysis.forecasts.points import Measure, exact, member_values
+from analysis.forecasts.points import exact, member_values
 from analysis.reading.store import DEFAULT_STORAGE, MissingResults, locate, read_rows
+from icl_core.spec.adaptive import Measure
 from icl_core.storage.store import read_manifest, redacted
 
 MIN_X = 4

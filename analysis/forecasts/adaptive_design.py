@@ -56,66 +56,28 @@ import polars as pl
 from analysis.fitting.fit import Fit, fit_scaling
 from analysis.fitting.forms import FORMS
 from analysis.forecasts.points import (
-    Measure,
     add_measure_args,
     exact,
     measure_from_args,
     member_values,
 )
+from icl_core.spec.adaptive import (  # noqa: F401  (the declarations, re-exported)
+    ESTIMATORS,
+    EXPONENT_LEVEL,
+    FORECAST_LEVEL,
+    Goal,
+    Measure,
+    lattice,
+)
 
-KINDS = ("exponent", "forecast")
-ESTIMATORS = ("members", "seeds", "medians")  # see the module doc
 MIN_SEEDS = 3  # seeds the `seeds` and `medians` estimators need (per study; per x)
-FORECAST_LEVEL = 0.9  # as analysis.forecasts.forecast seals
-EXPONENT_LEVEL = 0.95  # analysis.fitting.fit's CIs
 
 __all__ = ["ESTIMATORS", "Choice", "Goal", "Status", "assess", "choose", "goal_variance",
            "goal_width", "lattice", "member_points", "member_seconds"]
 
 
-@dataclass(frozen=True)
-class Goal:
-    """What the study must resolve: the exponent's CI width, or a forecast's log10 band width
-    at a larger x (`at`), at most `target`."""
-
-    kind: str
-    target: float
-    at: float | None = None  # forecast: the x of the forecast
-    param: str | None = None  # exponent: its name (default: the form's first exponent)
-    estimator: str = "members"  # whose CI: ESTIMATORS (module doc)
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"goal kind: unknown {self.kind!r}; valid choices: {', '.join(KINDS)}")
-        if self.estimator not in ESTIMATORS:
-            raise ValueError(f"goal estimator: unknown {self.estimator!r}; valid choices: "
-                             f"{', '.join(ESTIMATORS)}")
-        if self.estimator == "medians" and self.kind != "exponent":
-            raise ValueError("goal estimator 'medians' (fit_gamma) measures an exponent only: "
-                             "use kind='exponent'")
-        if not (isinstance(self.target, (int, float)) and self.target > 0):
-            raise ValueError(f"goal target: must be > 0, got {self.target!r}")
-        if self.kind == "forecast" and not (self.at and self.at > 0):
-            raise ValueError("a forecast goal needs a positive x to forecast at (at=...)")
-
-    def describe(self) -> str:
-        if self.kind == "forecast":
-            return (f"log10 width of the {FORECAST_LEVEL:.0%} band at x = {self.at:g} "
-                    f"<= {self.target:g}")
-        by = {"members": "", "seeds": " (seeds resampled)",
-              "medians": " (fit_gamma: per-x medians, seeds resampled within x)"}[self.estimator]
-        return (f"{EXPONENT_LEVEL:.0%} CI width of {self.param or 'the exponent'}{by} "
-                f"<= {self.target:g}")
 
 
-def lattice(lo: float, hi: float, n: int, integer: bool = False) -> np.ndarray:
-    """n log-spaced candidate points in [lo, hi] (rounded and deduplicated when integer)."""
-    if not (0 < lo <= hi) or n < 1:
-        raise ValueError(f"lattice: need 0 < lo <= hi and n >= 1, got {lo}, {hi}, {n}")
-    points = np.geomspace(lo, hi, n) if n > 1 else np.array([float(lo)])
-    if integer:
-        points = np.unique(np.clip(np.round(points), math.ceil(lo), math.floor(hi)))
-    return np.unique(points.astype(float))
 
 
 def member_points(rows: pl.DataFrame, axis: str, measure: Measure | None = None

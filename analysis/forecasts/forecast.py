@@ -43,7 +43,7 @@ import argparse
 import sys
 
 from analysis.fitting.fit import DEFAULT_FORMS
-from analysis.forecasts.points import N_STAR, Measure, add_measure_args, measure_from_args
+from analysis.forecasts.points import add_measure_args, measure_from_args
 from analysis.forecasts.score import Scores, judge, score, score_forecast
 from analysis.forecasts.seal import (
     LEVEL,
@@ -55,6 +55,7 @@ from analysis.forecasts.seal import (
     verify,
 )
 from analysis.reading.store import MissingResults
+from icl_core.spec.adaptive import N_STAR, Measure
 
 __all__ = ["LEVEL", "N_STAR", "ForecastError", "Measure", "Scores", "build_forecast",
            "content_hash", "forecast_dir", "judge", "main", "score", "score_forecast", "seal",

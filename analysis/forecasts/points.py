@@ -22,7 +22,6 @@ a fit.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
@@ -30,41 +29,13 @@ import polars as pl
 from analysis.fitting.sample_complexity import error_curves, n_star_table
 from analysis.reading.frames import final_eval
 from analysis.reading.regime import final_rows
+from icl_core.spec.adaptive import N_STAR, Measure  # noqa: F401  (the declaration, re-exported)
 
-N_STAR = "n_star"
 COMPLEMENTS = {"1-r2": "r2"}  # a metric read as 1 - the named row metric
 MEMBER_SCHEMA = {"config_hash": pl.String, "x": pl.Float64, "seed": pl.Int64,
                  "lo": pl.Float64, "hi": pl.Float64}
 
 
-@dataclass(frozen=True)
-class Measure:
-    """What is measured per member: a final row metric, or n_star (with its threshold)."""
-
-    metric: str
-    statistic: str = "median"
-    predictor: str = "model"
-    test_dist: str = "train"
-    threshold: float | None = None  # n_star only
-    curve_metric: str = "mse"  # n_star only: the recorded curve it is read from
-    position: int | None = None  # the query position (None: each member's last)
-
-    def __post_init__(self):
-        if self.metric == N_STAR and not (self.threshold and self.threshold > 0):
-            raise ValueError("metric n_star needs a positive threshold (--threshold)")
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        if self.metric != N_STAR:
-            out.pop("threshold")
-            out.pop("curve_metric")
-        if self.position is None:
-            out.pop("position")
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Measure:
-        return cls(**data)
 
 
 def add_measure_args(parser, metric_default: str | None = None) -> None:

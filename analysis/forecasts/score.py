@@ -13,9 +13,10 @@ from pathlib import Path
 
 import polars as pl
 
-from analysis.forecasts.points import Measure, member_values, truth_at
+from analysis.forecasts.points import member_values, truth_at
 from analysis.forecasts.seal import forecast_dir, verify
 from analysis.reading.store import read_rows
+from icl_core.spec.adaptive import Measure
 
 COVERED, MISS, CONSISTENT, PENDING, TAMPERED = (
     "covered", "miss", "censored, consistent", "pending", "tampered")

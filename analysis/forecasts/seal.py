@@ -21,8 +21,9 @@ import polars as pl
 
 from analysis.fitting.fit import DEFAULT_FORMS, Fit, compare_forms, fit_scaling
 from analysis.fitting.forms import FORMS
-from analysis.forecasts.points import Measure, exact, member_values
+from analysis.forecasts.points import exact, member_values
 from analysis.reading.store import locate, read_rows
+from icl_core.spec.adaptive import Measure
 from icl_core.storage.store import redacted
 
 FOLDER = "forecasts"

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from icl_core.common.validation import unknown
 from icl_core.planning.memory import check_memory
-from icl_core.running.search import Search
 from icl_core.running.study_report import write_manifest
 from icl_core.running.trial_pool import cluster_gpus
 from icl_core.spec.config import ConfigError
+from icl_core.spec.search import Search
 from icl_core.spec.study import PRESETS
 from icl_core.storage.store import uri_join
 from icl_core.training.flops import step_shape

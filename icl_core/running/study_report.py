@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from icl_core.running.search import Search
 from icl_core.spec.config import ConfigError, to_plain
+from icl_core.spec.search import Search
 from icl_core.spec.study import PRESETS
 
 logger = logging.getLogger(__name__)
