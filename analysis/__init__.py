@@ -4,7 +4,7 @@
     python -m analysis.regenerate --all
 
 Sub-packages, each importing only those below it (contracts: [tool.importlinter] in
-pyproject.toml): `figures` (one function per paper figure; `figures.by_name`, the registry) and
+pyproject.toml): `figures` (one function per paper figure; `figures.registry`, the registry) and
 `forecasts` (sealed forecasts, adaptive design), over `plotting` (the figure toolkit, one public
 import), over `fitting` (the one scaling-law fitter, its forms, sample complexity) and `reading`
 (the store reader, frames, seed spreads, the learned-regime bar). Beside them: `verdicts` (the

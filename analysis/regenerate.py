@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.fs as pafs
 
-from analysis.figures.by_name import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURES
+from analysis.figures.registry import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURES
 from analysis.fitting.fit import Fit, compare_forms
 from analysis.reading.frames import cell_regime, final_eval, member_counts
 from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO

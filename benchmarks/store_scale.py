@@ -137,7 +137,7 @@ def operations(store: Path, out: Path) -> dict[str, list[str]]:
             "print(rows.shape, 'rows x columns')")],
         "read_rows (the depth figure's columns)": [py, "-c", (
             "from analysis.reading.store import read_rows; "
-            "from analysis.figures.by_name import FIGURE_COLUMNS; "
+            "from analysis.figures.registry import FIGURE_COLUMNS; "
             f"rows, c = read_rows({str(store)!r}, {SWEEP!r}, {STUDY!r}, "
             "columns=FIGURE_COLUMNS['depth']); "
             "print(rows.shape, 'rows x columns')")],

@@ -46,6 +46,8 @@ MOVED = {
     "sweep": "interface.sweep", "adaptive": "interface.adaptive", "levels": "interface.levels",
     "outcome": "interface.outcome", "plan_report": "interface.plan_cost",
     "regenerate": "interface.regenerate_from_sweeps",
+    # issue 47: modules named after what they hold
+    "tasks.sparse_retrieval": "tasks.qstr", "models.construction": "models.baseconv_gd",
     },
     "analysis": {
     "store": "reading.store", "frames": "reading.frames", "spreads": "reading.spreads",
@@ -59,6 +61,7 @@ MOVED = {
     "figures_deep": "figures.deep", "figures_deep_depth": "figures.deep_depth",
     "figures_deep_scaling": "figures.deep_scaling", "figures_lsa": "figures.lsa",
     "figures_precision": "figures.precision", "figures_retrieval": "figures.retrieval",
+    "figures.by_name": "figures.registry",  # issue 47 (its depth figure: figures.depth)
     },
 }
 

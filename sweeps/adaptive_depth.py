@@ -28,7 +28,7 @@ LEAST_SQUARES_ADAPTIVE = Adaptive(
     bounds=(1, 6),
     initial=[1, 2, 6],
     seeds=2,
-    # the depth figure's fit: saturating c + a L^-b, seeds resampled (analysis.figures.by_name)
+    # the depth figure's fit: saturating c + a L^-b, seeds resampled (analysis.figures.registry)
     goal=Goal("exponent", target=0.5, estimator="seeds"),
     form="saturating",
     budget_trials=15,  # the cpu grid's 5 depths x 3 seeds

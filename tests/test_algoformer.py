@@ -276,7 +276,7 @@ def test_smoke_members_draw_every_figure(tmp_path):
     """The sweep file's smoke members, trained for real (no Ray), and its four figures."""
     import polars as pl
 
-    from analysis.figures.by_name import FIGURES
+    from analysis.figures.registry import FIGURES
     from analysis.reading.store import read_rows
     from icl import catalog
     from icl_core.running.trial import TrialSpec, run_trial

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.figures.by_name import depth_figure
+from analysis.figures.depth import depth_figure
 from analysis.fitting.fit import fit_scaling
 from analysis.fitting.forms import FORMS
 from analysis.reading.store import MissingResults, load_rows

@@ -9,7 +9,7 @@ import torch
 from icl_core.algorithms.baselines import gd, ls_grad, ols
 from icl_core.common.device import generator
 from icl_core.models import build_model, count_params
-from icl_core.models.construction import ConstructionFeatures, gd_step_layer
+from icl_core.models.baseconv_gd import ConstructionFeatures, gd_step_layer
 from icl_core.spec.config import ConfigError, resolve_member
 from icl_core.tasks import build_task
 from icl_core.tasks.ls_features import Layout

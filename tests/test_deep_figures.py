@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis.figures.by_name import FIGURES
 from analysis.figures.deep import fig3_ks
+from analysis.figures.registry import FIGURES
 from analysis.reading.store import read_rows
 from icl import catalog
 from icl_core.running.trial import TrialSpec, run_trial

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from matplotlib.transforms import Bbox
 
-from analysis.figures.by_name import FIGURES
+from analysis.figures.registry import FIGURES
 from analysis.plotting import DPI, ONE_PANEL, panel_grid, save, style
 from tests.test_figure_honesty import deep_rows
 

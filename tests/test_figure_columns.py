@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.figures.by_name import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURES, figure_columns
+from analysis.figures.registry import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURES, figure_columns
 from analysis.reading.frames import SHARED_COLUMNS
 from analysis.reading.store import read_rows
 from analysis.regenerate import study_columns

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
-from analysis.figures.by_name import FIGURES
+from analysis.figures.registry import FIGURES
 from analysis.fitting.fit import fit_scaling
 from analysis.fitting.forms import B_MAX
 from analysis.plotting import LOOKS, NOT_LEARNED_LABEL, baseline_line, draw_fit, fit_label, style

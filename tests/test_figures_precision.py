@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from analysis.figures.axis import mse_vs_axis
-from analysis.figures.by_name import FIGURES
 from analysis.figures.construction import construction_figure, explicit_gradient_figure
 from analysis.figures.precision import PRECISION_FIGURES, icl_prefix_figure
+from analysis.figures.registry import FIGURES
 
 N_BOOT = 50
 STEP = 100

@@ -16,7 +16,7 @@ from icl_core.models import build_model
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
 from icl_core.tasks import build_task
-from icl_core.tasks.sparse_retrieval import code_dim, qk_contrast
+from icl_core.tasks.qstr import code_dim, qk_contrast
 from icl_core.training.train import MemberRun
 
 CPU = torch.device("cpu")

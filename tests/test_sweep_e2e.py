@@ -12,7 +12,7 @@ import time
 import polars as pl
 import pytest
 
-from analysis.figures.by_name import FIGURE_COLUMNS, FIGURES
+from analysis.figures.registry import FIGURE_COLUMNS, FIGURES
 from analysis.reading.store import read_rows
 from icl import console
 from icl_core.models import MODELS

@@ -108,7 +108,7 @@ def _heads(n: int) -> Claim:
 def _diagonal(model: str, simple: bool) -> Claim:
     """|W_QK| of one (architecture, prompt kind): mean |off-block entries| ÷ mean |diagonal of
     the (query w_t, key w_j) block| <= 1 / CONTRAST, per seed (the inverse of the figure's
-    contrast, `icl_core.tasks.sparse_retrieval.qk_contrast`, written by the task as the row
+    contrast, `icl_core.tasks.qstr.qk_contrast`, written by the task as the row
     "qk_offblock_ratio" at the final evaluation, so that lower is better as for an
     error)."""
     kind = "simple-1STR" if simple else "1STR"

@@ -1,7 +1,7 @@
 """The figure modules: one function per paper figure, data shaping apart from drawing
-(precision, construction, retrieval, deep, deep_depth, deep_scaling, algoformer, lsa, axis), and
-the registry of figures by name (by_name: FIGURES, FIGURE_COLUMNS; also importable from here,
-loaded on first use).
+(depth, precision, construction, retrieval, deep, deep_depth, deep_scaling, algoformer, lsa,
+axis), and the registry of figures by name (registry: FIGURES, FIGURE_COLUMNS; also importable
+from here, loaded on first use).
 
 Imports analysis.plotting, analysis.fitting, analysis.reading and icl_core's storage, algorithms
 and tasks; never the orchestration.
@@ -9,8 +9,8 @@ and tasks; never the orchestration.
 
 
 def __getattr__(name: str):
-    if name.startswith("__") or name == "by_name":
+    if name.startswith("__") or name in ("by_name", "registry", "depth"):
         raise AttributeError(name)
     import importlib
 
-    return getattr(importlib.import_module("analysis.figures.by_name"), name)
+    return getattr(importlib.import_module("analysis.figures.registry"), name)

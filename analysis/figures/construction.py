@@ -7,7 +7,7 @@ digest: shared/notes/paper_least_squares_precision.md §5), beside analysis.figu
   against w* under iterative inference (right), with GD.
 
 Every figure: fn(rows, out_dir, name=..., n_boot=1000, seed=0, **_context) -> summary dict
-(see analysis.figures.by_name.depth_figure); members not "ok" are excluded and counted. The trivial
+(see analysis.figures.depth.depth_figure); members not "ok" are excluded and counted. The trivial
 predictors (zero, prompt mean, ridge) are drawn where their rows exist; explicit_gradient rings
 the cells outside the learned regime and says "not testable at this scale" under a panel whose
 model never clears the bar (analysis.reading.regime).
@@ -350,7 +350,7 @@ def explicit_gradient_figure(rows: pl.DataFrame, out_dir: str | Path,
     }
 
 
-# name -> figure; analysis.figures.by_name.FIGURES includes these.
+# name -> figure; analysis.figures.registry.FIGURES includes these.
 CONSTRUCTION_FIGURES = {
     "construction": construction_figure,
     "explicit_gradient": explicit_gradient_figure,

@@ -11,7 +11,7 @@ shared/notes/paper_least_squares_precision.md §5).
 * construction (Fig 5) and explicit_gradient (Fig 7): in analysis.figures.construction.
 
 Every figure: fn(rows, out_dir, name=..., n_boot=1000, seed=0, **_context) -> summary dict
-(see analysis.figures.by_name.depth_figure); members not "ok" are excluded and counted. Every figure
+(see analysis.figures.depth.depth_figure); members not "ok" are excluded and counted. Every figure
 draws the trivial predictors (zero, prompt mean, ridge; thin grey, values in the legend) where
 their rows exist, rings the cells outside the learned regime and says "not testable at this
 scale" under a panel whose model never clears the bar (analysis.reading.regime); fits that are not
@@ -186,7 +186,7 @@ def icl_prefix_figure(rows: pl.DataFrame, out_dir: str | Path, name: str = "icl_
     }
 
 
-# name -> figure; analysis.figures.by_name.FIGURES includes these.
+# name -> figure; analysis.figures.registry.FIGURES includes these.
 PRECISION_FIGURES = {
     "icl_prefix": icl_prefix_figure,
     "precision_depth": partial(mse_vs_axis, x="model.depth",

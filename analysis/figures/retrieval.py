@@ -358,7 +358,7 @@ def str_attention_figure(rows: pl.DataFrame, out_dir, name="str_attention", n_bo
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.0),
                              squeeze=False, layout="constrained")
     summary: dict = {}
-    from icl_core.tasks.sparse_retrieval import code_dim, qk_contrast  # torch: only here
+    from icl_core.tasks.qstr import code_dim, qk_contrast  # torch: only here
 
     for ax, group in zip(axes[0], panels, strict=True):
         runs = []

@@ -6,7 +6,7 @@ import torch
 
 from icl_core.common.registry import Registry
 from icl_core.models.base import ModelBase, ModelConfig, num_params
-from icl_core.models.construction import BaseConvGD, BaseConvGDConfig
+from icl_core.models.baseconv_gd import BaseConvGD, BaseConvGDConfig
 from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
 from icl_core.models.lsa import LSA, LSAConfig
 from icl_core.models.mixers import MIXERS

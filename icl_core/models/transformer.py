@@ -14,7 +14,7 @@ from torch import nn
 
 from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
-from icl_core.models.construction import ConstructionFeatures, dim_from_width
+from icl_core.models.baseconv_gd import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
 
 

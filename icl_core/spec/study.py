@@ -67,7 +67,7 @@ class Study:
     base: dict
     grid: dict[str, list]
     presets: dict[str, Preset]
-    figure: str | None = None  # name in analysis.figures.by_name.FIGURES
+    figure: str | None = None  # name in analysis.figures.registry.FIGURES
     figure_args: dict = field(default_factory=dict)  # keyword arguments of that figure
     doc: str = ""  # the figure it regenerates, shown by --help and --dry-run
     cpus_per_trial: int = 1

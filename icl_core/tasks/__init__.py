@@ -5,6 +5,7 @@ from icl_core.tasks.base import Batch, RegressionProblem, Task, masked_mse
 from icl_core.tasks.linear_regression import LinearRegression, LinearRegressionConfig
 from icl_core.tasks.ls_features import LSFeatures, LSFeaturesConfig
 from icl_core.tasks.primitives import Primitives, PrimitivesConfig
+from icl_core.tasks.qstr import SparseRetrieval, SparseRetrievalConfig
 from icl_core.tasks.relu_teacher import ReLUTeacher, ReLUTeacherConfig
 from icl_core.tasks.representation import (
     CoTMLP,
@@ -14,7 +15,6 @@ from icl_core.tasks.representation import (
     RepRegression,
     RepRegressionConfig,
 )
-from icl_core.tasks.sparse_retrieval import SparseRetrieval, SparseRetrievalConfig
 
 TASKS = Registry("task")
 TASKS.register("linear_regression", LinearRegressionConfig)(LinearRegression)

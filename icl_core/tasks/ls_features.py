@@ -2,7 +2,7 @@
 (Liu et al. 2024, §5, Figs 6-7; Eqs. 10-11).
 
 N data tokens and one final token, each of width S = D² + 3D + 1 (the layout of the hand-built
-GD construction, icl_core/models/construction.py):
+GD construction, icl_core/models/baseconv_gd.py):
 
     data token i:  [x_i (D) | y_i (1) | 0 (D)  | F_i (D + D²)]
     final token:   [0       | 0       | w0 (D) | F_final     ]
