@@ -48,6 +48,7 @@ MOVED = {
     "regenerate": "interface.regenerate_from_sweeps",
     # issue 47: modules named after what they hold
     "tasks.sparse_retrieval": "tasks.qstr", "models.construction": "models.baseconv_gd",
+    "models.retrieval": "models",  # split into attention_mlp, mha_mlp, ffn, bigru (one each)
     },
     "analysis": {
     "store": "reading.store", "frames": "reading.frames", "spreads": "reading.spreads",

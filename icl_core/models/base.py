@@ -160,3 +160,9 @@ def num_params(model: nn.Module) -> int:
     if isinstance(model, CountsParams):
         return model.num_params()
     return sum(p.numel() for p in model.parameters())
+
+
+def refuse_causal(name: str, causal: bool) -> None:
+    """A bidirectional model asked to serve a causal task: a ValueError naming it."""
+    if causal:
+        raise ValueError(f"model {name!r} is bidirectional; it cannot serve a causal task")
