@@ -58,11 +58,12 @@ MOVED = {
     "forecast_points": "forecasts.points", "forecast_score": "forecasts.score",
     "forecast_seal": "forecasts.seal", "figures_forecast": "forecasts.figure",
     "adaptive": "forecasts.adaptive_design", "figures_algoformer": "figures.algoformer",
-    "figures_axis": "figures.axis", "figures_construction": "figures.construction",
-    "figures_deep": "figures.deep", "figures_deep_depth": "figures.deep_depth",
+    "figures_axis": "figures.mse_vs_axis", "figures_construction": "figures.construction",
+    "figures_deep": "figures.deep_shift", "figures_deep_depth": "figures.deep_depth",
     "figures_deep_scaling": "figures.deep_scaling", "figures_lsa": "figures.lsa",
     "figures_precision": "figures.precision", "figures_retrieval": "figures.retrieval",
     "figures.by_name": "figures.registry",  # issue 47 (its depth figure: figures.depth)
+    "figures.axis": "figures.mse_vs_axis", "figures.deep": "figures.deep_shift",
     },
 }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis.figures.deep import fig3_ks
+from analysis.figures.deep_shift import fig3_ks
 from analysis.figures.registry import FIGURES
 from analysis.reading.store import read_rows
 from icl import catalog

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.figures.axis import mse_vs_axis
 from analysis.figures.construction import construction_figure, explicit_gradient_figure
+from analysis.figures.mse_vs_axis import mse_vs_axis
 from analysis.figures.precision import PRECISION_FIGURES, icl_prefix_figure
 from analysis.figures.registry import FIGURES
 

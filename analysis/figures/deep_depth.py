@@ -1,6 +1,6 @@
 """Fig 3 of Wu et al. 2024 (transformers as deep optimizers, App. G), beside
-analysis.figures.deep: R² vs transformer depth, one curve per k in {0.3, 0.6, 0.9} x the
-training length (analysis.figures.deep.fig3_ks), one panel per attention type, on one test
+analysis.figures.deep_shift: R² vs transformer depth, one curve per k in {0.3, 0.6, 0.9} x the
+training length (analysis.figures.deep_shift.fig3_ks), one panel per attention type, on one test
 mixture. `depth_data` shapes the rows into a `DepthData`; `deep_depth_figure` draws it.
 """
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import polars as pl
 
-from analysis.figures.deep import (
+from analysis.figures.deep_shift import (
     COLUMNS as DEEP_COLUMNS,
 )
-from analysis.figures.deep import (
+from analysis.figures.deep_shift import (
     MIXER_LABEL,
     STATISTIC,
     _mix,

@@ -1,5 +1,5 @@
 """The scale-up of Wu et al. 2024 (sweeps/deep_optimizers.py, study `scaleup`), beside
-analysis.figures.deep:
+analysis.figures.deep_shift:
 
 * deep_scaling: 1 - R² at the training length vs depth, one curve per width (median over
   seeds, min–max error bars), with a saturating fit c + a L^-b per width (vs width, one curve
@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.figures.deep import STATISTIC
+from analysis.figures.deep_shift import STATISTIC
 from analysis.fitting.fit import Fit, fit_scaling
 from analysis.plotting import (
     PALETTE,

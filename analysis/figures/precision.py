@@ -4,7 +4,7 @@ shared/notes/paper_least_squares_precision.md §5).
 
 * icl_prefix (Fig 1): query MSE at every prefix length k = 0..N, model vs OLS float32/float64,
   a dotted line at k = D (left of it the problem is under-determined).
-* analysis.figures.axis.mse_vs_axis (final query MSE against one config axis, a line per
+* analysis.figures.mse_vs_axis.mse_vs_axis (final query MSE against one config axis, a line per
   hue, optional panels, a scaling fit per hue), registered here with its axes as
   precision_depth (Figs 2, 10), primitives_depth (Figs 3, 8), multiply_width /
   multiply_heads / multiply_mlp (Fig 4), multiply_steps (Fig 9) and features_depth (Fig 6).
@@ -29,7 +29,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import polars as pl
 
-from analysis.figures.axis import mse_vs_axis
+from analysis.figures.mse_vs_axis import mse_vs_axis
 from analysis.plotting import (
     COLORS,
     band,

@@ -1,8 +1,8 @@
 """Figures by name (`Study.figure` in a sweep file names one): fn(rows, out_dir) -> summary dict.
 
 The registry `FIGURES` imports the figure modules (depth, precision, construction, retrieval,
-deep, deep_depth, deep_scaling, algoformer, lsa), never the reverse, and says which columns
-each reads (`FIGURE_COLUMNS`). The shared data steps (which members count, each member's
+deep_shift, deep_depth, deep_scaling, algoformer, lsa, mse_vs_axis), never the reverse, and
+says which columns each reads (`FIGURE_COLUMNS`). The shared data steps (which members count, each member's
 final evaluation, the reference predictors' levels) live in analysis.reading.frames.
 """
 
@@ -14,9 +14,9 @@ from functools import partial
 
 from analysis.figures.algoformer import ALGOFORMER_FIGURES
 from analysis.figures.construction import CONSTRUCTION_FIGURES
-from analysis.figures.deep import DEEP_FIGURES
 from analysis.figures.deep_depth import DEPTH_FIGURES
 from analysis.figures.deep_scaling import SCALING_FIGURES
+from analysis.figures.deep_shift import DEEP_FIGURES
 from analysis.figures.depth import depth_figure
 from analysis.figures.lsa import lsa_convergence_figure, lsa_scaling_figure
 from analysis.figures.precision import PRECISION_FIGURES
