@@ -1,6 +1,6 @@
 """Trials of the real planner for the cluster simulator (benchmarks/cluster_sim.py).
 
-`plan_trials_for`: each sweep file's studies planned for a preset (orchestrate.make_plans),
+`plan_trials_for`: each sweep file's studies planned for a preset (icl_core.running.plans.make_plans),
 grid members packed into trials by resources.plan_trials for the simulated cluster (cost-
 balanced), each trial's seconds from the cost model (icl_core.planning.cost); a search counts as
 num_samples one-point trials per searched point.

@@ -14,7 +14,7 @@ The model (event driven, no time steps):
   fullest one that still fits (best fit; Ray's own instance choice is not modelled).
 - Order: pending trials are scanned in queue order at every event and each one that fits
   starts (a trial that does not fit does not block later ones, as Tune requests resources for
-  several pending trials). `by_study`: each study its own queue (as orchestrate.run_plans runs
+  several pending trials). `by_study`: each study its own queue (as icl_core.running.plans.run_plans runs
   one Tuner.fit per study), in the order studies first appear, trials in the given (grid)
   order; the next study starts when the last trial of the previous one ends. `pool`: every
   trial in one queue, longest first (LPT; ties keep the given order).

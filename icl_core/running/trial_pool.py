@@ -294,7 +294,7 @@ def run_pool(entries, store, provenance, launch, label: str, tune_dir: str,
         for study in studies:
             held.enter_context(study.claims.keep())
         if specs:
-            # share x seconds, as --dry-run counts device-hours (plan_report.device_hours)
+            # share x seconds, as --dry-run counts device-hours (icl.plan_cost.device_hours)
             hours = sum((s.gpu or s.threads) * sec for s, _, sec in specs) / 3600
             logger.info(f"[{label}] {len(specs)} trials of {sum(1 for s in studies if s.trials)} "
                         f"studies in one pool, longest first (~{hours:.2f} device-h planned; --pack "
