@@ -19,7 +19,7 @@ _PUBLIC = {
     "PRESETS": "icl_core.spec.study", "Search": "icl_core.spec.search",
     "Store": "icl_core.storage.store", "ConfigError": "icl_core.common.validation",
     "best_settings": "analysis.reading.best", "Goal": "icl_core.spec.adaptive",
-    "Measure": "icl_core.spec.adaptive",
+    "Measure": "icl_core.spec.adaptive", "set_log_level": "icl_core.common.log",
 }
 __all__ = sorted(_PUBLIC)
 

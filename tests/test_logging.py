@@ -142,3 +142,25 @@ def test_an_analysis_command_shows_the_stores_coverage_line(tmp_path):
     assert out.returncode == 0, out.stderr
     assert re.search(r"^\[algoformer/examples\] trials: \d+ expected .*, \d+ read ", out.stdout,
                      re.M), out.stdout
+
+
+def test_a_notebook_sets_every_packages_level_at_once(capsys, monkeypatch):
+    from icl import set_log_level
+
+    monkeypatch.delenv(LEVEL_ENV, raising=False)
+    saved = {n: logging.getLogger(n).level for n in ("icl", "icl_core", "analysis")}
+    try:
+        set_log_level("WARNING")
+        ensure_console()  # what a run does first: the level chosen is kept
+        for name in ("icl.adaptive", "icl_core.running.plans", "analysis.reading.store"):
+            logging.getLogger(name).info("hidden")
+            logging.getLogger(name).warning(f"{name} shown")
+        assert capsys.readouterr() == ("", "icl.adaptive shown\nicl_core.running.plans shown\n"
+                                           "analysis.reading.store shown\n")
+        set_log_level(None)
+        ensure_console()
+        logging.getLogger("icl_core.running.plans").info("shown again")
+        assert capsys.readouterr().out == "shown again\n"
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)

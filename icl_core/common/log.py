@@ -6,8 +6,9 @@ stdout, WARNING and above on stderr, both streams looked up as each line is writ
 redirected or captured sys.stdout, `--json`'s, a test's, the live progress line's, gets them).
 A log file (`--log-file`) gets every line with its time, level and logger.
 
-    >>> import logging
-    >>> logging.getLogger("icl_core").setLevel(logging.WARNING)  # a notebook: warnings only
+    >>> from icl import set_log_level
+    >>> set_log_level("WARNING")  # a notebook: warnings only, from every package
+    >>> set_log_level(None)  # back to the default (INFO)
 
 `configured` is the command lines' (--quiet, --verbose, --log-file); `ensure_console` is what a
 run calls first, so the Python API shows its lines without any set-up and never overrides a
@@ -43,6 +44,13 @@ def level_of(quiet: bool = False, verbose: bool = False) -> int:
     if quiet and verbose:
         raise ValueError("--quiet and --verbose exclude each other")
     return logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+
+
+def set_log_level(level: int | str | None) -> None:
+    """Every package's level at once (icl, icl_core, analysis): logging's names or numbers
+    ("WARNING", logging.DEBUG); None: unset, so a run shows INFO again."""
+    for name in PACKAGES:
+        logging.getLogger(name).setLevel(logging.NOTSET if level is None else level)
 
 
 def ensure_console() -> None:
