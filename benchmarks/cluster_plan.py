@@ -74,7 +74,9 @@ def plan_trials_for(trial, sweep_names, preset: str, gpus: int, cpus: float | No
                         * plan.num_samples
                 continue
             model = cost_model(gpus, max(1, int(plan.study.cpus_per_trial)))
-            for t in study_trials(plan, gpus, cpus, args.pack, args.stack, model=model):
+            launch = args.launch()
+            for t in study_trials(plan, gpus, cpus, launch.pack, launch.stack, launch.target_s,
+                                  model=model):
                 alone = max(model.member_seconds(m) for m in t.members)
                 out.append(trial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members),
                                  _checkpoint_s(t.members, t.seconds), alone))

@@ -38,7 +38,7 @@ def planned_cluster(args) -> tuple[float, float]:
     from icl_core.running.plans import planned_gpus
 
     gpus = planned_gpus(args.plan_gpus)
-    cpus = args.plan_cpus if getattr(args, "plan_cpus", None) is not None else cluster_cpus()
+    cpus = args.plan_cpus if args.plan_cpus is not None else cluster_cpus()
     return gpus, cpus
 
 
@@ -71,8 +71,8 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
             if store is not None:
                 plan_details(sweep, plan, args, store)
             continue
-        planned = study_trials(plan, gpus, cpus, args.pack, args.stack,
-                               args.trial_minutes * 60 if args.trial_minutes else None,
+        launch = args.launch()
+        planned = study_trials(plan, gpus, cpus, launch.pack, launch.stack, launch.target_s,
                                model=model)
         trials = [SimTrial(label, t.seconds, t.res.gpu, t.res.cpu, len(t.members))
                   for t in planned]

@@ -38,10 +38,8 @@ _old_paths.install("icl_core")
 def __getattr__(name: str):
     if name in _FACE:  # moved up into the face (issue 47): from icl, with a warning
         import importlib
-        import warnings
 
-        warnings.warn(f"icl_core.{name} is an old path: `from icl import {name}` (the old path "
-                      f"goes in {_old_paths.REMOVED_IN})", DeprecationWarning, stacklevel=2)
+        _old_paths.warn_moved(f"icl_core.{name}", name, kind="path", how="from icl import")
         return getattr(importlib.import_module("icl"), name)
     from icl_core.common.lazy import lazy_attribute
 

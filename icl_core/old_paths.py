@@ -109,10 +109,11 @@ def new_path(old: str) -> str | None:
     return None if new == old else new
 
 
-def warn_moved(old: str, new: str) -> None:
-    """The one deprecation line of an old path (Python shows it once per place it is met)."""
-    warnings.warn(f"{old} is an old module path: import {new} (the old path goes in "
-                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=3)
+def warn_moved(old: str, new: str, kind: str = "module path", how: str = "import") -> None:
+    """The one deprecation line of an old path, a module's or a public name's (Python shows it
+    once per place it is met): "<old> is an old <kind>: <how> <new> (... goes in REMOVED_IN)"."""
+    warnings.warn(f"{old} is an old {kind}: {how} {new} (the old path goes in {REMOVED_IN})",
+                  DeprecationWarning, stacklevel=3)
 
 
 def install(package: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -72,8 +73,8 @@ def test_a_command_undoes_its_set_up_and_keeps_a_notebooks_level(monkeypatch, ca
         ensure_console()
         assert len(core.handlers) == 1  # idempotent
         with configured(logging.DEBUG):
-            assert core.level == logging.DEBUG and __import__("os").environ[LEVEL_ENV] == "DEBUG"
-        assert core.level == logging.WARNING and LEVEL_ENV not in __import__("os").environ
+            assert core.level == logging.DEBUG and os.environ[LEVEL_ENV] == "DEBUG"
+        assert core.level == logging.WARNING and LEVEL_ENV not in os.environ
         logging.getLogger("icl_core.running.plans").info("hidden")
         assert capsys.readouterr().out == ""
     finally:
@@ -99,7 +100,7 @@ def test_the_python_api_shows_its_lines_without_any_set_up():
         "print([type(h).__name__ for h in core.handlers], logging.getLevelName(core.level))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['ConsoleHandler'] INFO"
 

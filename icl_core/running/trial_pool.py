@@ -42,7 +42,6 @@ class StudyPool:
     studies: list[PoolStudy]
     report: object  # callable(PoolStudy) -> StudyOutcome (study_report)
     by_spec: dict = field(default_factory=dict)  # spec JSON -> (PoolStudy, seconds)
-    status: int = 0
     outcomes: dict = field(default_factory=dict)  # label -> StudyOutcome
 
     def __post_init__(self):
@@ -74,7 +73,14 @@ class StudyPool:
             study.reported = True
             outcome = self.report(study)
             self.outcomes[outcome.label] = outcome
-            self.status |= outcome.exit_status
+
+    @property
+    def status(self) -> int:
+        """The pool's exit status: every reported study's, or-ed."""
+        status = 0
+        for outcome in self.outcomes.values():
+            status |= outcome.exit_status
+        return status
 
     def counts(self) -> str:
         done = sum(1 for s in self.studies if s.left == 0)

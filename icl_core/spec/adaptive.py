@@ -17,7 +17,6 @@ from icl_core.spec.config import MemberConfig, resolve_member, set_path
 from icl_core.spec.study import Study
 
 GOAL_KINDS = ("exponent", "forecast")
-KINDS = GOAL_KINDS  # the goal's kinds, by the name Goal's checks use
 ESTIMATORS = ("members", "seeds", "medians")  # whose CI (analysis.forecasts.adaptive_design)
 FORECAST_LEVEL = 0.9  # as analysis.forecasts.forecast seals
 EXPONENT_LEVEL = 0.95  # analysis.fitting.fit's CIs
@@ -36,8 +35,9 @@ class Goal:
     estimator: str = "members"  # whose CI: ESTIMATORS (module doc)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"goal kind: unknown {self.kind!r}; valid choices: {', '.join(KINDS)}")
+        if self.kind not in GOAL_KINDS:
+            raise ValueError(f"goal kind: unknown {self.kind!r}; valid choices: "
+                             f"{', '.join(GOAL_KINDS)}")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"goal estimator: unknown {self.estimator!r}; valid choices: "
                              f"{', '.join(ESTIMATORS)}")
