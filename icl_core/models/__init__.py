@@ -5,12 +5,13 @@ import functools
 import torch
 
 from icl_core.common.registry import Registry
+from icl_core.models.algoformer import AlgoFormerConfig
 from icl_core.models.attention_mlp import AttentionMLP, AttentionMLPConfig
 from icl_core.models.base import ModelBase, ModelConfig, num_params
 from icl_core.models.baseconv_gd import BaseConvGD, BaseConvGDConfig
 from icl_core.models.bigru import BiGRU, BiGRUConfig
 from icl_core.models.ffn import FFN, FFNConfig
-from icl_core.models.looped import AlgoFormerConfig, Looped, LoopedConfig
+from icl_core.models.looped import Looped, LoopedConfig
 from icl_core.models.lsa import LSA, LSAConfig
 from icl_core.models.mha_mlp import MHAMLP, MHAMLPConfig
 from icl_core.models.mixers import MIXERS

@@ -1,5 +1,6 @@
-"""Looped transformer (Yang et al. 2024) and AlgoFormer (pre + looped + post; Eq. 2 of the
-AlgoFormer paper): depth by *iterations* of one weight-tied block instead of stacked layers.
+"""Looped transformer (Yang et al. 2024): depth by *iterations* of one weight-tied block instead
+of stacked layers. The same class runs AlgoFormer (pre + looped + post; Eq. 2 of the AlgoFormer
+paper), whose config is in icl_core.models.algoformer.
 
     G(h)  = ln_f(blocks(h + wpe(pos)))                  one GPT-2 body, as GPT2Model runs it
     e     = G_pre(read_in(x))                           AlgoFormer; looped: e = read_in(x)
@@ -93,18 +94,6 @@ class LoopedConfig(ModelConfig):
     def block_config(self) -> TransformerConfig:
         return TransformerConfig(width=self.width, depth=1, heads=self.heads, mixer=self.mixer,
                                  mlp_ratio=self.mlp_ratio, layer_norm=self.layer_norm)
-
-
-@dataclass(frozen=True)
-class AlgoFormerConfig(LoopedConfig):
-    """AlgoFormer: pre-transformer, looped transformer and post-transformer, each of `layers`
-    layers (paper experiments: 1 each; Fig 4 varies L and heads)."""
-
-    name: str = "algoformer"
-
-    @property
-    def pre_post_layers(self) -> int:
-        return self.layers
 
 
 def stack(cfg: LoopedConfig, n: int, causal: bool, max_len: int) -> nn.Sequential:
@@ -205,3 +194,4 @@ class Looped(ModelBase):
         """Trainable parameters without the positional tables (the loop body counts once)."""
         positions = sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Embedding))
         return sum(p.numel() for p in self.parameters()) - positions
+
