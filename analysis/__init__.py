@@ -1,7 +1,7 @@
 """Analysis of sweep results: read the row store, fit scaling laws, regenerate figures.
 
-    python -m analysis.regenerate depth_scaling            # figures/depth_scaling/<study>/...
-    python -m analysis.regenerate --all
+    icl regenerate depth_scaling            # figures/depth_scaling/<study>/...
+    icl regenerate --all
 
 Sub-packages, each importing only those below it (contracts: [tool.importlinter] in
 pyproject.toml): `figures` (one function per paper figure; `figures.registry`, the registry) and

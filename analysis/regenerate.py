@@ -1,14 +1,12 @@
-"""Regenerate a sweep's figures and fit reports from its stored rows.
-
-    python -m analysis.regenerate depth_scaling [--study S] [--storage results] [--out figures]
-    python -m analysis.regenerate --all
+"""Regenerate a sweep's figures and fit reports from its stored rows (the command line:
+`icl regenerate`, icl.commands.regenerate).
 
 What it needs of each study (its figure and figure arguments, grid axes, the plan of each
 preset) comes from the study's manifest, `<storage>/<sweep>/<study>/study.json`, which a sweep
 run writes beside the rows (icl_core.running.study_report.study_manifest); analysis never imports the
 orchestration. Stores written before manifests existed (or rows written without a sweep run):
-`python -m icl.regenerate_from_sweeps` takes the same arguments and reads the studies from the sweep
-files instead (it passes `lookup`, icl.catalog.study_manifests, to `regenerate` / `main`).
+`icl regenerate --from-sweeps` reads the studies from the sweep files instead (the face passes
+`lookup`, icl.catalog.study_manifests, to `regenerate`).
 Output per study: <out>/<sweep>/<study>/<figure>.png|.pdf, fits.parquet and fits.md.
 A study with no registered figure gets "no figure registered for <sweep>/<study>" and still a
 fit report: the final query MSE against the study's one grid axis (besides seed), compared
@@ -19,9 +17,7 @@ results (the message names the command producing them).
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -36,7 +32,7 @@ from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHO
 from analysis.reading.store import MissingResults, locate, missing_message, read_rows
 from icl_core.storage.store import ROW_SCHEMA, read_manifest
 
-FALLBACK = "python -m icl.regenerate_from_sweeps"  # the same command, studies read from sweeps/
+FALLBACK = "icl regenerate --from-sweeps"  # the same command, studies read from sweeps/
 
 
 def _folders(loc, folder: str) -> list[str]:
@@ -51,7 +47,7 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
     """The manifests of a sweep's studies (the named one only), in the sweep file's order.
 
     Read from the store; with `lookup(sweep, preset) -> [manifest, ...]` (the fallback for
-    stores without manifests: icl.regenerate_from_sweeps passes the sweep files' own) from it instead.
+    stores without manifests: the face passes the sweep files' own) from it instead.
     Nothing stored for the sweep (or the named study): MissingResults; with `lookup`, an
     unknown study is a ValueError naming the valid ones."""
     loc = locate(storage)
@@ -320,49 +316,7 @@ def stored_sweeps(storage: str) -> list[str]:
     return [name for name in _folders(loc, loc.root) if not name.startswith("_")]
 
 
-def main(argv: list[str] | None = None, lookup=None, sweep_names=None,
-         prog: str = "python -m analysis.regenerate") -> int:
-    """The command line. `lookup` (studies, see `study_manifests`) and `sweep_names` (the
-    sweeps --all visits; default: those in the store) are given by icl.regenerate_from_sweeps."""
-    from icl_core.common.log import ensure_console
+if __name__ == "__main__":  # the command moved to the face: `icl regenerate`
+    from icl_core.old_paths import run_moved_command
 
-    ensure_console()  # its lines (a store's coverage, warnings) on the console
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    choices = f"one of: {', '.join(sweep_names())}" if sweep_names else "a sweep in the store"
-    parser.add_argument("sweep", nargs="?", help=choices)
-    parser.add_argument("--all", action="store_true",
-                        help="every sweep with results" + (" (sweeps/)" if sweep_names else ""))
-    parser.add_argument("--study", help="one study (default: every study of the sweep)")
-    parser.add_argument("--storage", default=os.environ.get("ICL_STORAGE", "results"),
-                        help="row store path or URI (default: $ICL_STORAGE, else results)")
-    parser.add_argument("--out", default="figures", help="figure folder (default: figures)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (1000)")
-    parser.add_argument("--preset", help="count the trials this preset's plan expects")
-    parser.add_argument("--scale", help="the scale the rows are at, shown in every figure's "
-                        "title (e.g. 'reduced: d = 4, inputs N(0, I)')")
-    args = parser.parse_args(argv)
-    if bool(args.sweep) == args.all:
-        parser.error("name one sweep or pass --all")
-    names = [args.sweep] if not args.all else sweep_names() if sweep_names else \
-        stored_sweeps(args.storage)
-    if not names:
-        print(f"no results under {locate(args.storage).redacted}", file=sys.stderr)
-        return 2
-    done, missing = 0, []
-    for name in names:
-        try:
-            done += len(regenerate(name, args.study, args.storage, args.out, args.n_boot,
-                                   args.preset, lookup, args.scale))
-        except MissingResults as exc:
-            missing.append((name, str(exc)))
-        except ValueError as exc:  # unknown sweep, study or figure (ConfigError included)
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    for name, message in missing:
-        print(f"[{name}] skipped: no results" if done else message, file=sys.stderr)
-    return 2 if missing and not done else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    run_moved_command("analysis.regenerate")

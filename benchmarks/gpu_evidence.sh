@@ -11,8 +11,8 @@
 # unpacked earlier archive (STORE=that folder). Afterwards, on the developer's machine:
 #
 #     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
-#     python -m analysis.claims.evidence --from /tmp/store --preset reduced SWEEP/STUDY ...
-#     python -m analysis.verdicts --write
+#     icl evidence --from /tmp/store --preset reduced SWEEP/STUDY ...
+#     icl verdicts --write
 set -u
 PRESET=${1:?usage: gpu_evidence.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS ...}
 shift

@@ -6,7 +6,7 @@
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
 the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
-`python -m analysis.regenerate` draws the figures from the rows afterwards. Members that
+`icl regenerate` draws the figures from the rows afterwards. Members that
 differ only in their seeds form one trial (stacked on CUDA under `--stack auto`); finished
 members are skipped, as a sweep re-run skips them. No restarts, no Tune: a failing member is
 recorded with its reason by the trial code and the others go on. Prints one line per trial.

@@ -15,7 +15,7 @@ check, `read_rows` and `regenerate` timed with their peak RSS, before and after 
    and its peak RSS (ru_maxrss of that child, from os.wait4) are reported. A child whose RSS
    passes --max-rss-gb is killed (reported as such), so the shared machine never swaps.
    Operations: the resume check (`Store.finished`), `analysis.reading.store.read_rows` (all columns,
-   and the depth figure's columns only), `python -m analysis.regenerate depth_scaling --study
+   and the depth figure's columns only), `icl regenerate depth_scaling --study
    least_squares` (it reads the figure's columns); then `icl compact`; then the four again.
 """
 
@@ -142,7 +142,7 @@ def operations(store: Path, out: Path) -> dict[str, list[str]]:
             "columns=FIGURE_COLUMNS['depth']); "
             "print(rows.shape, 'rows x columns')")],
         REGENERATE: [
-            py, "-m", "analysis.regenerate", SWEEP, "--study", STUDY, "--storage", str(store),
+            py, "-m", "icl", "regenerate", SWEEP, "--study", STUDY, "--storage", str(store),
             "--out", str(out)],
     }
 

@@ -6,11 +6,13 @@
     icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--sweep KEY=V1,V2 ...]
                                    each field of the study's member config: its value under
                                    the preset (or the grid's values), type, default and doc
-    icl regenerate [options]       = python -m analysis.regenerate [options]
-    icl backtest [options]         = python -m analysis.backtests backtest [options]
+    icl regenerate <sweep>|--all [--from-sweeps] [options]
+                                   a sweep's figures and fit reports from its stored rows
+    icl backtest [--storage S] [--sweep W] [--study S] [--synthetic]
+                                   hold out each study's largest x, forecast it, score it
     icl verdicts [--write|--check|--json|--pending]
                                    every declared claim decided on the committed evidence
-                                   (= python -m analysis.verdicts; offline, no training)
+                                   (offline, no training)
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
                                    (seconds; = python -m icl.levels)
@@ -25,13 +27,13 @@
                                    plan (or run, as one pool) every sweep file's studies
                                    (= python -m icl.catalog)
     icl evidence --from STORE --preset P SWEEP/STUDY ...
-                                   commit studies' rows as evidence (= python -m
-                                   analysis.claims.evidence)
-    icl forecast seal|score [options]
-                                   seal a scaling-law forecast, or score it on new rows
-                                   (= python -m analysis.forecasts.forecast)
-    icl scoreboard [options]       every sealed back-test scored: docs/FORECASTS.md
-                                   (= python -m analysis.backtests scoreboard)
+                                   commit studies' rows as evidence (evidence/<preset>/)
+    icl forecast seal|score|design|replay [options]
+                                   seal a scaling-law forecast, or score it on new rows;
+                                   where a study stands on an adaptive goal; an adaptive
+                                   design replayed on a measured grid
+    icl scoreboard --storage S ... every store back-tested and every sealed forecast
+                                   scored: docs/FORECASTS.md
 
     icl --version                  the installed version
 
@@ -118,21 +120,21 @@ def plan(rest: list[str]) -> int:
 
 
 def regenerate(rest: list[str]) -> int:
-    from analysis.regenerate import main as regenerate_main
+    from icl.commands.regenerate import main as regenerate_main
 
-    return regenerate_main(rest, prog="icl regenerate")
+    return regenerate_main(rest)
 
 
 def verdicts(rest: list[str]) -> int:
-    from analysis.verdicts import main as verdicts_main
+    from icl.commands.verdicts import main as verdicts_main
 
-    return verdicts_main(rest, prog="icl verdicts")
+    return verdicts_main(rest)
 
 
 def backtest(rest: list[str]) -> int:
-    from analysis.backtests.backtest import main as backtest_main
+    from icl.commands.backtests import backtest as backtest_main
 
-    return backtest_main(rest, prog="icl backtest")
+    return backtest_main(rest)
 
 
 def adaptive(rest: list[str]) -> int:
@@ -156,23 +158,21 @@ def catalog(rest: list[str]) -> int:
 
 
 def evidence(rest: list[str]) -> int:
-    from analysis.claims.evidence import main as evidence_main
+    from icl.commands.evidence import main as evidence_main
 
-    return evidence_main(rest, prog="icl evidence")
+    return evidence_main(rest)
 
 
 def forecast(rest: list[str]) -> int:
-    from analysis.forecasts.forecast import main as forecast_main
+    from icl.commands.forecasts import main as forecast_main
 
-    return forecast_main(rest, prog="icl forecast")
+    return forecast_main(rest)
 
 
 def scoreboard(rest: list[str]) -> int:
-    from analysis.backtests.scoreboard import add_scoreboard_args, run_scoreboard
+    from icl.commands.backtests import scoreboard as scoreboard_main
 
-    parser = argparse.ArgumentParser(prog="icl scoreboard")
-    add_scoreboard_args(parser)
-    return run_scoreboard(parser.parse_args(rest))
+    return scoreboard_main(rest)
 
 
 def levels(rest: list[str]) -> int:

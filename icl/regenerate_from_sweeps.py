@@ -1,10 +1,8 @@
-"""`python -m icl.regenerate_from_sweeps`: analysis.regenerate with the studies read from the sweep
-files (icl.catalog) instead of the manifests in the store.
-
-The fallback for stores written before study manifests existed (and for rows written without
-a sweep run): the same arguments as `python -m analysis.regenerate`, and `--all` visits every
-file in sweeps/. Analysis itself never imports the orchestration; this entry point passes it
-the sweep files' manifests (`lookup`).
+"""analysis.regenerate with the studies read from the sweep files (icl.catalog) instead of the
+manifests in the store: the fallback for stores written before study manifests existed (and for
+rows written without a sweep run). Its command line is `icl regenerate --from-sweeps`
+(icl.commands.regenerate); analysis itself never imports the orchestration, so this face passes
+it the sweep files' manifests (`lookup`).
 """
 
 from __future__ import annotations
@@ -21,10 +19,7 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
                                 lookup=study_manifests)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return _analysis.main(argv, lookup=study_manifests, sweep_names=sweep_names,
-                          prog="python -m icl.regenerate_from_sweeps")
+if __name__ == "__main__":  # the command moved: `icl regenerate --from-sweeps`
+    from icl_core.old_paths import run_moved_command
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    run_moved_command("icl.regenerate_from_sweeps")

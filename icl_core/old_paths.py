@@ -68,6 +68,45 @@ MOVED = {
 }
 
 
+# commands from before the one `icl` (issue 47): `python -m <module> [options]` -> `icl <command>`
+# (a module name followed by "*" takes its command from its own first argument)
+COMMANDS_MOVED = {
+    "analysis.regenerate": "regenerate",
+    "icl.regenerate_from_sweeps": "regenerate --from-sweeps",
+    "analysis.verdicts": "verdicts",
+    "analysis.claims.evidence": "evidence",
+    "analysis.backtests.backtest": "backtest",
+    "analysis.backtests.synthetic": "backtest --synthetic",
+    "analysis.backtests": "*",  # backtest | scoreboard | synthetic
+    "analysis.forecasts.forecast": "forecast",  # seal | score
+    "analysis.forecasts.adaptive_design": "forecast design",
+    "analysis.forecasts.adaptive_replay": "forecast replay",
+}
+
+
+def moved_command(old: str, argv: list[str]) -> list[str]:
+    """The `icl` arguments an old `python -m <old> <argv>` command line means now."""
+    new = COMMANDS_MOVED[old]
+    if new == "*":
+        first, rest = (argv[0], argv[1:]) if argv else ("", [])
+        return ["backtest", "--synthetic", *rest] if first == "synthetic" else [first, *rest]
+    return [*new.split(), *argv]
+
+
+def run_moved_command(old: str) -> None:
+    """`python -m <old>` of a command that moved into `icl`: one line on stderr naming the new
+    command and the version that removes the old one, then the new command runs in this
+    process's place (same arguments, same exit status). Analysis imports nothing of the face:
+    the hand-over is a new program, as a user typing the new command."""
+    import os
+    import shlex
+
+    argv = moved_command(old, sys.argv[1:])
+    print(f"python -m {old} is an old command: run icl {shlex.join(argv)} (the old command "
+          f"goes in {REMOVED_IN})", file=sys.stderr, flush=True)
+    os.execv(sys.executable, [sys.executable, "-m", "icl", *argv])
+
+
 class _Alias(importlib.abc.Loader):
     """Loads an old path as the module at its new path (for `python -m`, its code)."""
 

@@ -163,7 +163,10 @@ def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path
 
 
 def test_status_command_reads_a_store(tmp_path, capsys):
-    from analysis.forecasts.adaptive_design import main
+    from icl.commands.forecasts import main as forecast
+
+    def main(argv):
+        return forecast(["design", *argv])
 
     store = Store(str(tmp_path))
     for x in (1.0, 8.0, 64.0):

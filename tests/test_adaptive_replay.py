@@ -15,13 +15,17 @@ from analysis.fitting.sample_complexity import fit_gamma
 from analysis.forecasts.adaptive_design import MIN_SEEDS, Goal, assess
 from analysis.forecasts.adaptive_replay import (
     SYNTHETIC,
-    main,
     replay,
     synthetic_grid,
     synthetic_replays,
 )
+from icl.commands.forecasts import main as forecast
 from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
+
+
+def main(argv: list[str]) -> int:  # `icl forecast replay`
+    return forecast(["replay", *argv])
 
 
 def test_goal_estimator_is_checked_with_the_valid_choices():
@@ -87,7 +91,7 @@ def test_replay_command_on_a_store(tmp_path, capsys):
     assert f"{SWEEP}/{STUDY}: grid 21 members, {21 / 3600:.4f} device-hours" in out
     assert "round 0: 6 trials" in out and "trials (" in out
     assert main(["--storage", store.uri, "--sweep", SWEEP]) == 2
-    assert "--study, --x required" in capsys.readouterr().out
+    assert "--study, --x required" in capsys.readouterr().err
     assert main([*argv[:5], "nope", *argv[6:]]) == 2  # no such study
-    assert capsys.readouterr().out.startswith("error: ")
+    assert capsys.readouterr().err.startswith("error: ")
     assert main(argv) == 0 and capsys.readouterr().out == out  # deterministic

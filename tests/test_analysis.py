@@ -19,7 +19,8 @@ from analysis.fitting.fit import fit_scaling
 from analysis.fitting.forms import FORMS
 from analysis.reading.store import MissingResults, load_rows
 from icl.catalog import SWEEPS_DIR
-from icl.regenerate_from_sweeps import load_sweep, main, regenerate, sweep_names
+from icl.commands.regenerate import main as regenerate_main
+from icl.regenerate_from_sweeps import load_sweep, regenerate, sweep_names
 from icl_core.storage.store import Store, rows_table
 
 SWEEP, STUDY = "depth_scaling", "least_squares"
@@ -143,7 +144,8 @@ def test_missing_results_names_the_command(tmp_path, capsys):
         load_rows(str(tmp_path / "empty"), SWEEP)
     with pytest.raises(MissingResults, match="--study least_squares"):
         load_rows(str(tmp_path), SWEEP, STUDY)
-    assert main([SWEEP, "--storage", str(tmp_path), "--out", str(tmp_path / "figs")]) == 2
+    assert regenerate_main([SWEEP, "--storage", str(tmp_path), "--out", str(tmp_path / "figs"),
+                            "--from-sweeps"]) == 2
     assert "python sweeps/depth_scaling.py" in capsys.readouterr().err
 
 
@@ -253,7 +255,7 @@ def test_regenerate_loads_every_sweep_file_as_the_command_line_does(monkeypatch,
     assert SWEEP in names and "bases" not in names
     for name in names:
         assert load_sweep(name).name == name  # rows are stored under SWEEP.name
-    assert main(["--all", "--storage", str(tmp_path / "none")]) == 2
+    assert regenerate_main(["--all", "--storage", str(tmp_path / "none"), "--from-sweeps"]) == 2
     assert "python sweeps/depth_scaling.py" in capsys.readouterr().err
 
 
@@ -263,7 +265,7 @@ def test_regenerate_all_from_the_store_skips_a_pools_own_folder(depth_store, tmp
     sweep (it stopped there with exit 2 before)."""
     import shutil
 
-    from analysis.regenerate import main as store_main
+    store_main = regenerate_main
     from icl_core.running.study_report import write_manifest
 
     store = tmp_path / "store"

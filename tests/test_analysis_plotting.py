@@ -26,7 +26,7 @@ from analysis.plotting import (
     style,
 )
 from icl import catalog
-from icl import regenerate_from_sweeps as regen
+from icl.commands.regenerate import main as regenerate_main
 from icl_core.storage.store import Store, rows_table
 
 GRID = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
@@ -212,7 +212,7 @@ def test_study_without_a_figure_still_gets_a_fit_report(tmp_path, monkeypatch, c
             store.write_rows(store.rows_path("generic_sweep", "widths", h),
                              rows_table(rows, constants))
     out = tmp_path / "figs"
-    code = regen.main(["generic_sweep", "--storage", str(tmp_path / "store"), "--out", str(out),
+    code = regenerate_main(["--from-sweeps", "generic_sweep", "--storage", str(tmp_path / "store"), "--out", str(out),
                        "--n-boot", "50", "--preset", "smoke"])
     assert code == 0
     printed = capsys.readouterr().out

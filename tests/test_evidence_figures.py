@@ -1,6 +1,6 @@
 """The committed reduced figures come back from the committed evidence, offline, without
 training: every study under evidence/reduced/ regenerates the figure docs/figures/reduced/
-holds for it (`python -m analysis.regenerate <sweep> --study S --storage evidence/reduced`)."""
+holds for it (`icl regenerate <sweep> --study S --storage evidence/reduced`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from analysis.claims.evidence import EVIDENCE
-from analysis.regenerate import main as regenerate
+from icl.commands.regenerate import main as regenerate
 
 DOCS = EVIDENCE.parent / "docs" / "figures" / "reduced"
 STUDIES = sorted((p.parent.parent.name, p.parent.name) for p in

@@ -23,12 +23,12 @@ from analysis.forecasts.forecast import (
     content_hash,
     forecast_dir,
     judge,
-    main,
     score,
     seal,
     verify,
 )
 from analysis.forecasts.points import member_values
+from icl.commands.forecasts import main
 from icl_core.storage.store import Store, rows_table
 
 SWEEP = "fc"

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from analysis.backtests import interval
-from analysis.backtests.__main__ import main
 from analysis.backtests.backtest import TABLE_COLUMNS, backtest_store
 from analysis.backtests.interval import (
     SeriesGrid,
@@ -25,6 +24,7 @@ from analysis.backtests.synthetic import synthetic_backtests
 from icl.console import main as icl_main
 from icl_core.storage.store import Store, rows_table
 
+main = icl_main  # `icl backtest`, `icl scoreboard`
 SWEEP = "bt"
 
 
@@ -186,8 +186,8 @@ def test_backtest_command_table_and_one_line_errors(law_store, tmp_path, capsys)
     assert "qualifies" in capsys.readouterr().out
     assert icl_main(["backtest", "--storage", law_store, "--sweep", "nope"]) == 2  # `icl backtest`
     assert capsys.readouterr().err.startswith("error: --sweep: no sweep 'nope'")
-    assert main(["bogus"]) == 2  # an unknown subcommand: one line naming the choices
-    assert "choose one of backtest, scoreboard, synthetic" in capsys.readouterr().err
+    assert main(["bogus"]) == 2  # an unknown command: one line naming the choices
+    assert "valid choices: run, plan" in capsys.readouterr().err
 
 
 def test_scoreboard_page_counts_backtests_against_the_target(law_store, tmp_path, capsys):

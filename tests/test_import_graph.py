@@ -150,6 +150,42 @@ def test_an_old_path_still_runs_with_python_m():
     assert "--preset" in out.stdout
 
 
+def test_an_old_command_runs_the_new_one_and_names_it():
+    """`python -m analysis.verdicts --check` (a command from before the one `icl`): one line on
+    stderr naming `icl verdicts --check` and the version that removes the old command, then the
+    new command's own output and exit status."""
+    from icl_core.old_paths import COMMANDS_MOVED, REMOVED_IN, moved_command
+
+    out = subprocess.run([sys.executable, "-m", "analysis.verdicts", "--check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr.startswith("python -m analysis.verdicts is an old command: run icl "
+                                 f"verdicts --check (the old command goes in {REMOVED_IN})")
+    assert "verdict tables match the engine" in out.stdout
+    assert moved_command("analysis.backtests", ["synthetic"]) == ["backtest", "--synthetic"]
+    assert moved_command("analysis.backtests", ["scoreboard", "--out", "x"]) == [
+        "scoreboard", "--out", "x"]
+    assert moved_command("icl.regenerate_from_sweeps", ["depth_scaling"]) == [
+        "regenerate", "--from-sweeps", "depth_scaling"]
+    from icl.console import main
+
+    commands = {c.split()[0] for c in COMMANDS_MOVED.values() if c != "*"}
+    for command in commands:  # every command they move to is an `icl` command
+        with pytest.raises(SystemExit) as exc:
+            main([command, "--help"])
+        assert exc.value.code == 0
+
+
+def test_no_argument_parser_below_the_face():
+    """Command lines are parsed in the face (icl) only: no module of icl_core or analysis
+    imports argparse or declares an option (benchmarks/ are scripts of their own)."""
+    found = [f"{path.relative_to(ROOT)}:{n}" for package in ("icl_core", "analysis")
+             for path in sorted((ROOT / package).rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if "argparse" in line or ".add_argument(" in line or "ArgumentParser" in line]
+    assert not found, found
+
+
 def test_the_declarations_live_in_the_spec_layer():
     """Study, Search, Adaptive, Goal and Measure are declared in icl_core.spec (a sweep file
     imports them from icl); the modules that run or assess them re-export the same classes."""

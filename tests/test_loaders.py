@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import regenerate as analysis_regenerate
 from icl import catalog
-from icl import regenerate_from_sweeps as core_regenerate
+from icl.commands.regenerate import main as regenerate_main
 
 
 @pytest.fixture
@@ -25,11 +24,11 @@ def relative(target: Path, start: Path) -> str:
     return os.path.relpath(target, start)
 
 
-@pytest.mark.parametrize("main", [analysis_regenerate.main, core_regenerate.main])
-def test_regenerate_refuses_a_path_without_importing_it(evil, tmp_path, capsys, main):
+@pytest.mark.parametrize("flags", [[], ["--from-sweeps"]])
+def test_regenerate_refuses_a_path_without_importing_it(evil, tmp_path, capsys, flags):
     target, marker = evil
     for name in (relative(target, catalog.SWEEPS_DIR), str(target)):
-        assert main([name, "--storage", str(tmp_path / "r")]) == 2
+        assert regenerate_main([name, "--storage", str(tmp_path / "r"), *flags]) == 2
         err = capsys.readouterr().err
         assert "not a sweep name" in err or "not the name of a sweep file" in err, err
     assert not marker.exists()

@@ -134,10 +134,10 @@ def test_no_print_below_the_face():
 
 
 def test_an_analysis_command_shows_the_stores_coverage_line(tmp_path):
-    """`python -m analysis.regenerate` in a fresh interpreter: the coverage line, logged by the
+    """`python -m icl regenerate` in a fresh interpreter: the coverage line, logged by the
     library (analysis.reading.store), reaches the console through the command's set-up."""
     out = subprocess.run(
-        [sys.executable, "-m", "analysis.regenerate", "algoformer", "--study", "examples",
+        [sys.executable, "-m", "icl", "regenerate", "algoformer", "--study", "examples",
          "--storage", str(ROOT / "evidence" / "reduced"), "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -166,7 +166,7 @@ def test_keys_in_a_storage_uri_reach_no_object_and_no_message(ray_session, s3, c
 
 
 def test_regenerate_draws_figures_from_s3(swept, tmp_path, capsys):
-    from analysis.regenerate import main
+    from icl.commands.regenerate import main
 
     assert main(["depth_scaling", "--storage", swept, "--out", str(tmp_path), "--n-boot",
                  "20"]) == 0

@@ -20,7 +20,8 @@ from analysis.claims.evidence import (
     provenance,
     size_mb,
 )
-from analysis.verdicts import _verdict, decide_all, main, updated_ledger
+from analysis.verdicts import _verdict, decide_all, updated_ledger
+from icl.commands.verdicts import main
 from icl_core.storage.store import ROW_SCHEMA
 
 

@@ -4,9 +4,9 @@ the candidate forms' prefix fits in fits), score it beside two naive forecasters
 check the intervals on laws with a known truth (synthetic), and write docs/FORECASTS.md with its
 reliability figure (scoreboard, figure).
 
-    python -m analysis.backtests backtest --storage S [--sweep W] [--study S] [--level 0.8]
-    python -m analysis.backtests scoreboard --storage A [--storage B ...] --out docs/FORECASTS.md
-    python -m analysis.backtests synthetic
+    icl backtest --storage S [--sweep W] [--study S] [--level 0.8]
+    icl scoreboard --storage A [--storage B ...] --out docs/FORECASTS.md
+    icl backtest --synthetic
 
 Imports analysis.forecasts (measures, sealed forecasts), analysis.fitting, analysis.reading and
 analysis.plotting; never the orchestration.

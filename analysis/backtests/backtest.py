@@ -1,8 +1,7 @@
 """Back-test the forecast intervals on any row store: hold out a study's largest x, forecast
 it from the rest, score against what was measured.
 
-    python -m analysis.backtests backtest --storage S [--sweep W] [--study S] [--level 0.8]
-    icl backtest --storage S ...                                   (the same command)
+    icl backtest --storage S [--sweep W] [--study S] [--level 0.8]   (icl.commands.backtests)
     result = backtest_store("results", sweep="depth_scaling")     # Backtest: .table, .summary
 
 Which studies. Every study of the store (of one sweep, or one study) whose rows have a numeric
@@ -23,9 +22,7 @@ measure needs are read (analysis.reading.store.read_rows(columns=...)).
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import warnings
 from dataclasses import dataclass, field
 
@@ -42,7 +39,7 @@ from analysis.backtests.interval import (
     summarize,
 )
 from analysis.forecasts.points import exact, member_values
-from analysis.reading.store import DEFAULT_STORAGE, MissingResults, locate, read_rows
+from analysis.reading.store import MissingResults, locate, read_rows
 from icl_core.spec.adaptive import Measure
 from icl_core.storage.store import read_manifest, redacted
 
@@ -52,8 +49,8 @@ READ = ["seed", "step", "metric", "value", "statistic", "position", "test_dist",
 TABLE_COLUMNS = ("sweep", "study", "axis", "series", "held_out", "x", "method", "predicted",
                  "lo", "hi", "measured", "n_seeds", "log10_error", "hit", "interval_score")
 
-__all__ = ["Backtest", "RELIABILITY_LEVELS", "add_backtest_args", "backtest_store", "main",
-           "run_backtest"]
+__all__ = ["MIN_X", "Backtest", "RELIABILITY_LEVELS", "StoreError", "backtest_store",
+           "summary_markdown", "table_markdown"]
 
 
 class StoreError(ValueError):
@@ -217,19 +214,6 @@ def backtest_store(storage: str, sweep: str | None = None, study: str | None = N
     return Backtest(table, level, qualified, skipped, reliability(rows), rows)
 
 
-def add_backtest_args(parser) -> None:
-    parser.add_argument("--storage", default=DEFAULT_STORAGE)
-    parser.add_argument("--sweep", default=None, help="one sweep (default: every sweep)")
-    parser.add_argument("--study", default=None, help="one study (with --sweep)")
-    parser.add_argument("--level", type=float, default=LEVEL, help="the intervals' level")
-    parser.add_argument("--metric", default="mse")
-    parser.add_argument("--statistic", default="median")
-    parser.add_argument("--predictor", default="model")
-    parser.add_argument("--test-dist", default="train")
-    parser.add_argument("--figure", default=None, help="write the reliability figure here "
-                        "(a folder; backtest_reliability.png|pdf)")
-
-
 def _fmt(v) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else f"{v:.4g}"
@@ -262,42 +246,7 @@ def summary_markdown(summary: dict[str, dict], level: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_backtest(args) -> int:
-    """The `backtest` command: the table, the summary, the skipped studies (exit 2 on a
-    missing store, sweep or study)."""
-    if not 0 < args.level < 1:
-        print(f"error: --level must lie in (0, 1), got {args.level}", file=sys.stderr)
-        return 2
-    measure = Measure(args.metric, args.statistic, args.predictor, args.test_dist)
-    try:
-        result = backtest_store(args.storage, args.sweep, args.study, args.level, measure)
-    except (StoreError, MissingResults) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for line in result.skipped:
-        print(f"skipped {line}")
-    if result.table.is_empty():
-        print(f"no study under {redacted(args.storage)} qualifies: none has a numeric axis with >= "
-              f"{MIN_X} distinct x values and measured {args.metric}")
-        return 0
-    print(table_markdown(result.table))
-    print(summary_markdown(result.summary, args.level))
-    if args.figure:
-        from analysis.backtests.figure import reliability_figure
+if __name__ == "__main__":  # the command moved to the face: `icl backtest`
+    from icl_core.old_paths import run_moved_command
 
-        for path in reliability_figure(result.reliability, args.figure):
-            print(f"wrote {path}")
-    return 0
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m analysis.backtests backtest") -> int:
-    from icl_core.common.log import ensure_console
-
-    ensure_console()  # its lines (a store's coverage, warnings) on the console
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    add_backtest_args(parser)
-    return run_backtest(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    run_moved_command("analysis.backtests.backtest")

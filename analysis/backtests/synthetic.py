@@ -73,25 +73,7 @@ def synthetic_backtests(n_laws: int = 100, seed: int = 0, level: float = LEVEL) 
             for row in rows]
 
 
-def main() -> int:
-    import time
+if __name__ == "__main__":  # the command moved to the face: `icl backtest --synthetic`
+    from icl_core.old_paths import run_moved_command
 
-    start = time.perf_counter()
-    rows = synthetic_backtests()
-    took = time.perf_counter() - start
-    n = sum(r["method"] == "ours" for r in rows)
-    print(f"{n} synthetic back-tests in {took:.1f} s")
-    for name, s in summarize(rows).items():
-        print(f"  {name:5s} coverage {s['coverage']:.3f}  median |log10 err| "
-              f"{s['median_abs_log10_error']:.4f}  interval score {s['interval_score']:.4f}  "
-              f"median width {s['median_width']:.3f}")
-    for law in LAWS:
-        part = [r for r in rows if r["law"] == law]
-        s = summarize(part)["ours"]
-        print(f"  ours on {law}: n {s['n']} coverage {s['coverage']:.3f} "
-              f"median |err| {s['median_abs_log10_error']:.4f}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    run_moved_command("analysis.backtests.synthetic")

@@ -2,7 +2,7 @@
 from the committed evidence, and the generated verdict table.
 
     from analysis.claims import CLAIMS, claims_hash
-    python -m analysis.verdicts            # the table from evidence/ (icl verdicts)
+    icl verdicts            # the table from evidence/ (icl.commands.verdicts)
 """
 
 from __future__ import annotations

@@ -41,10 +41,9 @@ class Source:
 
     def command(self) -> str:
         """The command that produces this evidence (resumable)."""
-        return (f"python -m icl.catalog --run --preset {self.preset} --only "
-                f"{self.sweep}/{self.study} --storage results --resume && python -m "
-                f"analysis.claims.evidence --from results --preset {self.preset} "
-                f"{self.sweep}/{self.study}")
+        return (f"icl catalog --run --preset {self.preset} --only {self.sweep}/{self.study} "
+                f"--storage results --resume && icl evidence --from results --preset "
+                f"{self.preset} {self.sweep}/{self.study}")
 
 
 @dataclass(frozen=True)

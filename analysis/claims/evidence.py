@@ -1,7 +1,7 @@
 """The evidence in the repository: the rows every published verdict and reduced figure is
 computed from, compacted, with their provenance. A folder per preset laid out like a store,
-so every reader of stores reads it too (`python -m analysis.regenerate <sweep> --storage
-evidence/reduced` redraws the figures):
+so every reader of stores reads it too (`icl regenerate <sweep> --storage evidence/reduced`
+redraws the figures):
 
     evidence/<preset>/<sweep>/<study>/rows/rows.parquet   the rows, only the columns read
     evidence/<preset>/<sweep>/<study>/study.json          the study's manifest (from the run)
@@ -9,21 +9,19 @@ evidence/reduced` redraws the figures):
 
 Commit a study's evidence from a finished store (any --storage a run wrote):
 
-    python -m analysis.claims.evidence --from results --preset reduced algoformer/loops
+    icl evidence --from results --preset reduced algoformer/loops   (icl.commands.evidence)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 
-from analysis.reading.store import MissingResults, read_rows
+from analysis.reading.store import read_rows
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"  # the source tree's folder
 # columns no claim or figure reads: provenance that is kept once per study (provenance.json)
@@ -120,36 +118,7 @@ def size_mb(root: Path | None = None) -> float:
     return sum(f.stat().st_size for f in base.rglob("*") if f.is_file()) / 2 ** 20
 
 
-def main(argv: list[str] | None = None,
-         prog: str = "python -m analysis.claims.evidence") -> int:
-    from icl_core.common.log import ensure_console
+if __name__ == "__main__":  # the command moved to the face: `icl evidence`
+    from icl_core.old_paths import run_moved_command
 
-    ensure_console()  # its lines (a store's coverage, warnings) on the console
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Commit studies' rows as evidence (compacted, with provenance).")
-    parser.add_argument("studies", nargs="+", metavar="SWEEP/STUDY")
-    parser.add_argument("--from", dest="storage", required=True, help="the store the run wrote")
-    parser.add_argument("--preset", required=True, help="the preset the store was run at")
-    parser.add_argument("--evidence", type=Path, default=None, help=f"default: {EVIDENCE}")
-    parser.add_argument("--scale", help="the scale the rows are at, shown in every figure's title")
-    args = parser.parse_args(argv)
-    for item in args.studies:
-        sweep, _, study = item.partition("/")
-        if not study:
-            parser.error(f"{item!r}: name a study as SWEEP/STUDY")
-        try:
-            out = compact(args.storage, args.preset, sweep, study, args.evidence, args.scale)
-        except MissingResults as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        prov = json.loads((out / "provenance.json").read_text())
-        print(f"{item}: {prov['members']} members, {prov['rows']} rows, seeds {prov['seeds']} "
-              f"-> {out}")
-    total = size_mb(args.evidence)
-    print(f"evidence: {total:.2f} MB in all (budget {BUDGET_MB:g} MB)")
-    return 1 if total > BUDGET_MB else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    run_moved_command("analysis.claims.evidence")

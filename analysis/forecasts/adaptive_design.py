@@ -44,7 +44,6 @@ every candidate of a step sees the same z and the same bootstrap resamples.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -55,12 +54,7 @@ import polars as pl
 
 from analysis.fitting.fit import Fit, fit_scaling
 from analysis.fitting.forms import FORMS
-from analysis.forecasts.points import (
-    add_measure_args,
-    exact,
-    measure_from_args,
-    member_values,
-)
+from analysis.forecasts.points import exact, member_values
 from icl_core.spec.adaptive import (  # noqa: F401  (the declarations, re-exported)
     ESTIMATORS,
     EXPONENT_LEVEL,
@@ -308,73 +302,7 @@ def measured_cost(x, seconds) -> Callable[[float], float] | None:
     return lambda xv: math.exp(log_c + k * math.log(xv))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m analysis.forecasts.adaptive_design --sweep S --study T --x model.depth [--form power]: a study's
-    measured members, the goal widths (exponent; forecast with --at) and its device-hours."""
-    import argparse
+if __name__ == "__main__":  # the command moved to the face: `icl forecast design`
+    from icl_core.old_paths import run_moved_command
 
-    from analysis.reading.store import MissingResults, read_rows
-    from icl_core.common.log import ensure_console
-
-    ensure_console()  # its lines (a store's coverage, warnings) on the console
-    parser = argparse.ArgumentParser(prog="python -m analysis.forecasts.adaptive_design", description=(
-        "Where a study stands on an adaptive goal (compare a dense grid with an adaptive run)."))
-    parser.add_argument("--storage", default="results")
-    parser.add_argument("--sweep", required=True)
-    parser.add_argument("--study", required=True)
-    parser.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
-    parser.add_argument("--form", default="power", choices=sorted(FORMS))
-    parser.add_argument("--at", type=float, default=None, help="forecast goal: the x")
-    add_measure_args(parser, metric_default="mse")
-    args = parser.parse_args(argv)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rows, _ = read_rows(args.storage, args.sweep, args.study)
-    except MissingResults as exc:
-        print(f"error: {exc}")
-        return 2
-    measure = measure_from_args(args)
-    try:
-        x, y, seeds = member_points(rows, args.x, measure)
-    except ValueError as exc:
-        print(f"error: {exc}")
-        return 2
-    hours = float(member_seconds(rows)["seconds"].sum()) / 3600
-    goals = [Goal("exponent", 1.0)] + ([Goal("forecast", 1.0, at=args.at)] if args.at else [])
-    print(f"{args.sweep}/{args.study}: {rows['config_hash'].n_unique()} trials "
-          f"({x.size} measured), {hours:.4f} device-hours")
-    by = {"members": "members resampled", "seeds": "seeds resampled",
-          "medians": "fit_gamma's: per-x medians, seeds resampled within x"}
-    for goal in goals:
-        what = "exponent 95% CI width" if goal.kind == "exponent" else \
-            f"log10 width of the 90% band at {goal.at:g}"
-        for estimator in ESTIMATORS:
-            if estimator == "medians" and (goal.kind != "exponent" or args.form != "power"):
-                continue
-            width = assess(x, y, dataclasses.replace(goal, estimator=estimator), args.form,
-                           400, 0, seeds=seeds).width
-            print(f"  {args.form}: {what} {width:.4g} ({by[estimator]})")
-    if measure.metric == "n_star":
-        _print_fit_gamma(rows, args.x, measure)
-    return 0
-
-
-def _print_fit_gamma(rows: pl.DataFrame, axis: str, measure: Measure) -> None:
-    """γ of n* ∝ N^γ by analysis.fitting.sample_complexity.fit_gamma, the n* figures' estimator."""
-    from analysis.fitting.sample_complexity import error_curves, fit_gamma, n_star_table
-
-    curves = error_curves(rows, measure.curve_metric, measure.statistic, measure.predictor,
-                          measure.test_dist)
-    try:
-        g = fit_gamma(n_star_table(curves, measure.threshold, [axis]), axis)
-    except ValueError as exc:
-        print(f"  fit_gamma: {exc}")
-        return
-    print(f"  fit_gamma (the n* figures' estimator: per-{axis} medians, seeds resampled within "
-          f"each): gamma {g.gamma:.4g} [{g.ci[0]:.4g}, {g.ci[1]:.4g}], 95% CI width "
-          f"{g.ci[1] - g.ci[0]:.4g}")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    run_moved_command("analysis.forecasts.adaptive_design")

@@ -1,9 +1,9 @@
 """Replay an adaptive design on a measured dense grid: would it have reached the grid's CI
 width, and with what share of the grid's trials and device-hours?
 
-    python -m analysis.forecasts.adaptive_replay --storage S --sweep W --study T --x model.width \
+    icl forecast replay --storage S --sweep W --study T --x model.width \
         [--form saturating] [--estimator seeds] [--initial 8 32 128] [--seeds 2] [--batch 3]
-    python -m analysis.forecasts.adaptive_replay --synthetic     # where it pays, where not
+    icl forecast replay --synthetic     # where it pays, where not
     result = replay(x, y, seeds, seconds, goal, form="power", initial=[8, 16, 64])
 
 The design is the one a live adaptive study runs (icl.adaptive: round 0 at
@@ -21,7 +21,6 @@ depend on how loaded the machine was when each ran (a live re-run's does).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import warnings
@@ -29,19 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.fitting.forms import FORMS
 from analysis.forecasts.adaptive_design import (
-    ESTIMATORS,
     Goal,
     assess,
     choose,
     measured_cost,
-    member_points,
-    member_seconds,
 )
-from analysis.forecasts.points import add_measure_args, measure_from_args
 
-__all__ = ["SYNTHETIC", "Replay", "main", "replay", "synthetic_draw", "synthetic_grid",
+__all__ = ["SYNTHETIC", "Replay", "replay", "synthetic_draw", "synthetic_grid",
            "synthetic_replays"]
 
 
@@ -190,72 +184,7 @@ def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    from analysis.reading.store import MissingResults, read_rows
-    from icl_core.common.log import ensure_console
+if __name__ == "__main__":  # the command moved to the face: `icl forecast replay`
+    from icl_core.old_paths import run_moved_command
 
-    ensure_console()  # its lines (a store's coverage, warnings) on the console
-    parser = argparse.ArgumentParser(
-        prog="python -m analysis.forecasts.adaptive_replay",
-        description="Replay an adaptive design on a measured dense grid (module doc).")
-    parser.add_argument("--synthetic", action="store_true",
-                        help="replay on the synthetic grids of SYNTHETIC instead (minutes)")
-    parser.add_argument("--storage", default="results")
-    parser.add_argument("--sweep")
-    parser.add_argument("--study")
-    parser.add_argument("--x", help="the axis column, e.g. model.depth")
-    parser.add_argument("--form", default="power", choices=sorted(FORMS))
-    parser.add_argument("--estimator", default="seeds", choices=ESTIMATORS)
-    parser.add_argument("--initial", type=float, nargs="+", default=None,
-                        help="round-0 x values (default: the grid's smallest, middle, largest)")
-    parser.add_argument("--seeds", type=int, default=2, help="seeds per round-0 x")
-    parser.add_argument("--batch", type=int, default=3, help="trials per round")
-    parser.add_argument("--uniform-cost", action="store_true",
-                        help="every trial costs the same in the look-ahead")
-    add_measure_args(parser, metric_default="mse")
-    args = parser.parse_args(argv)
-    if args.synthetic:
-        print("the design against synthetic dense grids (x in 1-64, noise 0.2; round 0: "
-              "smallest, middle, largest x x 2 seeds; 3 trials a round; any seed at the "
-              "grid's x):")
-        synthetic_replays()
-        return 0
-    missing = [f"--{n}" for n in ("sweep", "study", "x") if not getattr(args, n)]
-    if missing:
-        print(f"error: {', '.join(missing)} required (or --synthetic)")
-        return 2
-    try:
-        goal = Goal("exponent", 1.0, estimator=args.estimator)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rows, _ = read_rows(args.storage, args.sweep, args.study)
-        x, y, seeds = member_points(rows, args.x, measure_from_args(args))
-    except (MissingResults, ValueError) as exc:
-        print(f"error: {str(exc).splitlines()[0]}")
-        return 2
-    wall = {(a, int(s)): t for a, s, t in member_seconds(rows, args.x).select(
-        "x", "seed", "seconds").iter_rows()}
-    seconds = [wall.get((float(a), int(s)), 0.0) for a, s in zip(x, seeds, strict=True)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = replay(x, y, seeds, seconds, goal, args.form, args.initial, args.seeds,
-                        args.batch, cost_weighted=not args.uniform_cost)
-    print(f"{args.sweep}/{args.study}: grid {result.grid_trials} members, "
-          f"{result.grid_hours:.4f} device-hours; {goal.describe().split(' <=')[0]} "
-          f"by {args.form}: {result.target:.4g}")
-    for r in result.rounds:
-        spread = ", ".join(f"{a:g}: {n}" for a, n in r["x"].items())
-        print(f"  round {r['round']}: {r['trials']} trials, {r['hours']:.4f} device-hours, "
-              f"width {r['width']:.4g}  (x: seeds {spread})")
-    if result.rounds:
-        print(f"  {result.stop}: {result.trials}/{result.grid_trials} trials "
-              f"({result.trials / result.grid_trials:.0%}), {result.hours:.4f}/"
-              f"{result.grid_hours:.4f} device-hours "
-              f"({result.hours / max(result.grid_hours, 1e-12):.0%})")
-    else:
-        print(f"  {result.stop}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    run_moved_command("analysis.forecasts.adaptive_replay")

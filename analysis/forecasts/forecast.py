@@ -1,8 +1,8 @@
 """Pre-registered scaling forecasts: seal a prediction before the run, score it after.
 
-    python -m analysis.forecasts.forecast seal --storage results --sweep depth_scaling \\
+    icl forecast seal --storage results --sweep depth_scaling \\
         --study least_squares --x model.depth --metric mse --at 12 16 [--id depth16]
-    python -m analysis.forecasts.forecast score --storage results --sweep depth_scaling --study least_squares
+    icl forecast score --storage results --sweep depth_scaling --study least_squares
 
     path, doc = seal(storage, sweep, study, x="model.depth", metric="mse", at=[12, 16])
     scores = score(storage, sweep, study)        # Scores: .points, .coverage, .tampered, ...
@@ -39,11 +39,6 @@ Local (or shared-filesystem) storage only: O_EXCL needs a POSIX filesystem.
 
 from __future__ import annotations
 
-import argparse
-import sys
-
-from analysis.fitting.fit import DEFAULT_FORMS
-from analysis.forecasts.points import add_measure_args, measure_from_args
 from analysis.forecasts.score import Scores, judge, score, score_forecast
 from analysis.forecasts.seal import (
     LEVEL,
@@ -54,68 +49,12 @@ from analysis.forecasts.seal import (
     seal,
     verify,
 )
-from analysis.reading.store import MissingResults
 from icl_core.spec.adaptive import N_STAR, Measure
 
 __all__ = ["LEVEL", "N_STAR", "ForecastError", "Measure", "Scores", "build_forecast",
-           "content_hash", "forecast_dir", "judge", "main", "score", "score_forecast", "seal",
-           "verify"]
+           "content_hash", "forecast_dir", "judge", "score", "score_forecast", "seal", "verify"]
 
+if __name__ == "__main__":  # the command moved to the face: `icl forecast seal|score`
+    from icl_core.old_paths import run_moved_command
 
-def _parser(prog: str = "python -m analysis.forecasts.forecast") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=(
-        "Seal scaling forecasts before a run; score them against the rows after it."))
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("seal", "score"):
-        p = sub.add_parser(name)
-        p.add_argument("--storage", default="results")
-        p.add_argument("--sweep", required=True)
-        p.add_argument("--study", required=True)
-    s = sub.choices["seal"]
-    s.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
-    add_measure_args(s)
-    s.add_argument("--at", required=True, nargs="+", type=float, help="x values not yet run")
-    s.add_argument("--id", default=None, help="the forecast's name (default: metric-x-time)")
-    s.add_argument("--forms", nargs="+", default=list(DEFAULT_FORMS))
-    s.add_argument("--n-boot", type=int, default=1000)
-    sub.choices["score"].add_argument("--no-figure", action="store_true")
-    return parser
-
-
-def _seal(args) -> None:
-    measure = measure_from_args(args)
-    path, doc = seal(args.storage, args.sweep, args.study, args.x, measure, args.at, args.id,
-                     forms=args.forms, n_boot=args.n_boot)
-    fit = doc["fit"]
-    print(f"sealed {path}\n  form {fit['form']} ({fit['formula']}), fit status {fit['status']}, "
-          f"{len(doc['inputs']['config_hashes'])} members; content hash {doc['content_hash']}")
-    for p in doc["points"]:
-        print(f"  {doc['x']} = {p['x']:g}: {p['predicted']:.4g} "
-              f"[{p['lo']:.4g}, {p['hi']:.4g}] ({doc['level']:.0%})")
-
-
-def main(argv: list[str] | None = None,
-         prog: str = "python -m analysis.forecasts.forecast") -> int:
-    from icl_core.common.log import ensure_console
-
-    ensure_console()  # its lines (a store's coverage, warnings) on the console
-    args = _parser(prog).parse_args(argv)
-    try:
-        if args.command == "seal":
-            _seal(args)
-        else:
-            scores = score(args.storage, args.sweep, args.study, figure=not args.no_figure)
-            if not scores.forecasts and not scores.tampered:
-                print(f"no forecasts under {forecast_dir(args.storage, args.sweep, args.study)}")
-                return 2
-            print(scores.markdown())
-            for path in scores.paths:
-                print(f"wrote {path}")
-    except (ForecastError, FileExistsError, MissingResults, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    run_moved_command("analysis.forecasts.forecast")

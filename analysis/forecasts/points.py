@@ -36,27 +36,6 @@ MEMBER_SCHEMA = {"config_hash": pl.String, "x": pl.Float64, "seed": pl.Int64,
                  "lo": pl.Float64, "hi": pl.Float64}
 
 
-
-
-def add_measure_args(parser, metric_default: str | None = None) -> None:
-    """The command-line flags of a Measure (analysis.forecasts.forecast seal, analysis.forecasts.adaptive_design)."""
-    parser.add_argument("--metric", required=metric_default is None, default=metric_default,
-                        help=f"a row metric (mse, ...) or {N_STAR}")
-    parser.add_argument("--statistic", default="median")
-    parser.add_argument("--predictor", default="model")
-    parser.add_argument("--test-dist", default="train")
-    parser.add_argument("--threshold", type=float, default=None,
-                        help=f"{N_STAR}: the target error")
-    parser.add_argument("--curve-metric", default="mse", help=f"{N_STAR}: the recorded curve")
-    parser.add_argument("--position", type=int, default=None,
-                        help="the query position (default: each member's last)")
-
-
-def measure_from_args(args) -> Measure:
-    return Measure(args.metric, args.statistic, args.predictor, args.test_dist,
-                   args.threshold, args.curve_metric, getattr(args, "position", None))
-
-
 def _require(rows: pl.DataFrame, x: str) -> None:
     if x not in rows.columns:
         raise ValueError(f"rows lack the x column {x!r}")

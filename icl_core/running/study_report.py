@@ -108,7 +108,7 @@ def report_statuses(label, statuses, sweep, study, store, draw=None) -> StudyOut
         except Exception as exc:  # the rows are stored; say what failed and how to retry
             failed_figure = True
             logger.warning(f"[{label}] figure failed ({type(exc).__name__}: {exc}); the rows are stored: "
-                           f"python -m analysis.regenerate {sweep.name} --study {study.name} "
+                           f"icl regenerate {sweep.name} --study {study.name} "
                            f"--storage {store.redacted}")
     return StudyOutcome(label, exit_status(label, counts, failed_figure), counts, figures)
 
