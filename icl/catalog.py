@@ -1,7 +1,7 @@
 """Every sweep file in `sweeps/`, loaded by name; one plan over all of them; study manifests.
 
-    python -m icl.catalog --preset paper --plan-gpus 64     # plan every file, no Ray
-    python -m icl.catalog --run --preset cpu --only depth_scaling/least_squares width_scaling
+    icl catalog --preset paper --plan-gpus 64     # plan every file, no Ray
+    icl catalog --run --preset cpu --only depth_scaling/least_squares width_scaling
                                                    # run them as one pool of trials
 
 Sweep files are the modules of the `sweeps` package (`sweeps.<name>`), imported with importlib;
@@ -129,7 +129,7 @@ def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
     return out
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m icl.catalog") -> int:
+def main(argv: list[str] | None = None, prog: str = "icl catalog") -> int:
     """Plan (default) or run (--run) every sweep file, or those of --only, as one pool.
     --dry-run plans, with or without --run: it never trains."""
     from icl.cli import add_log_args, logging_of

@@ -15,7 +15,7 @@
                                    (offline, no training)
     icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
                                    a setting's trivial levels, floor and bar, untrained
-                                   (seconds; = python -m icl.levels)
+                                   (seconds)
     icl claims <sweep> [--study S] [--storage P] [--release [--yes]] [--json]
                                    the claims (leases) on the sweep's configs: holder, age,
                                    expiry; --release removes them (a dead driver's) after a y/N
@@ -25,7 +25,7 @@
                                    studies (rounds of trials chosen where a law is uncertain)
     icl catalog [--run] [--only SWEEP[/STUDY] ...] [options]
                                    plan (or run, as one pool) every sweep file's studies
-                                   (= python -m icl.catalog)
+                                   (icl.catalog)
     icl evidence --from STORE --preset P SWEEP/STUDY ...
                                    commit studies' rows as evidence (evidence/<preset>/)
     icl forecast seal|score|design|replay [options]
@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import importlib
 import inspect
 import json
 import os
@@ -59,6 +60,11 @@ from icl_core.common.validation import ConfigError
 USAGE = __doc__.split("\n\n")[1]
 FIELD = re.compile(r"^\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$")  # `name: type = default  # doc`
 ABOVE = re.compile(r"^\s+#\s?(.*)$")  # a comment line above a field (its doc if none after)
+ELSEWHERE = {  # command -> "module:function(argv) -> exit status", imported when run
+    "regenerate": "icl.commands.regenerate:main", "verdicts": "icl.commands.verdicts:main",
+    "evidence": "icl.commands.evidence:main", "backtest": "icl.commands.backtests:backtest",
+    "scoreboard": "icl.commands.backtests:scoreboard", "forecast": "icl.commands.forecasts:main",
+    "levels": "icl.levels:main", "catalog": "icl.catalog:main"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,16 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     commands = {"run": run, "plan": plan, "list": list_things, "config": config,
-                "regenerate": regenerate, "levels": levels, "claims": claims,
-                "compact": compact, "backtest": backtest, "verdicts": verdicts,
-                "adaptive": adaptive, "catalog": catalog, "evidence": evidence,
-                "forecast": forecast, "scoreboard": scoreboard}
+                "claims": claims, "compact": compact, "adaptive": adaptive, **ELSEWHERE}
     if command not in commands:
         from icl_core.common.validation import unknown
 
         print(f"error: {unknown('icl', 'command', command, commands)}", file=sys.stderr)
         return 2
     try:
+        if command in ELSEWHERE:  # a command whose parser lives in its own module
+            module, function = ELSEWHERE[command].split(":")
+            return getattr(importlib.import_module(module), function)(rest)
         return commands[command](rest)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -119,24 +125,6 @@ def plan(rest: list[str]) -> int:
     return sweep.main(rest[1:] + extra)
 
 
-def regenerate(rest: list[str]) -> int:
-    from icl.commands.regenerate import main as regenerate_main
-
-    return regenerate_main(rest)
-
-
-def verdicts(rest: list[str]) -> int:
-    from icl.commands.verdicts import main as verdicts_main
-
-    return verdicts_main(rest)
-
-
-def backtest(rest: list[str]) -> int:
-    from icl.commands.backtests import backtest as backtest_main
-
-    return backtest_main(rest)
-
-
 def adaptive(rest: list[str]) -> int:
     from icl.adaptive import main as adaptive_main
     from icl.catalog import adaptive_names, load_adaptive
@@ -149,36 +137,6 @@ def adaptive(rest: list[str]) -> int:
     if rest[0] not in names:
         raise unknown("icl adaptive", "sweep", rest[0], names)
     return adaptive_main(rest[0], load_adaptive(rest[0]), rest[1:])
-
-
-def catalog(rest: list[str]) -> int:
-    from icl.catalog import main as catalog_main
-
-    return catalog_main(rest, prog="icl catalog")
-
-
-def evidence(rest: list[str]) -> int:
-    from icl.commands.evidence import main as evidence_main
-
-    return evidence_main(rest)
-
-
-def forecast(rest: list[str]) -> int:
-    from icl.commands.forecasts import main as forecast_main
-
-    return forecast_main(rest)
-
-
-def scoreboard(rest: list[str]) -> int:
-    from icl.commands.backtests import scoreboard as scoreboard_main
-
-    return scoreboard_main(rest)
-
-
-def levels(rest: list[str]) -> int:
-    from icl.levels import main as levels_main
-
-    return levels_main(rest)
 
 
 def compact(rest: list[str]) -> int:
