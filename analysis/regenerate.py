@@ -17,8 +17,8 @@ results (the message names the command producing them).
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 import warnings
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHO
 from analysis.reading.store import MissingResults, locate, missing_message, read_rows
 from icl_core.storage.store import ROW_SCHEMA, read_manifest
 
+logger = logging.getLogger(__name__)
 FALLBACK = "icl regenerate --from-sweeps"  # the same command, studies read from sweeps/
 
 
@@ -64,7 +65,7 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
         if bare and (study or not manifests):
             raise ValueError(f"{sweep}: {', '.join(bare)}: {why}")
         for name in bare:
-            print(f"[{sweep}/{name}] skipped: {why}", file=sys.stderr)
+            logger.warning(f"[{sweep}/{name}] skipped: {why}")
         if not manifests:
             raise MissingResults(missing_message(sweep, study, loc.uri, storage=storage))
     if study:
@@ -273,31 +274,31 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
                 raise
             missing.append(name)
             continue
-        print(coverage.line(label), flush=True)
+        logger.info(coverage.line(label))
         if scale:
             rows = rows.with_columns(pl.lit(scale).alias("scale"))
         if coverage.missing:
-            print(f"[{label}] no row file for {len(coverage.missing)} planned trial(s): "
-                  f"{', '.join(coverage.missing[:10])}", flush=True)
+            logger.info(f"[{label}] no row file for {len(coverage.missing)} planned trial(s): "
+                        f"{', '.join(coverage.missing[:10])}")
         out_dir = Path(out) / sweep / name
         if figure in FIGURES:
             summary = FIGURES[figure](rows, out_dir, name=figure, n_boot=n_boot,
                                       storage=locate(storage).uri, **s["figure_args"])
         else:
             why = f" (figure {figure!r} is not one of: {', '.join(FIGURES)})" if figure else ""
-            print(f"no figure registered for {label}{why}", flush=True)
+            logger.info(f"no figure registered for {label}{why}")
             summary = generic_fits(rows, s, n_boot=n_boot)
         summary.update(sweep=sweep, study=name, figure=figure, coverage=coverage.to_dict())
         summary["report"] = write_fit_report(out_dir, fit_rows(sweep, name, figure, summary),
                                              summary.get("regime"))
         first = summary["paths"][0] if summary["paths"] else summary["report"][1]
-        print(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
-              f"members excluded", flush=True)
+        logger.info(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
+                    "members excluded")
         summaries.append(summary)
     if missing and not summaries:
         raise MissingResults(missing_message(sweep, None, locate(storage).uri, storage=storage))
     for name in missing:
-        print(f"[{sweep}/{name}] skipped: no results", file=sys.stderr)
+        logger.warning(f"[{sweep}/{name}] skipped: no results")
     return summaries
 
 

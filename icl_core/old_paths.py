@@ -98,12 +98,19 @@ def run_moved_command(old: str) -> None:
     command and the version that removes the old one, then the new command runs in this
     process's place (same arguments, same exit status). Analysis imports nothing of the face:
     the hand-over is a new program, as a user typing the new command."""
+    import logging
     import os
     import shlex
 
+    from icl_core.common.log import ensure_console
+
+    ensure_console()
     argv = moved_command(old, sys.argv[1:])
-    print(f"python -m {old} is an old command: run icl {shlex.join(argv)} (the old command "
-          f"goes in {REMOVED_IN})", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).warning(
+        f"python -m {old} is an old command: run icl {shlex.join(argv)} (the old command goes "
+        f"in {REMOVED_IN})")
+    for handler in logging.getLogger("icl_core").handlers:
+        handler.flush()  # before exec replaces this process
     os.execv(sys.executable, [sys.executable, "-m", "icl", *argv])
 
 

@@ -161,7 +161,7 @@ def synthetic_grid(n_x: int, n_seeds: int, cost_k: float, law: str, seed: int):
     return x, y, labels, seconds
 
 
-def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=print) -> list[dict]:
+def synthetic_replays(seeds=(0, 1, 2), cases=SYNTHETIC, echo=None) -> list[dict]:
     """The design on SYNTHETIC's grids, one row per (case, seed): free to draw any seed at the
     grid's x (as a live study is), against the grid's own width."""
     out = []

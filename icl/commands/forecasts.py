@@ -183,7 +183,7 @@ def _replay(args) -> int:
         print("the design against synthetic dense grids (x in 1-64, noise 0.2; round 0: "
               "smallest, middle, largest x x 2 seeds; 3 trials a round; any seed at the "
               "grid's x):")
-        synthetic_replays()
+        synthetic_replays(echo=print)
         return 0
     missing = [f"--{n}" for n in ("sweep", "study", "x") if not getattr(args, n)]
     if missing:
