@@ -38,6 +38,7 @@ from icl_core.training.train import (
     FIXED_BATCH,
     OPTIMIZERS,
     MemberRun,
+    counter_keys,
     lr_factor,
     member_loss,
     still_training,
@@ -59,8 +60,10 @@ def stack_key(member: MemberConfig) -> str | None:
     if not MODELS.builder(member.model.name).stackable:
         return None
     plain = to_plain(member)
-    return json.dumps({k: plain[k] for k in ("model", "train", "task", "dtype", "device")},
-                      sort_keys=True)
+    # counter draws: one task draws the stack's batches, so its members share the task seed
+    fields = ("model", "train", "task", "dtype", "device") + \
+        (("task_seed",) if cfg.draws == "counter" else ())
+    return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
 
 
 def check_stack_mode(mode: str) -> None:
@@ -126,6 +129,9 @@ class StackedRun:
         self.scheduler.load_state_dict(runs[0].scheduler.state_dict())
         self._load_optimizer_states([r.optimizer.state_dict() for r in runs])
         self.tokens_per_step = 0
+        # train.draws = "counter": the members' keys (K,) (their tasks are alike: stack_key)
+        self.keys = counter_keys([r.member for r in runs], self.device) \
+            if cfg.draws == "counter" else None
 
     @property
     def size(self) -> int:
@@ -136,12 +142,21 @@ class StackedRun:
         return still_training(self.runs)
 
     # -- training ---------------------------------------------------------------------
-    def _losses(self, step: int) -> torch.Tensor:
+    def _batch(self, step: int) -> tuple:
+        """The K members' batches at `step`: inputs, targets, extras with a leading K axis and
+        the shared mask (a curriculum's mask depends on the step only). Counter draws: one
+        call for the stack; generator draws: one per member, from its own generator."""
+        if self.keys is not None:
+            batch = train_batch(self.runs[0].task, self.cfg.batch_size, self.keys, step)
+            return batch.inputs, batch.targets, batch.extras, batch.mask
         batches = [train_batch(r.task, self.cfg.batch_size, r.data_gen, step) for r in self.runs]
-        inputs = torch.stack([b.inputs for b in batches])
-        targets = torch.stack([b.targets for b in batches])
-        extras = {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras}
-        mask = batches[0].mask  # one per step: a curriculum's mask depends on the step only
+        return (torch.stack([b.inputs for b in batches]),
+                torch.stack([b.targets for b in batches]),
+                {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras},
+                batches[0].mask)
+
+    def _losses(self, step: int) -> torch.Tensor:
+        inputs, targets, extras, mask = self._batch(step)
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
 
         def one(params, buffers, x, y, ex):
