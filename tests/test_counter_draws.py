@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from icl_core.common.validation import ConfigError
 from icl_core.running.tune_trainable import load_state, save_state
 from icl_core.spec.config import resolve_member
 from icl_core.tasks import TASKS, build_task
-from icl_core.tasks.base import DrawsByCounter
+from icl_core.tasks.base import Batch, DrawsByCounter, TaskBase, TaskConfig
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.stacked import StackedRun, stack_groups
 from icl_core.training.train import MemberRun, counter_keys, train_batch
@@ -210,13 +211,58 @@ def test_bad_draws_configs_are_refused_by_name():
     with pytest.raises(ConfigError, match=r"train\.draws: 'counter' draws online batches"):
         member(0, train__optimizer="lbfgs")
     able = [n for n in TASKS.names() if issubclass(TASKS.builder(n), DrawsByCounter)]
-    unable = [n for n in TASKS.names() if n not in able]
     assert "linear_regression" in able
-    for name in unable:
-        with pytest.raises(ConfigError, match=rf"train\.draws: task '{name}' cannot draw by "
-                                              rf"counter; tasks that can: {', '.join(able)}"):
-            resolve_member(tiny_member(task={"name": name}, eval__baselines=[],
-                                       train__draws="counter"))
+
+
+@dataclass(frozen=True)
+class PlainConfig(TaskConfig):
+    name: str = "test_plain"
+
+
+class PlainTask(TaskBase):
+    """A task with `sample` only: it cannot draw by counter."""
+
+    causal = True
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        raise NotImplementedError  # never built: validation refuses the config first
+
+
+@pytest.fixture
+def plain_task():
+    TASKS.register("test_plain", PlainConfig)(PlainTask)
+    try:
+        yield
+    finally:
+        del TASKS._entries["test_plain"]
+
+
+def test_counter_draws_on_a_task_without_them_are_refused_naming_those_with_them(plain_task):
+    able = [n for n in TASKS.names() if issubclass(TASKS.builder(n), DrawsByCounter)]
+    assert "test_plain" not in able and len(able) == len(TASKS.names()) - 1
+    resolve_member(tiny_member(task={"name": "test_plain"}, eval__baselines=[]))  # generator: ok
+    with pytest.raises(ConfigError, match=rf"train\.draws: task 'test_plain' cannot draw by "
+                                          rf"counter; tasks that can: {', '.join(able)} \(or "
+                                          r"use train\.draws='generator'\)"):
+        resolve_member(tiny_member(task={"name": "test_plain"}, eval__baselines=[],
+                                   train__draws="counter"))
+
+
+@pytest.mark.parametrize("name", [n for n in TASKS.names()
+                                  if issubclass(TASKS.builder(n), DrawsByCounter)])
+def test_every_counter_task_draws_a_member_alike_alone_and_stacked(name):
+    cfg = TASKS.resolve({"name": name}, "task")
+    task = build_task(cfg, 0, torch.device("cpu"), torch.float64)
+    keys = torch.tensor([3, 8, 5], dtype=torch.int64)
+    stack, alone = (train_batch(task, 2, k, 7) for k in (keys, keys[1:2]))
+    reference = task.sample(2, torch.Generator().manual_seed(0))  # the generator's shapes
+    assert stack.inputs.shape == (3, *reference.inputs.shape)
+    assert stack.targets.shape == (3, *reference.targets.shape)
+    assert set(stack.extras) == set(reference.extras)
+    assert torch.equal(stack.mask, reference.mask)
+    torch.testing.assert_close(stack.inputs[1], alone.inputs[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(stack.targets[1], alone.targets[0], rtol=0, atol=1e-12)
+    assert not torch.equal(stack.inputs[0], stack.inputs[1])
 
 
 def test_the_default_keeps_every_config_hash():
