@@ -7,8 +7,11 @@ config) train as one `StackedRun`: their weights are stacked along a leading mem
 (`torch.func.functional_call`) and one optimizer step train all of them.
 
 Nothing else changes for a member:
-- it is initialised by its own `MemberRun` (same seed, same weights as alone) and draws its
-  batches from its own generator, so it sees the data it would see alone;
+- it is initialised by its own `MemberRun` (same seed, same weights as alone) and sees the
+  data it would see alone: with train.draws = "generator" (the default) each member's batch is
+  drawn from its own generator, one call per member and step; with train.draws = "counter"
+  (icl_core/tasks/draws.py) one call draws all K batches from the members' keys and the step,
+  so the step's host work and aten operations do not grow with K (`_batch`);
 - Adam / AdamW are elementwise, so a member's optimizer state is its slice of the stacked
   state; gradient clipping is per member (its own norm);
 - a member whose loss turns non-finite is recorded as diverged at that step, exactly as
@@ -18,7 +21,8 @@ Nothing else changes for a member:
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
 checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training without step skipping or torch.compile, on a model whose class does not opt out
+Adam/AdamW training without step skipping or torch.compile (with counter draws, one task seed:
+one task draws the stack's batches), on a model whose class does not opt out
 (`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
 """
 
