@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 from conftest import tiny_member
+from test_stacked import assert_same_numbers, rows_sorted
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from icl_core.common.validation import ConfigError
+from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.running.tune_trainable import load_state, save_state
 from icl_core.spec.config import resolve_member
 from icl_core.tasks import TASKS, build_task
@@ -62,6 +64,24 @@ def test_a_member_trains_to_the_same_numbers_alone_and_stacked():
     generator = MemberRun(member(1, draws="generator"))  # the other scheme: other numbers
     generator.train_until(20)
     assert generator.rows[0]["value"] != pytest.approx(alone.rows[0]["value"], rel=1e-6)
+
+
+def test_a_trial_writes_the_same_rows_stacked_and_alone(tmp_path):
+    """The trial path (icl_core.running.trial): three counter-draw members with relu_teacher's
+    curriculum (its step read from the draws) write the same float64 rows stacked as alone."""
+    raw = tiny_member(task={"name": "relu_teacher", "dim": 4, "n_points": 6, "depth": 2,
+                            "hidden": 8, "curriculum_dims_start": 2,
+                            "curriculum_points_start": 3, "curriculum_every": 4},
+                      eval__baselines=[], train__draws="counter", train__steps=12,
+                      train__report_every=4, train__checkpoint_every=4)
+    members = [resolve_member({**raw, "seed": s, "dtype": "float64", "device": "cpu"}).to_dict()
+               for s in (0, 1, 2)]
+    for stack in ("never", "always"):
+        spec = TrialSpec("s", "t", str(tmp_path / stack), members, stack=stack)
+        assert set(run_trial(spec).values()) == {"ok"}
+    alone, stacked = rows_sorted(tmp_path / "never"), rows_sorted(tmp_path / "always")
+    assert set(stacked["stack_size"]) == {3} and set(alone["stack_size"]) == {1}
+    assert_same_numbers(alone, stacked)
 
 
 # -- the draws themselves -------------------------------------------------------------------
