@@ -3,6 +3,7 @@
     python benchmarks/stack_scaling.py                         # CUDA if present, else CPU
     python benchmarks/stack_scaling.py --ks 1,2 --sizes cpu --steps 3      # CPU, ~15 s
     python benchmarks/stack_scaling.py --device cuda --tf32 --json $OUT/stack.json
+    python benchmarks/stack_scaling.py --device cpu --ks 1,8,32 --draws generator,counter --ref none
 
 Ours is the project's own trainer: a lone `MemberRun` at K = 1, and at K > 1 a `StackedRun`
 of K `MemberRun`s that differ only in their seed, grouped by `stack_groups` as a trial groups
@@ -18,7 +19,9 @@ Columns: ms/step (one stacked step, all K members), member-steps/s (K / seconds 
 TFLOP/s (K x the project's 6 x params x tokens count, icl_core/training/flops.py, per step
 time), of peak (that over the matmul peak measured now, icl_core/training/throughput.py, at
 the same precision), ops/step (the counted step's aten operations; issue 46's target: as many
-at K = 32 as at K = 2); then the reference's ms/step and member-steps/s, its share of *our*
+at K = 32 as at K = 2); `draws` is how the batches are drawn (train.draws: `generator`, one
+call per member and step; `counter`, one call per stack, icl_core/tasks/draws.py), each scheme
+in `--draws` a row per cell; then the reference's ms/step and member-steps/s, its share of *our*
 measured peak (its own 6 x params x tokens count; its share of its own peak is in the JSON)
 and ours / ref in ms per step (< 1: ours is faster). Precision: fp32 with TF32 off, and with
 `--tf32` a second pass with TF32 allowed (torch.backends.cuda.matmul / cudnn .allow_tf32); on
@@ -57,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 from icl_core.common.device import precision_scope, resolve_device  # noqa: E402
 from icl_core.planning.memory import host_memory, human, member_memory  # noqa: E402
 from icl_core.spec.config import MemberConfig, resolve_member  # noqa: E402
+from icl_core.tasks.draws import DRAWS  # noqa: E402
 from icl_core.training.flops import step_flops, step_shape  # noqa: E402
 from icl_core.training.stacked import StackedRun, stack_groups  # noqa: E402
 from icl_core.training.throughput import _measure  # noqa: E402
@@ -83,14 +87,15 @@ def sync(device: torch.device) -> None:
 # ------------------------------------------------------------------------------ ours
 
 
-def member(size: str, seed: int, device: str) -> MemberConfig:
+def member(size: str, seed: int, device: str, draws: str = "generator") -> MemberConfig:
     """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64."""
     depth, width, heads = SIZES[size]
     return resolve_member({
         "task": {"name": "linear_regression", "dim": DIM, "n_points": N_POINTS},
         "model": {"name": "transformer", "depth": depth, "width": width, "heads": heads,
                   "mlp_ratio": 4, "layer_norm": True},
-        "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9},
+        "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9,
+                  "draws": draws},
         "eval": {"n_prompts": 1},
         "seed": seed, "dtype": "float32", "device": device,
     })
@@ -136,8 +141,9 @@ def memory_refusal(size: str, k: int, device: str) -> str | None:
     return f"skipped (memory: {human(need)} > {human(free)} {what})" if need > free else None
 
 
-def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: float) -> dict:
-    members = [member(size, seed, device) for seed in range(k)]
+def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: float,
+              draws: str = "generator") -> dict:
+    members = [member(size, seed, device, draws) for seed in range(k)]
     t0 = time.perf_counter()
     trainer = trainer_for(members)
     dev = trainer.device
@@ -161,31 +167,34 @@ def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: flo
 
 
 def ours(sizes: list[str], ks: list[int], device: str, warmup: int, steps: int,
-         precision: str, peak: float, budget_s: float) -> list[dict]:
-    """One pass over the (size, K) cells at one precision; cells past the budget skipped."""
+         precision: str, peak: float, budget_s: float,
+         draws: tuple[str, ...] = ("generator",)) -> list[dict]:
+    """One pass over the (size, K, draws) cells at one precision; cells past the budget
+    skipped."""
     rows, start = [], time.perf_counter()
-    for size in sizes:
-        for k in ks:
-            row = {"side": "ours", "size": size, "k": k, "precision": precision}
-            if time.perf_counter() - start > budget_s:
-                rows.append({**row, "status": "skipped (budget)"})
-                say(f"  ours {precision} {size} K={k}: skipped (budget {budget_s:g} s)")
-                continue
-            if refusal := memory_refusal(size, k, device):
-                rows.append({**row, "status": refusal})
-                say(f"  ours {precision} {size} K={k}: {refusal}")
-                continue
-            try:
-                row |= {"status": "ok", **time_cell(size, k, device, warmup, steps, peak)}
-                say(f"  ours {precision} {size} K={k}: {row['ms_per_step']:.2f} ms/step, "
-                    f"{row['ops_per_step']} ops/step ({row['setup_s']:.1f} s setup)")
-            except Exception as exc:  # noqa: BLE001 - a cell's failure is a row (e.g. OOM)
-                row["status"] = f"failed: {type(exc).__name__}: {str(exc)[:160]}"
-                say(f"  ours {precision} {size} K={k}: {row['status']}")
-            rows.append(row)
-            gc.collect()
-            if torch.device(device).type == "cuda":
-                torch.cuda.empty_cache()
+    for size, k, scheme in ((s, k, d) for s in sizes for k in ks for d in draws):
+        row = {"side": "ours", "size": size, "k": k, "precision": precision, "draws": scheme}
+        cell = f"  ours {precision} {size} K={k} {scheme}"
+        if time.perf_counter() - start > budget_s:
+            rows.append({**row, "status": "skipped (budget)"})
+            say(f"{cell}: skipped (budget {budget_s:g} s)")
+            continue
+        if refusal := memory_refusal(size, k, device):
+            rows.append({**row, "status": refusal})
+            say(f"{cell}: {refusal}")
+            continue
+        try:
+            row |= {"status": "ok",
+                    **time_cell(size, k, device, warmup, steps, peak, scheme)}
+            say(f"{cell}: {row['ms_per_step']:.2f} ms/step, "
+                f"{row['ops_per_step']} ops/step ({row['setup_s']:.1f} s setup)")
+        except Exception as exc:  # noqa: BLE001 - a cell's failure is a row (e.g. OOM)
+            row["status"] = f"failed: {type(exc).__name__}: {str(exc)[:160]}"
+            say(f"{cell}: {row['status']}")
+        rows.append(row)
+        gc.collect()
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 
@@ -248,13 +257,13 @@ def fmt(value, spec: str) -> str:
 
 
 def table(rows: list[dict], refs: dict) -> list[list[str]]:
-    head = ["size", "K", "prec", "params", "ms/step", "member-steps/s", "TFLOP/s", "of peak",
+    head = ["size", "K", "prec", "draws", "params", "ms/step", "member-steps/s", "TFLOP/s", "of peak",
             "ops/step", "ref ms/step", "ref m-steps/s", "ref of peak", "ours/ref"]
     out = [head]
     for r in rows:
         ref = refs.get((r["size"], r["k"], r["precision"]))
         ok = r["status"] == "ok"
-        cells = [r["size"], str(r["k"]), r["precision"]]
+        cells = [r["size"], str(r["k"]), r["precision"], r.get("draws", "generator")]
         if ok:
             cells += [f"{r['params']:,}", f"{r['ms_per_step']:.2f}",
                       f"{r['member_steps_per_s']:,.1f}", f"{r['tflops']:.3f}",
@@ -275,7 +284,7 @@ def table(rows: list[dict], refs: dict) -> list[list[str]]:
 
 def print_table(cells: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    left = {0, 2}
+    left = {0, 2, 3}
     for j, row in enumerate(cells):
         say("  ".join(c.ljust(w) if i in left else c.rjust(w)
                       for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
@@ -312,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the reference script (default {DEFAULT_REF} where it exists); 'none': skip it")
     add("--ref-graph", type=int, default=1, choices=[0, 1],
         help="the reference's --graph: its whole step in one CUDA graph (1, CUDA only) or eager")
+    add("--draws", default="generator",
+        help="train.draws schemes, a row each per cell: generator, counter (default generator)")
     add("--json", default=None, help="write the rows, settings and the reference's output here")
     return parser
 
@@ -330,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         raise SystemExit("--steps: must be >= 1")
     warmup = DEFAULTS[kind][2] if args.warmup is None else args.warmup
+    draws = tuple(d.strip() for d in args.draws.split(",") if d.strip())
+    if not draws or set(draws) - set(DRAWS):
+        raise SystemExit(f"--draws: {args.draws!r}; valid choices: {', '.join(DRAWS)}")
     torch.set_num_threads(args.threads)
     precisions = ["fp32"] + (["tf32"] if args.tf32 and kind == "cuda" else [])
     ref_path = None if args.ref == "none" else Path(args.ref) if args.ref else DEFAULT_REF
@@ -365,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     for precision in precisions:
         with precision_scope(precision, device):
             rows += ours(sizes, ks, kind, warmup, args.steps, precision, peaks[precision],
-                         args.budget_s)
+                         args.budget_s, draws)
         if ref_path is not None:
             say(f"  reference {precision} ...")
             run = reference(ref_path, kind, sizes, ks, args.steps, args.budget_s,
@@ -397,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
                "python": platform.python_version(), "dtype": "float32",
                "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
                "task": {"dim": DIM, "n_points": N_POINTS, "tokens": tokens, "batch": BATCH},
-               "sizes": {s: SIZES[s] for s in sizes}, "ks": ks, "steps": args.steps,
+               "sizes": {s: SIZES[s] for s in sizes}, "ks": ks, "draws": draws, "steps": args.steps,
                "warmup": warmup, "budget_s": args.budget_s, "peak_flops": peaks,
                "ours": rows, "reference": [r for run in ref_runs for r in run["rows"]],
                "reference_runs": ref_runs, "reference_note": ref_note,

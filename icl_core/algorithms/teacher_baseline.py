@@ -25,9 +25,14 @@ import torch
 def he_network(P: int, dim: int, hidden: int, depth: int, generator: torch.Generator,
                device=None, dtype=torch.float32) -> list[torch.Tensor]:
     """P independent networks of `depth` linear layers, entries ~ N(0, 2 / fan_in)."""
-    sizes = [dim] + [hidden] * (depth - 1) + [1]
     opts = dict(generator=generator, device=device, dtype=dtype)
-    return [torch.randn(P, fan_out, fan_in, **opts) * (2.0 / fan_in) ** 0.5
+    return [torch.randn(*shape, **opts) * std for shape, std in he_layers(P, dim, hidden, depth)]
+
+
+def he_layers(P: int, dim: int, hidden: int, depth: int) -> list[tuple[tuple[int, ...], float]]:
+    """The layers of `he_network`, first to last: (shape (P, fan_out, fan_in), He std)."""
+    sizes = [dim] + [hidden] * (depth - 1) + [1]
+    return [((P, fan_out, fan_in), (2.0 / fan_in) ** 0.5)
             for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True)]
 
 

@@ -35,11 +35,13 @@ from icl_core.common.validation import (  # re-exported: the names config users 
 )
 from icl_core.models.base import ChecksInput, ModelConfig
 from icl_core.tasks.base import (
+    DrawsByCounter,
     HasBaselineErrors,
     HasRegressionProblems,
     KnowsInputWidth,
     TaskConfig,
 )
+from icl_core.tasks.draws import DRAWS
 
 # ----------------------------------------------------------------------------- sections
 
@@ -79,8 +81,15 @@ class TrainConfig:
     # tf32 (CUDA TF32 matmuls); bf16 (bfloat16 autocast). Only where the study declares that
     # precision is not what it measures (Study.measures_precision: never Liu et al.'s studies)
     precision: str = "fp32"
+    # how online training batches are drawn (icl_core/tasks/draws.py): "generator", each
+    # member's own torch.Generator (a stack: one call per member per step); "counter", a
+    # stateless hash of (data seed, step) for all of a stack's members in one call (tasks
+    # that draw by counter; different numbers from "generator", the same alone or stacked)
+    draws: str = "generator"
 
     def check(self, path: str) -> None:
+        require(self.draws in DRAWS, f"{path}.draws",
+                f"{self.draws!r} is not valid; valid choices: {', '.join(DRAWS)}")
         require(self.precision in PRECISIONS, f"{path}.precision",
                 f"{self.precision!r} is not valid; valid choices: {', '.join(PRECISIONS)}")
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
@@ -107,6 +116,10 @@ class TrainConfig:
 
         require(not (self.dataset_size and self.optimizer in FIXED_BATCH), f"{path}.dataset_size",
                 f"{self.optimizer} trains on one fixed batch; leave dataset_size at 0")
+        require(self.draws != "counter" or not (self.dataset_size or self.optimizer in FIXED_BATCH),
+                f"{path}.draws", "'counter' draws online batches; a finite dataset "
+                f"(dataset_size={self.dataset_size}) or a fixed batch (optimizer="
+                f"{self.optimizer!r}) is drawn once from the generator: use draws='generator'")
 
         if self.optimizer not in OPTIMIZERS:
             raise unknown(f"{path}.optimizer", "", self.optimizer, sorted(OPTIMIZERS))
@@ -309,6 +322,12 @@ def _check_pairing(member: MemberConfig, task_cls: type) -> None:
         require(not train.dataset_size and train.optimizer != "lbfgs", "task.curriculum_*",
                 "a training curriculum needs online batches; got "
                 f"train.dataset_size={train.dataset_size}, train.optimizer={train.optimizer!r}")
+    if train.draws == "counter" and not issubclass(task_cls, DrawsByCounter):
+        from icl_core.tasks import TASKS
+
+        able = [n for n in TASKS.names() if issubclass(TASKS.builder(n), DrawsByCounter)]
+        raise ConfigError(f"train.draws: task {task.name!r} cannot draw by counter; tasks that "
+                          f"can: {', '.join(able)} (or use train.draws='generator')")
     if not model.trainable:
         require(train.steps == 0, "train.steps",
                 f"model {model.name!r} has no trainable weights; set train.steps=0")

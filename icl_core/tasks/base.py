@@ -173,6 +173,18 @@ class SamplesTrainingBatches(Protocol):
 
 
 @runtime_checkable
+class DrawsByCounter(Protocol):
+    """Training batches of K members in one call from counter-based draws (train.draws =
+    "counter", icl_core.tasks.draws.CounterDraws): tensors (K, B, ...), the mask (T,) shared;
+    `draws.step` is the optimizer step (a curriculum reads it). Member k's batch is a pure
+    function of its key and the step, the same alone (K = 1) or stacked. Called by
+    icl_core.training.train.train_batch (MemberRun and StackedRun); config validation refuses
+    train.draws = "counter" for a task without it."""
+
+    def sample_counter(self, batch_size: int, draws) -> Batch: ...
+
+
+@runtime_checkable
 class KnowsInputWidth(Protocol):
     """A task *config* that knows the token width d_in before the task is built, so
     config validation can ask a model config that `ChecksInput` (icl_core.models.base)."""
@@ -200,7 +212,8 @@ class KnowsMemory(Protocol):
 
 
 CAPABILITIES = (HasRegressionProblems, HasBaselineErrors, HasPredictionMetrics, Iterates,
-                HasContextProblems, HasTrivialPredictors, HasFloor, SamplesTrainingBatches)
+                HasContextProblems, HasTrivialPredictors, HasFloor, SamplesTrainingBatches,
+                DrawsByCounter)
 
 
 def all_prefix_positions(n: int) -> torch.Tensor:

@@ -36,6 +36,7 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
+from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
 
 
 @dataclass(frozen=True)
@@ -97,17 +98,25 @@ class LinearRegression(TaskBase):
         self.mask = self.positions >= 0
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        D, N, B = self.cfg.dim, self.cfg.n_points, batch_size
-        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
-        xs = torch.randn(B, N + 1, D, **opts)  # (B, N+1, D), the last row is the query
-        w = torch.randn(B, D, **opts)  # (B, D)
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
+        D, N = self.cfg.dim, self.cfg.n_points
+        noisy = self.cfg.noise_std > 0
+        shapes = [(batch_size, N + 1, D), (batch_size, D)] + [(batch_size, N + 1)] * noisy
+        xs, w, *noise = draws.normals(shapes, self.dtype)  # xs (B, N+1, D): last row the query
+        B = xs.shape[0]  # K·B with a stack's counter draws
         if self.x_map is not None:
             xs = xs @ self.x_map  # rows ~ N(0, Σ)
             if self.cfg.w_law == "inverse":
                 w = w @ self.w_map  # ~ N(0, Σ⁻¹)
         ys = torch.einsum("bnd,bd->bn", xs, w)  # (B, N+1)
-        if self.cfg.noise_std > 0:
-            ys = ys + self.cfg.noise_std * torch.randn(B, N + 1, **opts)
+        if noisy:
+            ys = ys + self.cfg.noise_std * noise[0]
         if self.cfg.layout == "fixed_n":
             y_in = torch.cat([ys[:, :N], torch.zeros_like(ys[:, N:])], dim=1)
             inputs = torch.cat([xs, y_in.unsqueeze(-1)], dim=-1)  # (B, N+1, D+1)

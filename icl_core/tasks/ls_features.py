@@ -49,6 +49,7 @@ from icl_core.algorithms.baselines import gd, ls_grad, ols
 from icl_core.common.batch import Batch, Layout  # Layout: the construction's too
 from icl_core.common.validation import require
 from icl_core.tasks.base import TaskBase, TaskConfig
+from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,17 @@ class LSFeatures(TaskBase):
         return out
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
         D, N, B = self.cfg.dim, self.cfg.n_points, batch_size
-        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
-        xs = torch.randn(B, N, D, **opts)
-        w = torch.randn(B, D, **opts)
-        w0 = self.cfg.w0_std * torch.randn(B, D, **opts)
+        xs, w, w0 = draws.normals([(B, N, D), (B, D), (B, D)], self.dtype)
+        w0 = self.cfg.w0_std * w0
+        B = xs.shape[0]  # K·B with a stack's counter draws
         ys = torch.einsum("bnd,bd->bn", xs, w)
         goal = w if self.cfg.target == "w" else ls_grad(w0, xs, ys)
         targets = xs.new_zeros(B, N + 1, D)

@@ -40,6 +40,7 @@ import torch
 from icl_core.common.device import derive_seed
 from icl_core.common.validation import require
 from icl_core.tasks.base import Batch, TaskBase, TaskConfig
+from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,15 @@ class Primitives(TaskBase):
         return {"prompt_mean": lambda inputs: inputs.new_zeros(*inputs.shape[:2], self.d_out)}
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        D, N, B = self.cfg.dim, self.cfg.n_points, batch_size
-        u_BxNxD = torch.randn(B, N, D, generator=generator, device=self.device, dtype=self.dtype)
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
+        D, N = self.cfg.dim, self.cfg.n_points
+        u_BxNxD = draws.normal((batch_size, N, D), self.dtype)  # K·B prompts with a stack
         if self.cfg.op == "read":
             y_BxNxO = u_BxNxD.clone()
             y_BxNxO[:, self.read_to] = u_BxNxD[:, self.read_from]

@@ -50,6 +50,7 @@ import torch
 from icl_core.common.device import derive_seed
 from icl_core.common.validation import require
 from icl_core.tasks.base import Batch, TaskBase, TaskConfig
+from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
 
 MAX_TRIES = 10_000  # candidate draws per code before giving up
 
@@ -149,17 +150,17 @@ class SparseRetrieval(TaskBase):
         return [{"metric": "qk_offblock_ratio", "statistic": "value", "position": None,
                  "value": 1.0 / contrast if contrast > 0 else float("inf")}]
 
-    def indices(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    def indices(self, batch_size: int, draws: Draws) -> torch.Tensor:
         """(B, N, q) long: t_i per position (distinct within a position when q > 1); the same
-        tuple at every position for simple-qSTR."""
+        tuple at every position for simple-qSTR. A stack's counter draws: K·B prompts."""
         N, q = self.cfg.n_points, self.cfg.q
         rows = 1 if self.cfg.simple else N
         if q == 1:
-            t = torch.randint(0, N, (batch_size, rows, 1), generator=generator, device=self.device)
+            t = draws.integers(N, (batch_size, rows, 1))
         else:  # q distinct indices: the first q of a random permutation
-            keys = torch.rand(batch_size, rows, N, generator=generator, device=self.device)
+            keys = draws.uniform((batch_size, rows, N), torch.float32)
             t = keys.argsort(dim=-1)[..., :q]
-        return t.expand(batch_size, N, q)
+        return t.expand(t.shape[0], N, q)
 
     def labels(self, x_BxNxD: torch.Tensor, t_BxNxQ: torch.Tensor) -> torch.Tensor:
         """(B, N, 1): y_i = g(x_{t_i1}, ..., x_{t_iq})."""
@@ -192,10 +193,17 @@ class SparseRetrieval(TaskBase):
                 "no_retrieval": no_retrieval}
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        B, N = batch_size, self.cfg.n_points
-        x = torch.randn(B, N, self.cfg.dim, generator=generator, device=self.device,
-                        dtype=self.dtype)
-        t = self.indices(B, generator)
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
+        N = self.cfg.n_points
+        x = draws.normal((batch_size, N, self.cfg.dim), self.dtype)
+        B = x.shape[0]  # K·B with a stack's counter draws
+        t = self.indices(batch_size, draws)
         own = self.codes.unsqueeze(0).expand(B, N, -1)  # w_i at position i
         pointed = self.codes[t].flatten(2)  # (B, N, q d_e): w_{t_i1}, ..., w_{t_iq}
         inputs = torch.cat([x, own, pointed], dim=-1)

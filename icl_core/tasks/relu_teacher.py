@@ -38,6 +38,7 @@ import torch
 
 from icl_core.algorithms.teacher_baseline import (
     batch_mean_r2,
+    he_layers,
     he_network,
     network_forward,
     pooled_r2,
@@ -55,6 +56,7 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
+from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class ReLUTeacher(TaskBase):
         self._positions_dev = self.positions.to(device)  # curriculum masks, built on device
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._sample(batch_size, generator, self.cfg.dim)
+        return self._sample(batch_size, GeneratorDraws(generator, self.device), self.cfg.dim)
 
     def curriculum(self, step: int) -> tuple[int, int]:
         """(d, n) at training step `step` (0-based) under Garg et al.'s curriculum: the
@@ -169,23 +171,33 @@ class ReLUTeacher(TaskBase):
 
         Every step draws the same random numbers as `sample`, so the batch equals
         `sample`'s once (d, n) reach (dim, n_points), and with the curriculum off always."""
+        return self._curriculum_batch(batch_size, GeneratorDraws(generator, self.device), step)
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' training batches at `draws.step` (the curriculum's
+        step), (K, B, ...)."""
+        batch = self._curriculum_batch(batch_size, draws, draws.step)
+        return stacked(batch, draws.members)
+
+    def _curriculum_batch(self, batch_size: int, draws: Draws, step: int) -> Batch:
         d, n = self.curriculum(step)
-        batch = self._sample(batch_size, generator, d)
+        batch = self._sample(batch_size, draws, d)
         if n < self.cfg.n_points:
             batch.mask = (self._positions_dev >= 0) & (self._positions_dev <= n)
         return batch
 
-    def _sample(self, batch_size: int, generator: torch.Generator, d: int) -> Batch:
-        """Prompts whose x's are zero beyond their first d coordinates (d = dim: all)."""
+    def _sample(self, batch_size: int, draws: Draws, d: int) -> Batch:
+        """Prompts whose x's are zero beyond their first d coordinates (d = dim: all); a
+        stack's counter draws give K·B prompts."""
         cfg, B, N = self.cfg, batch_size, self.cfg.n_points
-        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
-        noise = torch.randn(B, N + 1, cfg.dim, **opts)
-        plus = torch.rand(B, N + 1, 1, **opts) < cfg.mix  # component 2 with probability ω₂
+        noise = draws.normal((B, N + 1, cfg.dim), self.dtype)
+        plus = draws.uniform((B, N + 1, 1), self.dtype) < cfg.mix  # component 2: prob. ω₂
         xs = noise + cfg.mean * (2 * plus.to(self.dtype) - 1)  # (B, N+1, d)
         if d < cfg.dim:
             xs[..., d:] = 0.0  # Garg's truncated dims: zero, then y = f(x)
-        weights = he_network(B, cfg.dim, cfg.hidden, cfg.depth, generator, self.device,
-                             self.dtype)
+        layers = he_layers(B, cfg.dim, cfg.hidden, cfg.depth)  # he_network's, drawn here
+        weights = [W * std for W, (_, std) in zip(
+            draws.normals([shape for shape, _ in layers], self.dtype), layers, strict=True)]
         ys = network_forward(weights, xs)  # (B, N+1)
         inputs, targets = interleave(xs, ys)
         extras = {"xs": xs, "ys": ys, **{f"teacher_{i}": W for i, W in enumerate(weights)}}

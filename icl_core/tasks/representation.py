@@ -67,16 +67,18 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
+from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
 
 
-def leaky_mlp(sizes: list[int], generator: torch.Generator, slope: float, batch: tuple = (),
-              device=None, dtype=torch.float64) -> list[torch.Tensor]:
+def leaky_mlp(sizes: list[int], draws: Draws, slope: float, batch: tuple = (),
+              dtype=torch.float64) -> list[torch.Tensor]:
     """Weights (*batch, fan_out, fan_in) of an MLP with layer sizes `sizes`, He-scaled for a
-    leaky ReLU of slope `slope`, so E|layer(h)|² = |h|² after each activation."""
+    leaky ReLU of slope `slope`, so E|layer(h)|² = |h|² after each activation (a stack's
+    counter draws: K·batch[0] MLPs)."""
     gain = 2.0 / (1.0 + slope ** 2)
-    return [torch.randn(*batch, fan_out, fan_in, generator=generator, device=device,
-                        dtype=dtype) * (gain / fan_in) ** 0.5
-            for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True)]
+    pairs = list(zip(sizes[:-1], sizes[1:], strict=True))
+    raw = draws.normals([(*batch, fan_out, fan_in) for fan_in, fan_out in pairs], dtype)
+    return [W * (gain / fan_in) ** 0.5 for W, (fan_in, _) in zip(raw, pairs, strict=True)]
 
 
 def mlp_forward(weights: list[torch.Tensor], x: torch.Tensor, slope: float,
@@ -94,7 +96,7 @@ def fixed_representation(sizes: list[int], task_seed: int, slope: float, tag: st
     """Φ* from the task seed (drawn on the CPU in float64), its output rescaled so that
     E|Φ*(x)|² = fan_out for x ~ N(0, I) (estimated on 4096 draws of the same seed)."""
     gen = torch.Generator().manual_seed(derive_seed(task_seed, tag))
-    weights = leaky_mlp(sizes, gen, slope)
+    weights = leaky_mlp(sizes, GeneratorDraws(gen, None), slope)
     probe = torch.randn(4096, sizes[0], generator=gen, dtype=torch.float64)
     power = mlp_forward(weights, probe, slope).pow(2).sum(-1).mean()
     weights[-1] = weights[-1] * (sizes[-1] / power) ** 0.5
@@ -140,14 +142,22 @@ class RepRegression(TaskBase):
         self.mask = self.positions >= 0
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
         cfg, B, N = self.cfg, batch_size, self.cfg.n_points
-        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
-        xs = torch.randn(B, N + 1, cfg.dim, **opts)
-        A = torch.randn(B, cfg.dim, **opts) / cfg.dim ** 0.5
+        noisy = cfg.noise_std > 0
+        shapes = [(B, N + 1, cfg.dim), (B, cfg.dim)] + [(B, N + 1)] * noisy
+        xs, A, *noise = draws.normals(shapes, self.dtype)  # K·B prompts with a stack
+        A = A / cfg.dim ** 0.5
         feats = mlp_forward(self.phi, xs, cfg.slope)  # (B, N+1, d)
         ys = torch.einsum("bnd,bd->bn", feats, A)
-        if cfg.noise_std > 0:
-            ys = ys + cfg.noise_std * torch.randn(B, N + 1, **opts)
+        if noisy:
+            ys = ys + cfg.noise_std * noise[0]
         inputs, targets = interleave(xs, ys)
         return Batch(inputs, targets, self.mask.to(self.device),
                      {"xs": xs, "ys": ys, "feats": feats, "A": A})
@@ -213,25 +223,34 @@ class RepAR(TaskBase):
         return f * self.cfg.dim ** 0.5 / f.norm(dim=-1, keepdim=True).clamp_min(1e-30)
 
     def rollout(self, A: torch.Tensor, x0: torch.Tensor, steps: int,
-                generator: torch.Generator) -> torch.Tensor:
+                draws: Draws | torch.Generator) -> torch.Tensor:
         """x_1..x_{q+steps} (B, q+steps, d) from the first q values x0 (B, q, d)."""
+        if isinstance(draws, torch.Generator):  # a caller's own generator
+            draws = GeneratorDraws(draws, self.device)
         cfg = self.cfg
         xs = list(x0.unbind(1))
         for _ in range(steps):
             window = torch.cat(xs[-cfg.q:], dim=-1).unsqueeze(1)  # (B, 1, q·d)
             nxt = torch.einsum("bij,bj->bi", A, self.features(window)[:, 0])
             if cfg.noise_std > 0:
-                nxt = nxt + cfg.noise_std * torch.randn(nxt.shape, generator=generator,
-                                                        device=self.device, dtype=self.dtype)
+                # (B, d) per member: a stack's nxt holds K·B rows
+                eps = draws.normal((nxt.shape[0] // draws.members, *nxt.shape[1:]), self.dtype)
+                nxt = nxt + cfg.noise_std * eps
             xs.append(nxt)
         return torch.stack(xs, dim=1)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...); one call per rollout step."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
         cfg, B = self.cfg, batch_size
-        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
-        A = torch.randn(B, cfg.dim, cfg.dim, **opts) / cfg.dim ** 0.5
-        x0 = torch.randn(B, cfg.q, cfg.dim, **opts)
-        xs = self.rollout(A, x0, cfg.n_points + 1, generator)  # (B, N+q+1, d)
+        A, x0 = draws.normals([(B, cfg.dim, cfg.dim), (B, cfg.q, cfg.dim)], self.dtype)
+        A = A / cfg.dim ** 0.5
+        xs = self.rollout(A, x0, cfg.n_points + 1, draws)  # (B, N+q+1, d)
         inputs = xs[:, :-1]
         targets = torch.zeros_like(inputs)
         targets[:, cfg.q - 1:] = xs[:, cfg.q:]  # token i predicts x_{i+2} (1-based)
@@ -292,18 +311,25 @@ class CoTMLP(TaskBase):
         self.mask = self.positions >= 0
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        cfg, B, N, L = self.cfg, batch_size, self.cfg.n_points, self.cfg.layers
-        opts = dict(generator=generator, device=self.device, dtype=self.dtype)
-        weights = leaky_mlp([cfg.dim] * (L + 1), generator, cfg.slope, (B,), self.device,
-                            self.dtype)
-        x = torch.randn(B, N + 1, cfg.dim, **opts)
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
+        cfg, N, L = self.cfg, self.cfg.n_points, self.cfg.layers
+        weights = leaky_mlp([cfg.dim] * (L + 1), draws, cfg.slope, (batch_size,), self.dtype)
+        x = draws.normal((batch_size, N + 1, cfg.dim), self.dtype)
+        B = x.shape[0]  # K·B with a stack's counter draws
         states = [x]
         for W in weights:
             states.append(F.leaky_relu(states[-1] @ W.transpose(-1, -2), cfg.slope))
         chain = torch.stack(states, dim=2)  # (B, N+1, L+1, d)
         if cfg.noise_std > 0:
             chain = torch.cat([chain[:, :, :1], chain[:, :, 1:] + cfg.noise_std
-                               * torch.randn(B, N + 1, L, cfg.dim, **opts)], dim=2)
+                               * draws.normal((batch_size, N + 1, L, cfg.dim), self.dtype)],
+                              dim=2)
         inputs = chain.reshape(B, self.seq_len, cfg.dim)
         targets = torch.zeros_like(chain)
         targets[:, :, :L] = chain[:, :, 1:]  # each state predicts the next

@@ -7,8 +7,11 @@ config) train as one `StackedRun`: their weights are stacked along a leading mem
 (`torch.func.functional_call`) and one optimizer step train all of them.
 
 Nothing else changes for a member:
-- it is initialised by its own `MemberRun` (same seed, same weights as alone) and draws its
-  batches from its own generator, so it sees the data it would see alone;
+- it is initialised by its own `MemberRun` (same seed, same weights as alone) and sees the
+  data it would see alone: with train.draws = "generator" (the default) each member's batch is
+  drawn from its own generator, one call per member and step; with train.draws = "counter"
+  (icl_core/tasks/draws.py) one call draws all K batches from the members' keys and the step,
+  so the step's host work and aten operations do not grow with K (`_batch`);
 - Adam / AdamW are elementwise, so a member's optimizer state is its slice of the stacked
   state; gradient clipping is per member (its own norm);
 - a member whose loss turns non-finite is recorded as diverged at that step, exactly as
@@ -18,7 +21,8 @@ Nothing else changes for a member:
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
 checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training without step skipping or torch.compile, on a model whose class does not opt out
+Adam/AdamW training without step skipping or torch.compile (with counter draws, one task seed:
+one task draws the stack's batches), on a model whose class does not opt out
 (`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
 """
 
@@ -38,6 +42,7 @@ from icl_core.training.train import (
     FIXED_BATCH,
     OPTIMIZERS,
     MemberRun,
+    counter_keys,
     lr_factor,
     member_loss,
     still_training,
@@ -59,8 +64,10 @@ def stack_key(member: MemberConfig) -> str | None:
     if not MODELS.builder(member.model.name).stackable:
         return None
     plain = to_plain(member)
-    return json.dumps({k: plain[k] for k in ("model", "train", "task", "dtype", "device")},
-                      sort_keys=True)
+    # counter draws: one task draws the stack's batches, so its members share the task seed
+    fields = ("model", "train", "task", "dtype", "device") + \
+        (("task_seed",) if cfg.draws == "counter" else ())
+    return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
 
 
 def check_stack_mode(mode: str) -> None:
@@ -126,6 +133,9 @@ class StackedRun:
         self.scheduler.load_state_dict(runs[0].scheduler.state_dict())
         self._load_optimizer_states([r.optimizer.state_dict() for r in runs])
         self.tokens_per_step = 0
+        # train.draws = "counter": the members' keys (K,) (their tasks are alike: stack_key)
+        self.keys = counter_keys([r.member for r in runs], self.device) \
+            if cfg.draws == "counter" else None
 
     @property
     def size(self) -> int:
@@ -136,12 +146,21 @@ class StackedRun:
         return still_training(self.runs)
 
     # -- training ---------------------------------------------------------------------
-    def _losses(self, step: int) -> torch.Tensor:
+    def _batch(self, step: int) -> tuple:
+        """The K members' batches at `step`: inputs, targets, extras with a leading K axis and
+        the shared mask (a curriculum's mask depends on the step only). Counter draws: one
+        call for the stack; generator draws: one per member, from its own generator."""
+        if self.keys is not None:
+            batch = train_batch(self.runs[0].task, self.cfg.batch_size, self.keys, step)
+            return batch.inputs, batch.targets, batch.extras, batch.mask
         batches = [train_batch(r.task, self.cfg.batch_size, r.data_gen, step) for r in self.runs]
-        inputs = torch.stack([b.inputs for b in batches])
-        targets = torch.stack([b.targets for b in batches])
-        extras = {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras}
-        mask = batches[0].mask  # one per step: a curriculum's mask depends on the step only
+        return (torch.stack([b.inputs for b in batches]),
+                torch.stack([b.targets for b in batches]),
+                {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras},
+                batches[0].mask)
+
+    def _losses(self, step: int) -> torch.Tensor:
+        inputs, targets, extras, mask = self._batch(step)
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
 
         def one(params, buffers, x, y, ex):

@@ -35,6 +35,7 @@ from icl_core.models.base import HasArtifacts, HasTrainingLoss
 from icl_core.spec.config import MemberConfig, TrainConfig
 from icl_core.tasks import build_task
 from icl_core.tasks.base import SamplesTrainingBatches
+from icl_core.tasks.draws import CounterDraws, member_batch
 from icl_core.training.throughput import reset_peak_memory
 
 STALL_STEPS = 500  # consecutive steps skipped by skip_grad_norm: the member has stalled
@@ -77,6 +78,8 @@ class MemberRun:
             self.optimizer, lambda s: lr_factor(s, cfg)
         )
         self.data_gen = generator(self.device, derive_seed(member.seed, "data"))
+        # train.draws = "counter": the member's key (its data seed) for counter draws, (1,)
+        self.draw_keys = counter_keys([member], self.device) if cfg.draws == "counter" else None
         self.step = 0
         self.rows: list[dict] = []  # rows so far (train curve, intermediate evaluations)
         self.diverged_at: int | None = None
@@ -124,8 +127,12 @@ class MemberRun:
             loss = self._fixed_batch_step(step)
             self.scheduler.step()
             return loss.reshape(1), self.tokens_per_step
-        batch = self._dataset_batch(step) if cfg.dataset_size else \
-            train_batch(self.task, cfg.batch_size, self.data_gen, step)
+        if cfg.dataset_size:
+            batch = self._dataset_batch(step)
+        elif self.draw_keys is not None:  # counter draws: a stack of one
+            batch = member_batch(train_batch(self.task, cfg.batch_size, self.draw_keys, step), 0)
+        else:
+            batch = train_batch(self.task, cfg.batch_size, self.data_gen, step)
         loss = self.loss(batch, step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -316,16 +323,34 @@ def mean_losses(total: torch.Tensor, taken: int) -> list[float]:
     return (total / taken).tolist()
 
 
-def train_batch(task, batch_size: int, generator: torch.Generator, step: int) -> Batch:
+def counter_keys(members: list[MemberConfig], device: torch.device) -> torch.Tensor:
+    """The members' keys for counter draws (train.draws = "counter"): their data seeds,
+    (K,) int64 on `device` (icl_core.tasks.draws.CounterDraws)."""
+    return torch.tensor([derive_seed(m.seed, "data") for m in members], dtype=torch.int64,
+                        device=device)
+
+
+def train_batch(task, batch_size: int, draw: torch.Generator | torch.Tensor,
+                step: int) -> Batch:
     """The online training batch at optimizer step `step` (MemberRun and StackedRun both draw
-    through here): a task with a training curriculum defines `train_sample(batch_size,
-    generator, step)` (e.g. relu_teacher's Garg curriculum); every other task draws `sample`.
+    through here). `draw` routes:
+
+    * a member's `torch.Generator` (train.draws = "generator"): its (B, ...) batch. A task
+      with a training curriculum defines `train_sample(batch_size, generator, step)` (e.g.
+      relu_teacher's Garg curriculum); every other task draws `sample`;
+    * the counter keys (K,) of a stack's members (train.draws = "counter", `counter_keys`):
+      all K batches in one call, (K, B, ...), by the task's `sample_counter`
+      (icl_core.tasks.base.DrawsByCounter; a curriculum reads the step from the draws).
+
     The step is a pure function of the run's progress, so a resumed run redraws the same
-    batches. Finite datasets and fixed batches are drawn once with `sample` (MemberRun refuses
-    a curriculum there)."""
+    batches (counter draws need no other state). Finite datasets and fixed batches are drawn
+    once with `sample` (MemberRun refuses a curriculum there, config validation counter draws).
+    """
+    if isinstance(draw, torch.Tensor):
+        return task.sample_counter(batch_size, CounterDraws(draw, step))
     if isinstance(task, SamplesTrainingBatches):
-        return task.train_sample(batch_size, generator, step)
-    return task.sample(batch_size, generator)
+        return task.train_sample(batch_size, draw, step)
+    return task.sample(batch_size, draw)
 
 
 def member_loss(model: torch.nn.Module, batch: Batch, step: int) -> torch.Tensor:

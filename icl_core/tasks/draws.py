@@ -1,0 +1,181 @@
+"""Random draws for training batches: a member's generator, or counters hashed for a whole stack.
+
+A task builds a batch from `Draws`: `normal`, `normals` (several shapes, one call), `uniform`
+and `integers`, each shape led by the prompt axis B. Two kinds:
+
+* `GeneratorDraws` (train.draws = "generator", the default): torch's own `randn` / `rand` /
+  `randint` on the member's `torch.Generator`, call for call what the tasks drew before this
+  module existed (so every existing config keeps its numbers). One member per call.
+* `CounterDraws` (train.draws = "counter"): no state. Element i of the c-th call at optimizer
+  step s of the member with key k (its data seed, `derive_seed(seed, "data")`) is a pure
+  function h(k, s, c, i) of 32-bit integer hashes, computed in int64 tensors on the draws'
+  device for all K members at once. A call for shape (B, ...) returns (K·B, ...): the
+  members laid along the prompt axis, member-major, so a task's batch code runs unchanged
+  on the K·B prompts and `stacked` folds the result to (K, B, ...). The numbers a member
+  draws do not depend on K, on its place in the stack or on what was drawn before (a
+  resumed run redraws the same batches without saving any state), and the aten operations
+  of a call do not grow with K.
+
+The hash: per member and call, two 32-bit stream words (a, b) are mixed from the key's two
+halves, the step and the call index; element i's word is mix₂(mix₁(i·φ + a) ^ b), where mix₁
+and mix₂ are two of C. Wellons' 32-bit integer finalisers (hash-prospector: lowbias32 and
+the [16 21f0aaad 15 735a2d97 15] one), each a bijection of 32-bit words. Products are split
+into 16-bit halves so that no int64 product exceeds 2⁴⁹ (no signed overflow on any device).
+Uniforms on [0, 1): 53 bits (two words) for float64, 24 bits (one word) otherwise; normals by
+Box–Muller (both outputs of a pair used), computed in float64 for float64 and in float32
+otherwise; integers in [0, high) by multiply-shift (Lemire), bias below high / 2³².
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from icl_core.common.batch import Batch
+
+DRAWS = ("generator", "counter")  # train.draws: how online training batches are drawn
+M32 = 0xFFFFFFFF
+GOLDEN = 0x9E3779B9  # 2³² / φ: spreads consecutive element indices before the first mix
+SALTS = (0x243F6A88, 0x85A308D3)  # the two stream words' salts (π's first hex digits)
+
+
+@runtime_checkable
+class Draws(Protocol):
+    """What a task's batch code draws from; shapes lead with the prompt axis B, and a call
+    returns `members`·B prompts (member-major)."""
+
+    members: int
+
+    def normal(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor: ...
+
+    def normals(self, shapes: list[tuple[int, ...]], dtype: torch.dtype) -> list[torch.Tensor]:
+        ...
+
+    def uniform(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor: ...
+
+    def integers(self, high: int, shape: tuple[int, ...]) -> torch.Tensor: ...
+
+
+class GeneratorDraws:
+    """torch's draws on one member's generator, on `device` (the numbers of `task.sample`)."""
+
+    members = 1
+
+    def __init__(self, generator: torch.Generator, device: torch.device):
+        self.generator, self.device = generator, device
+
+    def normal(self, shape, dtype):
+        return torch.randn(*shape, generator=self.generator, device=self.device, dtype=dtype)
+
+    def normals(self, shapes, dtype):
+        return [self.normal(shape, dtype) for shape in shapes]  # in order: one after another
+
+    def uniform(self, shape, dtype):
+        return torch.rand(*shape, generator=self.generator, device=self.device, dtype=dtype)
+
+    def integers(self, high, shape):
+        return torch.randint(0, high, shape, generator=self.generator, device=self.device)
+
+
+def _mul32(x, c: int):
+    """x·c mod 2³² for 32-bit x (an int64 tensor or an int) and a 32-bit constant c: the
+    16-bit halves of x times c stay below 2⁴⁹, so int64 never overflows."""
+    return ((x & 0xFFFF) * c + ((((x >> 16) * c) & 0xFFFF) << 16)) & M32
+
+
+def _mix1(x):
+    """lowbias32 (Wellons): a bijection of 32-bit words with low avalanche bias."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _mix2(x):
+    """hash-prospector's [16 21f0aaad 15 735a2d97 15]: a second, independent bijection."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x21F0AAAD)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x735A2D97)
+    return x ^ (x >> 15)
+
+
+class CounterDraws:
+    """Counter-based draws of K members at optimizer step `step`: `keys` (K,) int64 (each
+    member's data seed, < 2⁶³) on the device the draws land on; each call takes the next
+    call index (0, 1, ...), so successive draws of a step are independent."""
+
+    def __init__(self, keys: torch.Tensor, step: int):
+        self.keys, self.step, self.calls = keys, step, 0
+        self.members = keys.shape[0]
+        self.device = keys.device
+        self._halves = (keys & M32, (keys >> 32) & M32)  # (K,) each
+
+    def _stream(self, salt: int) -> torch.Tensor:
+        """A 32-bit stream word per member (K, 1) for this step and call."""
+        s = _mix1(_mix2(salt ^ self.calls) ^ (self.step & M32))  # host ints: no aten ops
+        s = _mix2(s ^ ((self.step >> 32) & M32))
+        lo, hi = self._halves
+        return _mix2(_mix1(lo ^ s) ^ hi).unsqueeze(1)
+
+    def words(self, n: int) -> torch.Tensor:
+        """(K, n) int64 words in [0, 2³²): one call (the call index advances)."""
+        a, b = self._stream(SALTS[0]), self._stream(SALTS[1])
+        self.calls += 1
+        spread = _mul32(torch.arange(n, device=self.device, dtype=torch.int64), GOLDEN)  # (n,)
+        return _mix2(_mix1((spread + a) & M32) ^ b)
+
+    def _uniform_flat(self, n: int, dtype: torch.dtype) -> torch.Tensor:
+        """(K, n) uniforms on [0, 1): 53 bits in float64, 24 bits in float32 (`dtype` is the
+        dtype they are computed in)."""
+        if dtype == torch.float64:
+            w = self.words(2 * n).view(-1, n, 2)
+            m = ((w[..., 0] >> 11) << 32) | w[..., 1]  # 21 + 32 bits
+            return m.to(torch.float64) * 2.0 ** -53
+        return (self.words(n) >> 8).to(torch.float32) * 2.0 ** -24
+
+    def _shaped(self, flat_KxN: torch.Tensor, shape) -> torch.Tensor:
+        return flat_KxN.reshape(self.members * shape[0], *shape[1:])
+
+    def uniform(self, shape, dtype):
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        return self._shaped(self._uniform_flat(math.prod(shape), work).to(dtype), shape)
+
+    def normals(self, shapes, dtype):
+        """Normals of several shapes from one call (one hash over all their elements)."""
+        sizes = [math.prod(shape) for shape in shapes]
+        n = sum(sizes)
+        pairs = (n + 1) // 2
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        u = self._uniform_flat(2 * pairs, work)  # (K, 2p)
+        radius = torch.sqrt(-2.0 * torch.log1p(-u[:, :pairs]))  # 1 - u in (0, 1]
+        angle = (2 * math.pi) * u[:, pairs:]
+        z = torch.cat([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1)[:, :n]
+        parts = torch.split(z.to(dtype), sizes, dim=1)
+        return [self._shaped(p, shape) for p, shape in zip(parts, shapes, strict=True)]
+
+    def normal(self, shape, dtype):
+        return self.normals([shape], dtype)[0]
+
+    def integers(self, high, shape):
+        """int64 in [0, high) (high < 2³¹): (word · high) >> 32."""
+        return self._shaped((self.words(math.prod(shape)) * high) >> 32, shape)
+
+
+def stacked(batch: Batch, members: int) -> Batch:
+    """A batch drawn with `members`·B prompts, its tensors folded to (K, B, ...); the mask
+    (T,) is shared."""
+    def fold(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(members, t.shape[0] // members, *t.shape[1:])
+
+    return Batch(fold(batch.inputs), fold(batch.targets), batch.mask,
+                 {k: fold(v) for k, v in batch.extras.items()})
+
+
+def member_batch(batch: Batch, k: int) -> Batch:
+    """Member k's (B, ...) batch out of a stacked (K, B, ...) one."""
+    return Batch(batch.inputs[k], batch.targets[k], batch.mask,
+                 {name: v[k] for name, v in batch.extras.items()})
