@@ -6,15 +6,17 @@
 #     OUT=/tmp/window LIMIT=420 bash benchmarks/gpu_evidence.sh reduced \
 #         deep_optimizers:scaleup,transformer_depth:cuda:8 depth_scaling:explicit_gradient:cpu:3
 #
-# A job is SWEEP:STUDY[,STUDY...]:DEVICE:WORKERS (DEVICE cuda stacks a study's seeds; cpu uses
-# the machine's other cores). Finished members are skipped, so a second window goes on from an
-# unpacked earlier archive (STORE=that folder). Afterwards, on the developer's machine:
+# A job is SWEEP:STUDY[,STUDY...]:DEVICE:WORKERS[:SEEDS] (DEVICE cuda stacks a study's seeds;
+# cpu uses the machine's other cores; SEEDS: seeds 0..SEEDS-1 in place of the preset's). Members
+# whose rows are committed in evidence/PRESET/ are skipped, and so are those finished in the
+# store, so a second window goes on from an unpacked earlier archive (STORE=that folder).
+# `icl plan --gpu-minutes M` picks the jobs for a window. Afterwards, on the developer's machine:
 #
 #     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
-#     icl evidence --from /tmp/store --preset reduced SWEEP/STUDY ...
+#     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ...
 #     icl verdicts --write
 set -u
-PRESET=${1:?usage: gpu_evidence.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS ...}
+PRESET=${1:?usage: gpu_evidence.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS[:SEEDS] ...}
 shift
 OUT=${OUT:-/tmp/gpu_evidence}
 STORE=${STORE:-/tmp/gpu_evidence_store}
@@ -32,8 +34,9 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
 
 pids=()
 for job in "$@"; do
-    IFS=: read -r sweep studies device workers <<<"$job"
-    args=()
+    IFS=: read -r sweep studies device workers seeds <<<"$job"
+    args=(--skip-evidence)
+    [ -n "$seeds" ] && args+=(--seeds "$seeds")
     for study in ${studies//,/ }; do args+=(--study "$study"); done
     log="$OUT/${sweep}_${device}.log"
     $PY benchmarks/run_without_ray.py "$sweep" --preset "$PRESET" "${args[@]}" \

@@ -2,7 +2,8 @@
 
     python benchmarks/run_without_ray.py algoformer --preset gpu [--study loops ...]
         [--storage results] [--workers 8] [--device auto] [--stack auto]
-        [--where task.name=rep_regression ...] [--time-limit SECONDS]
+        [--where task.name=rep_regression ...] [--time-limit SECONDS] [--seeds N]
+        [--skip-evidence]
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
 the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
@@ -41,7 +42,11 @@ def selected(member, where: dict[str, str]) -> bool:
 
 
 def trials(sweep_name: str, preset: str, studies: list[str], storage: str, device: str,
-           stack: str, provenance: dict, where: dict[str, str]) -> list[TrialSpec]:
+           stack: str, provenance: dict, where: dict[str, str], seeds: int | None = None,
+           skip: dict | None = None) -> list[TrialSpec]:
+    """The trials of the selected studies' members not yet finished in `storage` (nor in
+    `skip`: (sweep, study) -> config hashes held elsewhere, e.g. committed evidence); `seeds`
+    plans seeds 0..seeds-1 in place of the preset's."""
     sweep, store, out = load_sweep(sweep_name), Store(storage), []
     for study in sweep.studies:
         if studies and study.name not in studies or not isinstance(study, Study):
@@ -49,12 +54,29 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
         done = store.finished(sweep.name, study.name)
         groups: dict = {}
-        for m in study.members(preset, {"device": device} if device != "auto" else None):
+        done = done | set((skip or {}).get((sweep.name, study.name), ()))
+        axes = {"seed": ",".join(str(s) for s in range(seeds))} if seeds else None
+        sets = {"device": device} if device != "auto" else None
+        for m in study.members(preset, sets, sweeps=axes):
             if m.hash not in done and selected(m, where):
                 groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
         out += [TrialSpec(sweep.name, study.name, storage, g, provenance=provenance,
                           stack=stack) for g in groups.values()]
     return sorted(out, key=lambda s: -len(s.members))
+
+
+def committed_hashes(sweep: str, preset: str) -> dict:
+    """(sweep, study) -> the config hashes of the rows committed in evidence/<preset>/ (read
+    with pyarrow alone: the lent machine has no Polars guarantee)."""
+    import pyarrow.parquet as pq
+
+    root = Path(__file__).resolve().parent.parent / "evidence" / preset / sweep
+    found: dict = {}
+    for path in sorted(root.glob("*/rows/*.parquet")):
+        study = path.parent.parent.name
+        hashes = pq.read_table(path, columns=["config_hash"]).column(0).to_pylist()
+        found.setdefault((sweep, study), set()).update(hashes)
+    return found
 
 
 def run(spec: TrialSpec) -> tuple[str, int, float, str]:
@@ -80,10 +102,15 @@ def main() -> int:
                         help="only members whose flattened config has key=value")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop after this long; unfinished trials train on the next run")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="seeds 0..N-1 per setting in place of the preset's")
+    parser.add_argument("--skip-evidence", action="store_true",
+                        help="skip the members whose rows are committed in evidence/<preset>/")
     args = parser.parse_args()
     where = dict(w.split("=", 1) for w in args.where)
+    skip = committed_hashes(args.sweep, args.preset) if args.skip_evidence else None
     specs = trials(args.sweep, args.preset, args.study, args.storage, args.device, args.stack,
-                   driver_provenance(), where)
+                   driver_provenance(), where, args.seeds, skip)
     members = sum(len(s.members) for s in specs)
     print(f"{args.sweep} [{args.preset}]: {len(specs)} trials, {members} members, "
           f"{args.workers} workers", flush=True)

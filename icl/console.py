@@ -2,6 +2,9 @@
 
     icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
     icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
+    icl plan --gpu-minutes M [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N]
+                                   the studies one GPU runs in an M-minute window (undecided
+                                   verdicts' first) and the one command that runs them there
     icl list [studies|sweeps|models|tasks] [--json]
     icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--sweep KEY=V1,V2 ...]
                                    each field of the study's member config: its value under
@@ -120,6 +123,10 @@ def run(rest: list[str]) -> int:
 
 
 def plan(rest: list[str]) -> int:
+    if "--gpu-minutes" in rest and (not rest or rest[0].startswith("-")):
+        from icl.commands.gpu_window import main as window  # a window on one GPU, every file
+
+        return window(rest)
     sweep = _sweep(rest, "plan")
     extra = [] if "--dry-run" in rest else ["--dry-run"]
     return sweep.main(rest[1:] + extra)

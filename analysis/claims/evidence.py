@@ -88,18 +88,30 @@ def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None)
 
 
 def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
-            scale: str | None = None) -> Path:
+            scale: str | None = None, merge: bool = False) -> Path:
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
     study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
-    kept as the rows' `scale` column, which every figure's title shows. Raises MissingResults
-    when the store has no rows for it."""
+    kept as the rows' `scale` column, which every figure's title shows. With `merge`, the
+    members already in evidence that the store does not hold are kept beside its rows (a
+    window that ran only new seeds); provenance then names the earlier commits too. Raises
+    MissingResults when the store has no rows for it."""
     rows, _ = read_rows(storage, sweep, study)
     if scale:
         rows = rows.with_columns(pl.lit(scale).alias("scale"))
     code = rows["code_version"].drop_nulls()[0] if "code_version" in rows.columns and \
         rows["code_version"].drop_nulls().len() else None
-    prov = {**provenance(rows, preset, code), **({"scale": scale} if scale else {})}
     keep = [c for c in rows.columns if c not in DROPPED]
+    before = load(preset, sweep, study, root) if merge else None
+    merged_from = []
+    if before is not None:
+        kept = before.filter(~pl.col("config_hash").is_in(rows["config_hash"].unique().to_list()))
+        rows = pl.concat([kept, rows.select(keep)], how="diagonal_relaxed")
+        keep = rows.columns
+        earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json")
+                             .read_text())
+        merged_from = sorted({earlier["commit"], *earlier.get("merged_from", [])})
+    prov = {**provenance(rows, preset, code), **({"scale": scale} if scale else {}),
+            **({"merged_from": merged_from} if merged_from else {})}
     out = study_dir(preset, sweep, study, root)
     if out.exists():
         shutil.rmtree(out)

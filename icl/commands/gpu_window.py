@@ -1,0 +1,205 @@
+"""`icl plan --gpu-minutes M`: which studies one GPU can run in a lent window of M minutes,
+the undecided verdicts' studies first, and the one prepared command that runs them there.
+
+    icl plan --gpu-minutes 10 [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N]
+
+Each grid study of the preset (a search needs Ray and Optuna, which the lent machine lacks) is
+costed on one GPU by the cost model (icl_core.planning: seeds stacked, as
+benchmarks/run_without_ray.py runs them there), times `MEASURED_OVER_MODEL`, the worst ratio of
+a reduced study's wall on an H100 to the model measured so far (docs/COST.md, docs/performance.md;
+the refit of #46 replaces it). Studies are taken in order until the window (less `STARTUP_S`)
+is full: first those
+whose claims the verdict engine leaves undecided on the committed evidence (partly, not
+testable at this scale, evidence pending; most such claims first), then those behind decided
+claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per setting in
+place of the preset's (a number fixed before the run, never raised after seeing one).
+
+It prints one line per study (claims it serves, members, planned seconds) and the command:
+benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit; its rows go to
+`icl evidence` and `icl verdicts --write` afterwards (the script's header says how).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+# a study's wall on an H100 (stacks side by side, <= 5 processes) over the model's time for its
+# stacks one after another: ls_mixer_depth >= 1.67 (22 ms a stacked step, the model's 5.0;
+# docs/COST.md), transformer_depth >= 1.2, scaleup 0.89 (docs/performance.md, "A GPU window");
+# the worst, until the refit of #46 replaces it
+MEASURED_OVER_MODEL = 1.7
+STARTUP_S = 30.0  # of the window: the processes' imports and first CUDA calls
+UNDECIDED = ("partly", "not testable", "evidence pending")
+MAX_PROCESSES = 5  # CUDA processes side by side on one GPU (more only queue its launches)
+
+
+@dataclass
+class Candidate:
+    sweep: str
+    study: str
+    members: int  # of the plan
+    to_run: int  # of them, not in evidence yet
+    trials: int  # stacks of those to run
+    model_s: float  # the cost model's time for those to run, one stack after another
+    claims: list[tuple[str, str]] = field(default_factory=list)  # (claim id, outcome)
+    skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a zipped seed axis)
+
+    @property
+    def planned_s(self) -> float:
+        return self.model_s * MEASURED_OVER_MODEL
+
+    @property
+    def undecided(self) -> int:
+        return sum(outcome in UNDECIDED for _, outcome in self.claims)
+
+    def rank(self) -> tuple:
+        """Undecided claims first, most of them per planned second; then studies behind
+        decided claims, then the rest; cheaper first."""
+        group = 0 if self.undecided else 1 if self.claims else 2
+        return group, -self.undecided / max(self.planned_s, 1.0), self.planned_s, self.sweep, \
+            self.study
+
+
+def served(claims: list[tuple[str, str]]) -> str:
+    """"6 claims: 5 not testable, 1 reproduced" (or "no claim")."""
+    if not claims:
+        return "no claim"
+    counts: dict[str, int] = {}
+    for _, outcome in claims:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    parts = ", ".join(f"{n} {o}" for o, n in sorted(counts.items(), key=lambda x: -x[1]))
+    return f"{len(claims)} claim{'s' if len(claims) > 1 else ''}: {parts}"
+
+
+def claims_by_study(preset: str) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(sweep, study) -> the (claim id, outcome) of every claim (part) whose rows come from
+    that study at `preset`, decided on the committed evidence."""
+    from analysis.verdicts import decide_all
+
+    def leaves(d):
+        return [x for p in d.parts for x in leaves(p)] if d.parts else [d]
+
+    found: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for decision in decide_all():
+        for leaf in leaves(decision):
+            for source in leaf.claim.sources():
+                if source.preset == preset:
+                    found.setdefault((source.sweep, source.study), []).append(
+                        (leaf.claim.id, leaf.outcome))
+    return found
+
+
+def candidates(preset: str, only: list[str] | None, seeds: int | None) -> list[Candidate]:
+    """Every grid study of the selected sweep files that has `preset`, costed on one GPU."""
+    from analysis.claims.evidence import load
+    from icl.catalog import load_sweep, selected
+    from icl_core.planning.resources import gpu_seconds
+    from icl_core.running.trial_pool import cost_model
+    from icl_core.spec.config import ConfigError
+    from icl_core.spec.study import Study
+    from icl_core.training.stacked import stack_groups
+
+    claims = claims_by_study(preset)
+    model = cost_model(1.0, 1)  # one GPU: its cached calibrations, else the H100 rate model
+    sweeps = {"seed": ",".join(str(s) for s in range(seeds))} if seeds else None
+    out = []
+    for name, only_study in selected(only):
+        sweep = load_sweep(name)
+        for study in sweep.studies:
+            if not isinstance(study, Study) or preset not in study.presets or \
+                    (only_study and study.name != only_study):
+                continue
+            served_claims = claims.get((name, study.name), [])
+            try:
+                members = study.members(preset, {"device": "cuda"}, sweeps=sweeps)
+            except ConfigError as exc:
+                out.append(Candidate(name, study.name, 0, 0, 0, 0.0, served_claims, str(exc)))
+                continue
+            rows = load(preset, name, study.name)
+            held = set(rows["config_hash"].unique().to_list()) if rows is not None else set()
+            to_run = [m for m in members if m.hash not in held]
+            out.append(Candidate(name, study.name, len(members), len(to_run),
+                                 len(stack_groups(to_run, "always")) if to_run else 0,
+                                 gpu_seconds(to_run, model) if to_run else 0.0, served_claims))
+    return out
+
+
+def choose(found: list[Candidate], window_s: float) -> list[Candidate]:
+    """Greedy in rank order: a study joins while the planned total stays within the window."""
+    chosen, total = [], 0.0
+    for c in sorted(found, key=Candidate.rank):
+        if c.to_run and total + c.planned_s <= window_s:
+            chosen.append(c)
+            total += c.planned_s
+    return chosen
+
+
+def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None) -> str:
+    """The one command that runs the chosen studies on the lent machine, one job per sweep
+    file, at most MAX_PROCESSES processes in all."""
+    by_sweep: dict[str, list[Candidate]] = {}
+    for c in chosen:
+        by_sweep.setdefault(c.sweep, []).append(c)
+    share = max(1, MAX_PROCESSES // max(1, len(by_sweep)))
+    jobs = []
+    for sweep, cs in by_sweep.items():
+        workers = max(1, min(share, sum(c.trials for c in cs)))
+        job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers}"
+        jobs.append(job + (f":{seeds}" if seeds else ""))
+    return (f"OUT=$OUT LIMIT={math.floor(window_s)} bash benchmarks/gpu_evidence.sh {preset} "
+            + " ".join(jobs))
+
+
+def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
+    parser = argparse.ArgumentParser(prog=f"{prog} --gpu-minutes", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpu-minutes", type=float, required=True,
+                        help="the window on one GPU, in minutes")
+    parser.add_argument("--preset", default="reduced", help="default: reduced")
+    parser.add_argument("--only", nargs="+", metavar="SWEEP[/STUDY]",
+                        help="these files or studies only (default: every file)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="seeds per setting in place of the preset's (fixed before the run)")
+    args = parser.parse_args(argv)
+    from icl_core.spec.config import ConfigError
+    from icl_core.spec.study import PRESETS
+
+    if not args.gpu_minutes > 0:
+        raise ConfigError(f"--gpu-minutes: must be > 0, got {args.gpu_minutes:g}")
+    if args.seeds is not None and args.seeds < 1:
+        raise ConfigError(f"--seeds: must be >= 1, got {args.seeds}")
+    if args.preset not in PRESETS:
+        raise ConfigError(f"--preset: unknown {args.preset!r}; valid choices: "
+                          f"{', '.join(PRESETS)}")
+    window_s = args.gpu_minutes * 60
+    found = candidates(args.preset, args.only, args.seeds)
+    if not found:
+        raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
+    chosen = choose(found, window_s - STARTUP_S)
+    print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned = the cost "
+          f"model x {MEASURED_OVER_MODEL:g} (the worst measured on an H100 so far), "
+          f"{STARTUP_S:.0f} s kept for start-up; + chosen")
+    for c in sorted(found, key=Candidate.rank):
+        mark = "+" if c in chosen else " "
+        what = (f"{c.to_run} of {c.members} members to run in {c.trials} stacks, planned "
+                f"{c.planned_s:.0f} s (model {c.model_s:.0f} s)") if c.to_run else \
+            f"skipped ({c.skipped})" if c.skipped else \
+            f"all {c.members} members in evidence/{args.preset}"
+        print(f"{mark} {c.sweep}/{c.study}: {what}; {served(c.claims)}")
+    total = sum(c.planned_s for c in chosen)
+    print(f"chosen: {len(chosen)} of {len(found)} studies, planned {total:.0f} s of "
+          f"{window_s - STARTUP_S:.0f} s")
+    if not chosen:
+        left = [c.planned_s for c in found if c.to_run]
+        print("nothing to run in this window: " + (
+            f"the cheapest study left is planned at {min(left):.0f} s" if left else
+            f"every member is in evidence/{args.preset} (--seeds N adds seeds; another "
+            "--preset, another scale)"))
+        return 1
+    studies = " ".join(f"{c.sweep}/{c.study}" for c in chosen)
+    print(f"run on the GPU machine:\n  {command(chosen, args.preset, window_s, args.seeds)}\n"
+          f"then here, with its store unpacked to /tmp/store:\n  icl evidence --merge --from "
+          f"/tmp/store --preset {args.preset} {studies} && icl verdicts --write")
+    return 0

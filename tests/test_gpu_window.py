@@ -1,0 +1,103 @@
+"""A GPU window's plan (`icl plan --gpu-minutes`, icl.commands.gpu_window), what runs it
+(benchmarks/run_without_ray.py: new seeds only, the committed members skipped) and how its
+rows join the evidence (`icl evidence --merge`): on the real catalog, the committed evidence
+and real Parquet stores."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analysis.claims.evidence import compact, load
+from icl.commands.gpu_window import MEASURED_OVER_MODEL, STARTUP_S, Candidate, choose, command
+from icl.console import main as icl
+from icl_core.storage.store import Store
+from tests.test_adaptive import STUDY, SWEEP, write_member
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def test_the_window_takes_undecided_claims_first_most_per_second_within_the_window():
+    def cand(name, model_s, outcomes, to_run=3):
+        return Candidate("s", name, 3, to_run, 1, model_s,
+                         [(f"{name}{i}", o) for i, o in enumerate(outcomes)])
+
+    found = [cand("decided", 10, ["reproduced"]), cand("slow", 300, ["partly"] * 4),
+             cand("fast", 100, ["not testable"] * 2), cand("none", 5, []),
+             cand("held", 1, ["partly"] * 9, to_run=0)]
+    window = 404 * MEASURED_OVER_MODEL  # room for fast + slow, and not one more
+    assert [c.study for c in choose(found, window)] == ["fast", "slow"]  # 2/100 > 4/300 per s
+    assert [c.study for c in choose(found, 130 * MEASURED_OVER_MODEL)] == [
+        "fast", "decided", "none"]  # what fits after the undecided; nothing in evidence re-runs
+    line = command(choose(found, window), "reduced", 600.0, 5)
+    assert line == "OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced s:fast,slow:cuda:2:5"
+
+
+def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(capsys):
+    assert icl(["plan", "--gpu-minutes", "10", "--seeds", "5"]) == 0
+    out = capsys.readouterr().out
+    chosen = re.findall(r"^\+ (\w+)/(\w+): (\d+) of (\d+) members to run .* planned (\d+) s",
+                        out, re.M)
+    assert chosen, out
+    assert sum(int(c[4]) for c in chosen) <= 600 - STARTUP_S
+    for sweep, study, to_run, members, _ in chosen:
+        rows = load("reduced", sweep, study)
+        held = rows["seed"].unique().to_list() if rows is not None else []
+        assert int(to_run) == int(members) - int(members) // 5 * len(held), (sweep, study)
+    job = re.search(r"gpu_evidence\.sh reduced (.*)$", out, re.M).group(1).split()
+    ran = {(j.split(":")[0], s) for j in job for s in j.split(":")[1].split(",")}
+    assert ran == {(c[0], c[1]) for c in chosen}
+    assert all(j.endswith(":cuda:" + j.split(":")[3] + ":5") for j in job)
+    assert "icl evidence --merge --from /tmp/store --preset reduced" in out
+    # every member of the preset is committed for these: nothing to run without new seeds
+    assert icl(["plan", "--gpu-minutes", "10", "--only", "deep_optimizers/scaleup"]) == 1
+    assert "every member is in evidence/reduced" in capsys.readouterr().out
+    assert icl(["plan", "--gpu-minutes", "0"]) == 2
+    assert "--gpu-minutes: must be > 0" in capsys.readouterr().err
+
+
+def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
+    import run_without_ray
+
+    skip = run_without_ray.committed_hashes("deep_optimizers", "reduced")
+    held = set(load("reduced", "deep_optimizers", "transformer_depth")["config_hash"].to_list())
+    assert skip[("deep_optimizers", "transformer_depth")] == held
+    specs = run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
+                                   "/nonexistent-store", "cpu", "auto", {}, {}, seeds=5,
+                                   skip=skip)
+    seeds = sorted(m["seed"] for s in specs for m in s.members)
+    assert seeds == [3, 3, 3, 4, 4, 4]  # 3 settings x the 2 new seeds; 0-2 are committed
+    assert not run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
+                                      "/nonexistent-store", "cpu", "auto", {}, {}, skip=skip)
+
+
+def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_path):
+    first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
+    for seed in (0, 1):
+        write_member(first, 4.0, seed)
+    compact(first.uri, "reduced", SWEEP, STUDY, root)
+    (root / "reduced" / SWEEP / STUDY / "provenance.json").write_text(json.dumps(
+        {**json.loads((root / "reduced" / SWEEP / STUDY / "provenance.json").read_text()),
+         "commit": "first"}))
+    for seed in (1, 2):  # a re-run seed and a new one
+        write_member(second, 4.0, seed)
+    compact(second.uri, "reduced", SWEEP, STUDY, root, merge=True)
+    rows = load("reduced", SWEEP, STUDY, root)
+    assert sorted(rows["seed"].to_list()) == [0, 1, 2]  # one row each: no member twice
+    assert rows.filter(pl.col("seed") == 1)["config_hash"].to_list() == ["x4s1"]
+    prov = json.loads((root / "reduced" / SWEEP / STUDY / "provenance.json").read_text())
+    assert prov["members"] == 3 and prov["merged_from"] == ["first"]
+    compact(second.uri, "reduced", SWEEP, STUDY, root)  # without --merge: the store replaces it
+    assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [1, 2]
+
+
+@pytest.mark.parametrize("flags", [["--gpu-minutes", "10", "--preset", "nope"]])
+def test_a_bad_window_option_is_one_line(flags, capsys):
+    assert icl(["plan", *flags]) == 2
+    assert "valid choices" in capsys.readouterr().err
