@@ -175,6 +175,9 @@ def test_throughput_records_and_the_cached_matmul_peak(tmp_path, monkeypatch):
     key = next(k for k in known if k.endswith(f"float32|threads={torch.get_num_threads()}"))
     cache.write_text(json.dumps({**known, key: 123.0}))
     assert throughput.matmul_peak(torch.device("cpu"), torch.float32) == 123.0
+    # a precision has its own entry, measured under it (TF32 / bf16 peaks are not fp32's)
+    assert throughput.matmul_peak(torch.device("cpu"), torch.float32, "bf16") > 1e8
+    assert sorted(json.loads(cache.read_text())) == sorted([*known, f"{key}|bf16"])
     # an unwritable cache leaves the fraction empty instead of failing the member
     blocker = tmp_path / "file"
     blocker.write_text("")

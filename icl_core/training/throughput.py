@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from icl_core.common.device import precision_scope
+
 SIZES = {"cpu": 512, "cuda": 4096}  # square matmul side: large enough to reach the peak
 
 
@@ -51,19 +53,23 @@ def _measure(device: torch.device, dtype: torch.dtype, seconds: float = 0.3) -> 
     return best
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype) -> float | None:
-    """This node's measured matmul FLOP/s for `dtype` on `device` (threads: torch's current
-    setting), from the cache or measured now and cached; None where the cache cannot be
-    written (a record never costs a member its rows)."""
+def matmul_peak(device: torch.device, dtype: torch.dtype, precision: str = "fp32"
+                ) -> float | None:
+    """This node's measured matmul FLOP/s for `dtype` on `device` under the training
+    `precision` (fp32, tf32, bf16: icl_core.common.device.precision_scope; threads: torch's
+    current setting), from the cache or measured now and cached; None where the cache cannot
+    be written (a record never costs a member its rows). Each precision has its own entry: a
+    TF32 member's share is of the TF32 peak, not the float32 one."""
     try:
-        return _cached_peak(device, dtype)
+        return _cached_peak(device, dtype, precision)
     except OSError:
         return None
 
 
-def _cached_peak(device: torch.device, dtype: torch.dtype) -> float:
+def _cached_peak(device: torch.device, dtype: torch.dtype, precision: str = "fp32") -> float:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    key = f"{socket.gethostname()}|{name}|{dtype}|threads={torch.get_num_threads()}"
+    key = f"{socket.gethostname()}|{name}|{dtype}|threads={torch.get_num_threads()}" + \
+        (f"|{precision}" if precision != "fp32" else "")  # fp32: the entries before precisions
     path = cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
@@ -73,7 +79,8 @@ def _cached_peak(device: torch.device, dtype: torch.dtype) -> float:
         except ValueError:  # a damaged cache is measured again
             known = {}
         if key not in known:
-            known[key] = _measure(device, dtype)
+            with precision_scope(precision, device):
+                known[key] = _measure(device, dtype)
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
             os.replace(tmp, path)
@@ -107,7 +114,7 @@ def records(member, run) -> dict:
     if run.train_seconds <= 0 or run.steps_timed <= 0:
         return out
     achieved = step_flops(member) * run.steps_timed / run.train_seconds
-    peak = matmul_peak(run.device, run.dtype)
+    peak = matmul_peak(run.device, run.dtype, member.train.precision)
     return {**out, "step_time_s": run.train_seconds / run.steps_timed,
             "tokens_per_s": run.tokens / run.train_seconds, "achieved_flops": achieved,
             "matmul_peak_flops": peak, "flops_fraction": achieved / peak if peak else None}
