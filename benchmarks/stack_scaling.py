@@ -88,14 +88,16 @@ def sync(device: torch.device) -> None:
 
 
 def member(size: str, seed: int, device: str, draws: str = "generator") -> MemberConfig:
-    """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64."""
+    """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64. `draws`:
+    a train.draws scheme, or "graph" (counter draws, the step a CUDA graph: train.cuda_graph)."""
     depth, width, heads = SIZES[size]
     return resolve_member({
         "task": {"name": "linear_regression", "dim": DIM, "n_points": N_POINTS},
         "model": {"name": "transformer", "depth": depth, "width": width, "heads": heads,
                   "mlp_ratio": 4, "layer_norm": True},
         "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9,
-                  "draws": draws},
+                  "draws": "counter" if draws == "graph" else draws,
+                  "cuda_graph": draws == "graph"},
         "eval": {"n_prompts": 1},
         "seed": seed, "dtype": "float32", "device": device,
     })
@@ -107,7 +109,7 @@ def trainer_for(members: list[MemberConfig]):
     if len(groups) != 1:
         raise RuntimeError(f"the {len(members)} members did not form one stack: {groups}")
     runs = [MemberRun(m) for m in members]
-    return runs[0] if len(runs) == 1 else StackedRun(runs)
+    return runs[0] if len(runs) == 1 and not members[0].train.cuda_graph else StackedRun(runs)
 
 
 class OpCount(TorchDispatchMode):
@@ -322,7 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ref-graph", type=int, default=1, choices=[0, 1],
         help="the reference's --graph: its whole step in one CUDA graph (1, CUDA only) or eager")
     add("--draws", default="generator",
-        help="train.draws schemes, a row each per cell: generator, counter (default generator)")
+        help="train.draws schemes, a row each per cell: generator, counter, graph (counter "
+        "draws and the step a CUDA graph, train.cuda_graph; eager on a CPU) (default generator)")
     add("--json", default=None, help="write the rows, settings and the reference's output here")
     return parser
 
@@ -342,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--steps: must be >= 1")
     warmup = DEFAULTS[kind][2] if args.warmup is None else args.warmup
     draws = tuple(d.strip() for d in args.draws.split(",") if d.strip())
-    if not draws or set(draws) - set(DRAWS):
-        raise SystemExit(f"--draws: {args.draws!r}; valid choices: {', '.join(DRAWS)}")
+    if not draws or set(draws) - {*DRAWS, "graph"}:
+        raise SystemExit(f"--draws: {args.draws!r}; valid choices: {', '.join(DRAWS)}, graph")
     torch.set_num_threads(args.threads)
     precisions = ["fp32"] + (["tf32"] if args.tf32 and kind == "cuda" else [])
     ref_path = None if args.ref == "none" else Path(args.ref) if args.ref else DEFAULT_REF

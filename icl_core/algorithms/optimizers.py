@@ -17,12 +17,19 @@ def _fused(params: list) -> dict:
 
 
 def _adam_family(cls):
-    """Adam / AdamW from the config (weight decay: L2 for Adam, decoupled for AdamW)."""
+    """Adam / AdamW from the config (weight decay: L2 for Adam, decoupled for AdamW). `static`
+    (a step captured as a CUDA graph, icl_core.training.stacked): the learning rate is a tensor
+    the scheduler fills in place and, on CUDA, the state stays on the device (capturable)."""
 
-    def make(params, cfg):
+    def make(params, cfg, static: bool = False):
         params = list(params)
-        return cls(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-                   weight_decay=cfg.weight_decay, **_fused(params))
+        if not static:
+            return cls(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                       weight_decay=cfg.weight_decay, **_fused(params))
+        lr = torch.tensor(cfg.lr, dtype=params[0].dtype, device=params[0].device)
+        on_device = {"fused": True, "capturable": True} if _fused(params) else {"foreach": False}
+        return cls(params, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                   weight_decay=cfg.weight_decay, **on_device)
 
     return make
 

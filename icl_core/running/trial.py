@@ -30,7 +30,7 @@ from icl_core.storage.member_store import store_member
 from icl_core.storage.provenance import worker_provenance
 from icl_core.storage.store import Store
 from icl_core.training.evaluate import eval_prompts, evaluate
-from icl_core.training.stacked import StackedRun, stack_groups
+from icl_core.training.stacked import StackedRun, stack_groups, stack_key
 from icl_core.training.throughput import records
 from icl_core.training.train import STALL_STEPS, MemberRun, Trainer, still_training, train_until
 
@@ -199,7 +199,9 @@ def run_group(work: Work, members: list, resumed: dict) -> None:
                 run.load_state_dict(resumed[member.hash])
             runs.append(run)
         prompts = [eval_prompts(member) for _, member in members]
-        trainer = runs[0] if len(runs) == 1 else StackedRun(runs)
+        # a lone member too trains as a stack (of one) where its step is to be a CUDA graph
+        graphed = members[0][1].train.cuda_graph and stack_key(members[0][1]) is not None
+        trainer = runs[0] if len(runs) == 1 and not graphed else StackedRun(runs)
     except Exception as exc:  # every member of the group is recorded with the reason
         traceback.print_exc()
         reason = f"{type(exc).__name__}: {exc}"

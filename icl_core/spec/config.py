@@ -86,6 +86,11 @@ class TrainConfig:
     # stateless hash of (data seed, step) for all of a stack's members in one call (tasks
     # that draw by counter; different numbers from "generator", the same alone or stacked)
     draws: str = "generator"
+    # a stack's training step captured once as a CUDA graph and replayed (one launch a step:
+    # icl_core/training/stacked.py); needs draws="counter" and Adam/AdamW online training.
+    # The graph's body (a step tensor, an lr tensor, gradients zeroed in place) runs eagerly
+    # where capture is not possible: on a CPU, or a task or model whose step is not static
+    cuda_graph: bool = False
 
     def check(self, path: str) -> None:
         require(self.draws in DRAWS, f"{path}.draws",
@@ -123,6 +128,15 @@ class TrainConfig:
 
         if self.optimizer not in OPTIMIZERS:
             raise unknown(f"{path}.optimizer", "", self.optimizer, sorted(OPTIMIZERS))
+        if self.cuda_graph:
+            why = ("needs draws='counter' (a member's generator cannot be replayed)"
+                   if self.draws != "counter" else
+                   f"needs online Adam/AdamW training, not {self.optimizer!r}"
+                   if self.optimizer not in ("adam", "adamw") else
+                   "cannot skip steps (skip_grad_norm reads the norm on the host every step)"
+                   if self.skip_grad_norm is not None else
+                   "and compile are two ways to one end: choose one" if self.compile else "")
+            require(not why, f"{path}.cuda_graph", why)
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,9 @@ def _mix2(x):
 class CounterDraws:
     """Counter-based draws of K members at optimizer step `step`: `keys` (K,) int64 (each
     member's data seed, < 2⁶³) on the device the draws land on; each call takes the next
-    call index (0, 1, ...), so successive draws of a step are independent."""
+    call index (0, 1, ...), so successive draws of a step are independent. `step` is an int,
+    or a 0-dim int64 tensor on that device (a step captured as a CUDA graph reads it there:
+    the same numbers, a few more operations)."""
 
     def __init__(self, keys: torch.Tensor, step: int):
         self.keys, self.step, self.calls = keys, step, 0

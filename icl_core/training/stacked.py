@@ -51,6 +51,7 @@ from icl_core.training.train import (
 )
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
+STATIC_FLAGS = ("fused", "capturable", "foreach")  # an optimizer's, set by how it was built
 
 
 def stack_key(member: MemberConfig) -> str | None:
@@ -127,7 +128,12 @@ class StackedRun:
             if isinstance(module, VmapAware):  # a layer with a vmap-friendly path (mixers.py)
                 module.stacked = True
         self.trainable = [p for p in self.params.values() if p.requires_grad]
-        self.optimizer = OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg)
+        # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients zeroed in
+        # place), captured once as a CUDA graph where it can be (icl_core.training.cuda_graph)
+        self.static = cfg.cuda_graph
+        self.optimizer = OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg,
+                                                   **({"static": True} if self.static else {}))
+        self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, cfg))
         self.scheduler.load_state_dict(runs[0].scheduler.state_dict())
@@ -136,6 +142,7 @@ class StackedRun:
         # train.draws = "counter": the members' keys (K,) (their tasks are alike: stack_key)
         self.keys = counter_keys([r.member for r in runs], self.device) \
             if cfg.draws == "counter" else None
+        self.graph = None  # the captured step (CUDA, train.cuda_graph), made at the first step
 
     @property
     def size(self) -> int:
@@ -187,7 +194,15 @@ class StackedRun:
 
     def take_step(self, step: int) -> tuple[torch.Tensor, int]:
         """One vmapped forward and backward and one optimizer step for every member:
-        (losses (K,) on the device, tokens per member)."""
+        (losses (K,) on the device, tokens per member). With train.cuda_graph, the static
+        step: replayed from its CUDA graph, or run eagerly where none can be captured."""
+        if self.static:
+            from icl_core.training.cuda_graph import StepGraph
+
+            self.graph = self.graph or StepGraph(self)
+            losses = self.graph.take_step(step)
+            self.scheduler.step()  # fills the lr tensor in place, outside the graph
+            return losses, self.tokens_per_step
         losses = self._losses(step)
         self.optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()
@@ -196,6 +211,21 @@ class StackedRun:
         self.optimizer.step()
         self.scheduler.step()
         return losses.detach(), self.tokens_per_step
+
+    def static_step(self, step: torch.Tensor) -> torch.Tensor:
+        """The body of a captured step, at the step held in a 0-dim device tensor: the
+        batches drawn by counter from it, gradients zeroed in place (their addresses stay),
+        the optimizer step with the lr tensor; the losses (K,). Eager on its own (a CPU), or
+        recorded once by icl_core.training.cuda_graph and replayed."""
+        losses = self._losses(step)
+        for p in self.trainable:
+            if p.grad is not None:
+                p.grad.zero_()
+        losses.sum().backward()
+        if self.cfg.grad_clip is not None:
+            self._clip()
+        self.optimizer.step()
+        return losses.detach()
 
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
         return False  # epoch training (the one stop rule inside training) never stacks
@@ -218,7 +248,12 @@ class StackedRun:
             # every member gets its own tensors (Adam's `step` too: it is updated in place)
             state[i] = {key: (v if key == "step" else v[k]).clone() if torch.is_tensor(v) else v
                         for key, v in slots.items()}
-        run.optimizer.load_state_dict({"state": state, "param_groups": stacked["param_groups"]})
+        groups = stacked["param_groups"]
+        if self.static:  # a member's own optimizer: a float lr and its own flags, as alone
+            own = run.optimizer.param_groups[0]
+            groups = [{**g, "lr": float(g["lr"]), **{k: own[k] for k in STATIC_FLAGS if k in own}}
+                      for g in groups]
+        run.optimizer.load_state_dict({"state": state, "param_groups": groups})
         run.scheduler.load_state_dict(self.scheduler.state_dict())
         return run
 
@@ -232,4 +267,12 @@ class StackedRun:
                 for key, v in slots.items()}
             for i, slots in states[0]["state"].items()
         }
-        self.optimizer.load_state_dict({"state": stacked, "param_groups": states[0]["param_groups"]})
+        groups = states[0]["param_groups"]
+        if self.static:  # keep the lr tensor the scheduler fills, and the static flags
+            ours = self.optimizer.param_groups[0]
+            self.lr.fill_(groups[0]["lr"])
+            groups = [{**g, "lr": self.lr, **{k: ours[k] for k in STATIC_FLAGS if k in ours}}
+                      for g in groups]
+        self.optimizer.load_state_dict({"state": stacked, "param_groups": groups})
+        if self.static:
+            self.optimizer.param_groups[0]["lr"] = self.lr  # the same tensor, not a copy

@@ -1,0 +1,112 @@
+"""Issue 46's GPU checks in one prepared run for a lent machine (torch and pyarrow only: no Ray,
+Polars or pytest there), about 5 minutes on an H100:
+
+    python benchmarks/gpu_stacks.py --out $OUT            # on the GPU machine
+    python benchmarks/gpu_stacks.py --device cpu --quick  # the same script, dry-run on a CPU
+
+1. A stack's step as a CUDA graph (train.cuda_graph) against the same step run eagerly: the
+   weights of K = 8 members after 20 steps (float32), whether the graph was captured, and a
+   curriculum task (relu_teacher) left eager with its reason.
+2. benchmarks/stack_scaling.py, as a separate process: ms/step, member-steps/s, share of the
+   measured peak and aten operations per step, for generator draws, counter draws and counter
+   draws with the graph, at K = 1 ... 512 (cpu size) and 1 ... 128 (paper size), fp32 then
+   TF32, with the reference (../shared/tools/ref_stack.py) beside it; its JSON in --out.
+Every part prints its own lines; a failing part says why and the next one runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from icl_core.spec.config import resolve_member  # noqa: E402
+from icl_core.training.cuda_graph import StepGraph  # noqa: E402
+from icl_core.training.stacked import StackedRun  # noqa: E402
+from icl_core.training.train import MemberRun  # noqa: E402
+
+
+def member(seed: int, device: str, task: dict | None = None) -> dict:
+    return {"task": task or {"name": "linear_regression", "dim": 5, "n_points": 20},
+            "model": {"name": "transformer", "depth": 4, "width": 64, "heads": 4},
+            "train": {"lr": 1e-3, "batch_size": 64, "steps": 10**6, "draws": "counter",
+                      "cuda_graph": True, "grad_clip": 1.0, "warmup_steps": 5},
+            "eval": {"n_prompts": 1, "baselines": []}, "seed": seed, "dtype": "float32",
+            "device": device}
+
+
+def stack(device: str, k: int, task: dict | None = None) -> StackedRun:
+    return StackedRun([MemberRun(resolve_member(member(s, device, task))) for s in range(k)])
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def graph_against_eager(device: str, steps: int) -> None:
+    graphed, eager = stack(device, 8), stack(device, 8)
+    eager.graph = StepGraph(eager)
+    eager.graph.why_eager = "held eager for the comparison"
+    timings = {}
+    for name, run in (("graph", graphed), ("eager", eager)):
+        run.train_until(5)
+        sync(device)
+        t0 = time.perf_counter()
+        run.train_until(5 + steps)
+        sync(device)
+        timings[name] = (time.perf_counter() - t0) / steps * 1e3
+    worst = max(float(((p - q).abs() / q.abs().clamp_min(1e-6)).max().detach())
+                for p, q in zip(graphed.params.values(), eager.params.values(), strict=True))
+    print(f"K = 8, {5 + steps} steps: captured {graphed.graph.graph is not None} "
+          f"({graphed.graph.why_eager or 'replayed'}); largest relative weight difference "
+          f"graph vs eager {worst:.2e}; ms/step graph {timings['graph']:.2f}, eager "
+          f"{timings['eager']:.2f} (x{timings['eager'] / timings['graph']:.2f})")
+    curriculum = stack(device, 2, {"name": "relu_teacher", "dim": 4, "n_points": 6, "depth": 2,
+                                   "hidden": 8, "curriculum_dims_start": 2,
+                                   "curriculum_points_start": 3, "curriculum_every": 4})
+    curriculum.train_until(6)
+    print(f"relu_teacher (a curriculum): captured {curriculum.graph.graph is not None} "
+          f"({curriculum.graph.why_eager})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", default="/tmp/gpu_stacks")
+    parser.add_argument("--quick", action="store_true", help="small K, few steps (a dry run)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print(f"== machine: {name}, torch {torch.__version__}")
+    print("== 1. a stack's step as a CUDA graph against the same step eagerly")
+    try:
+        graph_against_eager(args.device, 5 if args.quick else 50)
+    except Exception:  # noqa: BLE001  (the next part runs)
+        traceback.print_exc()
+    print("== 2. stack scaling: generator, counter, graph; fp32 then TF32; the reference beside")
+    scaling = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device",
+               args.device, "--draws", "generator,counter,graph", "--json",
+               str(out / "stack.json")]
+    if args.quick:
+        scaling += ["--ks", "1,2", "--sizes", "cpu", "--steps", "3", "--ref", "none"]
+    elif args.device == "cuda":
+        scaling += ["--tf32", "--budget-s", "60"]
+    try:
+        subprocess.run(scaling, timeout=240 if not args.quick else 120, check=False)
+    except subprocess.TimeoutExpired:
+        print("stack scaling: past its 240 s; the cells done are printed above")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""A stack's training step captured once as a CUDA graph and replayed (train.cuda_graph).
+
+Small models are bound by the host: a stacked step dispatches hundreds of kernels, each paid
+for in Python and in a launch. Replaying a captured graph is one launch a step. What the
+graph records is `StackedRun.static_step`: the step held in a 0-dim device tensor (filled
+before each replay), the batches drawn by counter from it (icl_core/tasks/draws.py: no
+generator state to advance), the vmapped forward and backward into gradients zeroed in place,
+per-member clipping and a capturable Adam/AdamW whose learning rate is a tensor the scheduler
+fills between replays. The losses (K,) come back in a tensor the graph writes; train_until
+reads them once per report, as it reads an eager stack's, so divergence and stop rules see
+the same numbers.
+
+How a run goes: `WARMUP_STEPS` eager steps on a side stream (they train: optimizer state and
+the allocator's blocks come into being, as capture requires), then one capture, then every
+step a replay. Eager instead, with one line saying why (`eager_reason`): on a device other
+than CUDA, for a task with a training curriculum or a model with its own training loss (both
+read the step on the host), and when the capture fails (the step then runs eagerly, and the
+run goes on). A stack's numbers are those of its static step either way, so the graph is a
+speed, not a setting; the test holds a replayed stack to the eager static step on CUDA.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from icl_core.models.base import HasTrainingLoss
+from icl_core.tasks.base import SamplesTrainingBatches
+
+logger = logging.getLogger(__name__)
+WARMUP_STEPS = 3  # eager steps on a side stream before the capture (torch's whole-network recipe)
+
+
+def eager_reason(run) -> str | None:
+    """Why a stack's step cannot be captured (None: it can)."""
+    if run.device.type != "cuda":
+        return f"no CUDA graph on a {run.device.type} device"
+    if isinstance(run.runs[0].task, SamplesTrainingBatches):
+        return "the task's training curriculum reads the step on the host"
+    if isinstance(run.runs[0].model, HasTrainingLoss):
+        return "the model's own training loss reads the step on the host"
+    return None
+
+
+class StepGraph:
+    """The captured step of one StackedRun (its `static_step`), replayed; eager where none."""
+
+    def __init__(self, run):
+        self.run = run
+        self.step = torch.zeros((), dtype=torch.int64, device=run.device)
+        self.why_eager = eager_reason(run)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.losses: torch.Tensor | None = None  # what the graph writes
+        self.warm = 0
+        if self.why_eager and run.device.type == "cuda":
+            logger.info(f"train.cuda_graph: eager steps ({self.why_eager})")
+
+    def take_step(self, step: int) -> torch.Tensor:
+        """The stack's losses (K,) of step `step`, trained."""
+        self.step.fill_(step)
+        if self.why_eager:
+            return self.run.static_step(self.step)
+        if self.graph is None:
+            if self.warm < WARMUP_STEPS:
+                self.warm += 1
+                return self._side_stream_step()
+            try:
+                self._capture()
+            except Exception as exc:  # noqa: BLE001  (any failure: eager, said once)
+                self.why_eager = f"capture failed: {type(exc).__name__}: {exc}"
+                logger.warning(f"train.cuda_graph: eager steps ({self.why_eager})")
+                return self.run.static_step(self.step)
+        self.graph.replay()
+        return self.losses.clone()
+
+    def _side_stream_step(self) -> torch.Tensor:
+        device = self.run.device
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            losses = self.run.static_step(self.step)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        return losses
+
+    def _capture(self) -> None:
+        """Record one static step (recording runs nothing: the replay after it trains)."""
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.losses = self.run.static_step(self.step)
+        self.graph = graph

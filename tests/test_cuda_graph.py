@@ -1,0 +1,130 @@
+"""A stack's step as one CUDA graph (train.cuda_graph, icl_core/training/cuda_graph.py).
+
+On a CPU the graph's body runs eagerly: the step in a 0-dim tensor (counter draws read it
+there), the learning rate a tensor the scheduler fills, gradients zeroed in place. That body
+trains to the numbers of the ordinary counter-draw step (float64, warmup and step decay, with
+clipping), resumes from a checkpoint to the numbers of an uninterrupted run, and hands its
+members plain optimizers. On CUDA (run by benchmarks/gpu_check.sh) a replayed stack equals
+the eager body, and a task whose curriculum reads the step on the host is not captured.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import tiny_member
+
+from icl_core.common.validation import ConfigError
+from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.spec.config import resolve_member
+from icl_core.tasks.draws import CounterDraws
+from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
+from icl_core.training.stacked import StackedRun
+from icl_core.training.train import MemberRun, counter_keys
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def member(seed: int, graph: bool, device: str = "cpu", dtype: str = "float64", **over):
+    raw = tiny_member(train__draws="counter", train__cuda_graph=graph, train__warmup_steps=3,
+                      train__schedule="step", train__step_size=5, train__gamma=0.5,
+                      train__grad_clip=0.5, **over)
+    return resolve_member({**raw, "seed": seed, "dtype": dtype, "device": device})
+
+
+def stack(graph: bool, device: str = "cpu", dtype: str = "float64", seeds=(3, 7), **over):
+    return StackedRun([MemberRun(member(s, graph, device, dtype, **over)) for s in seeds])
+
+
+def weights(run: StackedRun) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in run.params.values()]
+
+
+def test_a_tensor_step_draws_what_an_int_step_draws():
+    keys = counter_keys([member(s, True) for s in (3, 7)], torch.device("cpu"))
+    for step in (0, 17, 2**40 + 5):
+        a = CounterDraws(keys, step).normal((4, 3), torch.float64)
+        b = CounterDraws(keys, torch.tensor(step)).normal((4, 3), torch.float64)
+        assert torch.equal(a, b)
+
+
+def test_the_graphs_body_trains_to_the_numbers_of_the_eager_step():
+    eager, body = stack(False), stack(True)
+    assert eager_reason(body) == "no CUDA graph on a cpu device"
+    lr = body.optimizer.param_groups[0]["lr"]
+    assert torch.is_tensor(lr) and lr is body.lr
+    losses_eager, losses_body = eager.train_until(12), body.train_until(12)
+    assert losses_body == pytest.approx(losses_eager, rel=1e-10)
+    for p, q in zip(weights(eager), weights(body), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-10, atol=1e-13)
+    # the scheduler filled the same tensor: warmup, then halved at steps 5 and 10
+    assert body.optimizer.param_groups[0]["lr"] is lr
+    assert float(lr) == pytest.approx(eager.optimizer.param_groups[0]["lr"], rel=1e-15)
+    assert float(lr) == pytest.approx(member(0, True).train.lr * 0.25, rel=1e-12)
+    # a member's own optimizer stays a plain one: a float lr, its own flags
+    run = body.sync_member(1)
+    group = run.optimizer.param_groups[0]
+    assert isinstance(group["lr"], float) and not group.get("capturable", False)
+
+
+def test_the_graphs_body_resumes_to_the_numbers_of_an_uninterrupted_run(tmp_path):
+    raw = [member(s, True, train__steps=12, train__report_every=4,
+                  train__checkpoint_every=4).to_dict() for s in (3, 7)]
+    whole = run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), raw, stack="always"))
+    assert set(whole.values()) == {"ok"}
+    first = StackedRun([MemberRun(resolve_member(r)) for r in raw])
+    first.train_until(8)
+    states = [first.sync_member(k).state_dict() for k in range(2)]
+    runs = []
+    for r, state in zip(raw, states, strict=True):
+        run = MemberRun(resolve_member(r))
+        run.load_state_dict(state)
+        runs.append(run)
+    resumed = StackedRun(runs)
+    assert float(resumed.lr) == pytest.approx(float(first.lr), rel=1e-15)
+    resumed.train_until(12)
+    straight = StackedRun([MemberRun(resolve_member(r)) for r in raw])
+    straight.train_until(12)
+    for p, q in zip(weights(straight), weights(resumed), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-10, atol=1e-13)
+
+
+def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):
+    raw = [member(3, True, train__steps=6, train__report_every=3,
+                  train__checkpoint_every=3).to_dict()]
+    assert set(run_trial(TrialSpec("s", "t", str(tmp_path), raw)).values()) == {"ok"}
+
+
+@pytest.mark.parametrize("over, field_error", [
+    ({"train__draws": "generator"}, "needs draws='counter'"),
+    ({"train__skip_grad_norm": 10.0}, "cannot skip steps"),
+    ({"train__compile": True}, "choose one"),
+])
+def test_a_graph_the_config_cannot_have_is_refused_by_name(over, field_error):
+    raw = tiny_member(**{"train__cuda_graph": True, "train__draws": "counter", **over})
+    with pytest.raises(ConfigError, match=rf"train\.cuda_graph.*{field_error}"):
+        resolve_member({**raw, "seed": 0})
+
+
+@cuda
+def test_a_replayed_stack_equals_the_eager_body_on_cuda():
+    eager, graphed = stack(True, "cuda", "float32"), stack(True, "cuda", "float32")
+    eager.graph = StepGraph(eager)
+    eager.graph.why_eager = "held eager by the test"
+    graphed.train_until(WARMUP_STEPS + 9)
+    eager.train_until(WARMUP_STEPS + 9)
+    assert graphed.graph.graph is not None and graphed.graph.why_eager is None
+    for p, q in zip(weights(eager), weights(graphed), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+
+
+@cuda
+def test_a_curriculum_task_is_not_captured_on_cuda():
+    run = stack(True, "cuda", "float32", task={"name": "relu_teacher", "dim": 4, "n_points": 6,
+                                                "depth": 2, "hidden": 8,
+                                                "curriculum_dims_start": 2,
+                                                "curriculum_points_start": 3,
+                                                "curriculum_every": 4},
+                eval__baselines=[])
+    run.train_until(WARMUP_STEPS + 2)
+    assert run.graph.graph is None and "curriculum" in run.graph.why_eager
