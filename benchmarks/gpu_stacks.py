@@ -7,7 +7,10 @@ Polars or pytest there), about 5 minutes on an H100:
 1. A stack's step as a CUDA graph (train.cuda_graph) against the same step run eagerly: the
    weights of K = 8 members after 20 steps (float32), whether the graph was captured, and a
    curriculum task (relu_teacher) left eager with its reason.
-2. benchmarks/stack_scaling.py, as a separate process: ms/step, member-steps/s, share of the
+2. A study's stacks in one process (TrialSpec.interleave): four stacks of 3 seeds (depths 1, 2,
+   4, 8) trained one after another and then at once, each on its own CUDA stream, with and
+   without the graph: wall time of the whole trial (evaluation included).
+3. benchmarks/stack_scaling.py, as a separate process: ms/step, member-steps/s, share of the
    measured peak and aten operations per step, for generator draws, counter draws and counter
    draws with the graph, at K = 1 ... 512 (cpu size) and 1 ... 128 (paper size), fp32 then
    TF32, with the reference (../shared/tools/ref_stack.py) beside it; its JSON in --out.
@@ -78,6 +81,31 @@ def graph_against_eager(device: str, steps: int) -> None:
           f"({curriculum.graph.why_eager})")
 
 
+def together_against_apart(device: str, steps: int, out: Path) -> None:
+    from icl_core.running.trial import TrialSpec, run_trial
+
+    for graph in (False, True):
+        members = []
+        for depth in (1, 2, 4, 8):
+            for seed in range(3):
+                m = member(seed, device)
+                m["model"] = {**m["model"], "depth": depth}
+                m["train"] = {**m["train"], "steps": steps, "report_every": steps // 3,
+                              "checkpoint_every": steps, "cuda_graph": graph}
+                members.append(resolve_member(m).to_dict())
+        walls = {}
+        for together in (False, True):
+            store = out / f"together_{graph}_{together}"
+            t0 = time.perf_counter()
+            statuses = run_trial(TrialSpec("gpu_stacks", "together", str(store), members,
+                                           stack="always", interleave=together))
+            walls[together] = time.perf_counter() - t0
+            assert set(statuses.values()) == {"ok"}, statuses
+        print(f"4 stacks x 3 seeds, {steps} steps, graph {graph}: one after another "
+              f"{walls[False]:.1f} s, at once {walls[True]:.1f} s "
+              f"(x{walls[False] / walls[True]:.2f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -93,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         graph_against_eager(args.device, 5 if args.quick else 50)
     except Exception:  # noqa: BLE001  (the next part runs)
         traceback.print_exc()
-    print("== 2. stack scaling: generator, counter, graph; fp32 then TF32; the reference beside")
+    print("== 2. a study's stacks in one process: one after another, then at once")
+    try:
+        together_against_apart(args.device, 30 if args.quick else 600, out)
+    except Exception:  # noqa: BLE001  (the next part runs)
+        traceback.print_exc()
+    print("== 3. stack scaling: generator, counter, graph; fp32 then TF32; the reference beside")
     scaling = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device",
                args.device, "--draws", "generator,counter,graph", "--json",
                str(out / "stack.json")]

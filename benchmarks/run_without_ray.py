@@ -3,7 +3,7 @@
     python benchmarks/run_without_ray.py algoformer --preset gpu [--study loops ...]
         [--storage results] [--workers 8] [--device auto] [--stack auto]
         [--where task.name=rep_regression ...] [--time-limit SECONDS] [--seeds N]
-        [--skip-evidence]
+        [--skip-evidence] [--interleave]
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
 the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
@@ -43,10 +43,11 @@ def selected(member, where: dict[str, str]) -> bool:
 
 def trials(sweep_name: str, preset: str, studies: list[str], storage: str, device: str,
            stack: str, provenance: dict, where: dict[str, str], seeds: int | None = None,
-           skip: dict | None = None) -> list[TrialSpec]:
+           skip: dict | None = None, interleave: bool = False) -> list[TrialSpec]:
     """The trials of the selected studies' members not yet finished in `storage` (nor in
     `skip`: (sweep, study) -> config hashes held elsewhere, e.g. committed evidence); `seeds`
-    plans seeds 0..seeds-1 in place of the preset's."""
+    plans seeds 0..seeds-1 in place of the preset's. A trial per stack, or with `interleave`
+    one per study, its stacks trained at once in one process (TrialSpec.interleave)."""
     sweep, store, out = load_sweep(sweep_name), Store(storage), []
     for study in sweep.studies:
         if studies and study.name not in studies or not isinstance(study, Study):
@@ -60,6 +61,11 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         for m in study.members(preset, sets, sweeps=axes):
             if m.hash not in done and selected(m, where):
                 groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
+        if interleave and groups:
+            out.append(TrialSpec(sweep.name, study.name, storage,
+                                 [m for g in groups.values() for m in g], provenance=provenance,
+                                 stack=stack, interleave=True))
+            continue
         out += [TrialSpec(sweep.name, study.name, storage, g, provenance=provenance,
                           stack=stack) for g in groups.values()]
     return sorted(out, key=lambda s: -len(s.members))
@@ -106,11 +112,14 @@ def main() -> int:
                         help="seeds 0..N-1 per setting in place of the preset's")
     parser.add_argument("--skip-evidence", action="store_true",
                         help="skip the members whose rows are committed in evidence/<preset>/")
+    parser.add_argument("--interleave", action="store_true",
+                        help="one trial per study: its stacks trained at once in one process, "
+                        "each on its own CUDA stream (default: a trial per stack)")
     args = parser.parse_args()
     where = dict(w.split("=", 1) for w in args.where)
     skip = committed_hashes(args.sweep, args.preset) if args.skip_evidence else None
     specs = trials(args.sweep, args.preset, args.study, args.storage, args.device, args.stack,
-                   driver_provenance(), where, args.seeds, skip)
+                   driver_provenance(), where, args.seeds, skip, args.interleave)
     members = sum(len(s.members) for s in specs)
     print(f"{args.sweep} [{args.preset}]: {len(specs)} trials, {members} members, "
           f"{args.workers} workers", flush=True)

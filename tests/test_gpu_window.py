@@ -75,6 +75,11 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
     assert seeds == [3, 3, 3, 4, 4, 4]  # 3 settings x the 2 new seeds; 0-2 are committed
     assert not run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
                                       "/nonexistent-store", "cpu", "auto", {}, {}, skip=skip)
+    # --interleave: one trial for the study, its three stacks trained at once in one process
+    (one,) = run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
+                                    "/nonexistent-store", "cuda", "auto", {}, {}, seeds=5,
+                                    skip=skip, interleave=True)
+    assert one.interleave and sorted(m["seed"] for m in one.members) == seeds
 
 
 def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_path):

@@ -11,6 +11,7 @@ Each member writes its own row file, so packing members changes nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from icl_core.common.device import resolve_device
 from icl_core.models import num_params
 from icl_core.spec.config import flatten, resolve_member
 from icl_core.storage.claims import holder
@@ -53,6 +55,8 @@ class TrialSpec:
     driver: str = ""  # the id of the driver that claimed these members (icl_core.storage.claims)
     report_all: bool = False  # a search trial: Optuna / ASHA read every intermediate result
     # (a grid trial's reports only feed the progress line, so they are thinned out)
+    interleave: bool = False  # train the trial's stack groups at once, a report interval of
+    # each in turn, each on its own CUDA stream (run_together); False: one after another
 
     def __post_init__(self):
         if not self.hashes:
@@ -129,8 +133,12 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
             todo.append((index, member))
     work = Work(spec, store, report, len(todo),
                 diverged=sum(1 for r in results.values() if r.status == "diverged"))
-    for group in stack_groups([m for _, m in todo], spec.stack):
-        run_group(work, [todo[i] for i in group], resumed)
+    groups = [[todo[i] for i in g] for g in stack_groups([m for _, m in todo], spec.stack)]
+    if spec.interleave and len(groups) > 1:
+        run_together(work, groups, resumed)
+    else:
+        for group in groups:
+            run_group(work, group, resumed)
     results.update(work.results)
     if work.failures:
         raise TrialFailed("; ".join(work.failures))
@@ -191,6 +199,54 @@ def run_group(work: Work, members: list, resumed: dict) -> None:
     lone member (a stack of one as far as this is concerned); each ends (diverges, meets its
     stop rule, finishes) on its own and writes its rows as if it had trained alone (each
     one's MemberResult goes to `work.results`)."""
+    group = open_group(work, members, resumed)
+    while group is not None and group.open and drive(group):
+        pass
+
+
+def run_together(work: Work, groups: list[list], resumed: dict) -> None:
+    """Train several groups (stacks of different shapes) at once in this process: one report
+    interval of each in turn, each on its own CUDA stream (on a CPU, in turn), so one process
+    keeps a GPU busy with all of a study's stacks (TrialSpec.interleave). Numbers are those of
+    the groups one after another; a checkpoint holds every open member's latest state (a
+    group's own from its last checkpoint), so a resumed trial goes on from it."""
+    saved: dict = {}  # config hash -> the member's latest checkpointed state
+    opened = []
+    for members in groups:
+        with _stream(members[0][1]) as stream:
+            group = open_group(work, members, resumed)
+        if group is not None:
+            group.stream, group.saved = stream, saved
+            opened.append(group)
+    while opened:
+        for group in opened:
+            with _stream(None, group.stream):
+                drive(group)  # a group done early has recorded (closed) its members
+        opened = [g for g in opened if g.open]
+
+
+@contextlib.contextmanager
+def _stream(member=None, stream=None):
+    """A CUDA stream of its own for a group on a CUDA device (made from `member`'s device, or
+    `stream` again); elsewhere nothing."""
+    if stream is None and member is not None:
+        device = resolve_device(member.device)
+        if device.type == "cuda" and torch.cuda.is_available():
+            try:
+                stream = torch.cuda.Stream(device)
+                stream.wait_stream(torch.cuda.current_stream(device))
+            except (RuntimeError, AssertionError, ValueError):  # no such device: the group
+                stream = None  # fails as it is built, and is recorded with the reason
+    if stream is None:
+        yield None
+        return
+    with torch.cuda.stream(stream):
+        yield stream
+
+
+def open_group(work: Work, members: list, resumed: dict) -> Group | None:
+    """A group's runs and trainer, resumed where a checkpoint holds them; None (every member
+    recorded as failed, with the reason) when they cannot be built."""
     t0, runs = time.time(), []
     try:
         for _, member in members:
@@ -208,24 +264,29 @@ def run_group(work: Work, members: list, resumed: dict) -> None:
         for k, (index, member) in enumerate(members):
             run = runs[k] if k < len(runs) else None
             finish_member(work, index, member, run, "failed", reason, math.nan, time.time() - t0)
-        return
-    group = Group(work, members, runs, prompts, trainer, t0)
-    while group.open:
-        try:
-            live, checkpoint = group.advance()
-        except Exception as exc:  # recorded with its reason; the trial goes on with others
-            group.fail(exc)
-            break
-        try:  # the reporter's own errors end the trial (Tune restarts it from a checkpoint)
-            group.report(live, checkpoint)
-        except StopMember as stop:
-            group.close_all("pruned", str(stop))
-            break
-        try:
-            group.close_ended()
-        except Exception as exc:
-            group.fail(exc)
-            break
+        return None
+    return Group(work, members, runs, prompts, trainer, t0)
+
+
+def drive(group: Group) -> bool:
+    """One report interval of a group: train, report, write the members that ended; False
+    when the group is done early (a failure or a pruning: its members are recorded)."""
+    try:
+        live, checkpoint = group.advance()
+    except Exception as exc:  # recorded with its reason; the trial goes on with others
+        group.fail(exc)
+        return False
+    try:  # the reporter's own errors end the trial (Tune restarts it from a checkpoint)
+        group.report(live, checkpoint)
+    except StopMember as stop:
+        group.close_all("pruned", str(stop))
+        return False
+    try:
+        group.close_ended()
+    except Exception as exc:
+        group.fail(exc)
+        return False
+    return True
 
 
 @dataclass
@@ -241,6 +302,8 @@ class Group:
     t0: float
     open: dict = field(init=False)
     losses: list = field(init=False)
+    stream: object = None  # its CUDA stream when trained together with others (run_together)
+    saved: dict | None = None  # shared with the others then: every open member's last state
 
     def __post_init__(self):
         self.open = dict(enumerate(self.members))
@@ -268,13 +331,17 @@ class Group:
         if self.work.report is None or not live:
             return
         steps, step = self.members[0][1].train.steps, self.trainer.step
+        states = {self.members[k][1].hash: self.runs[k].state_dict() for k in live} \
+            if checkpoint else None
+        if states is not None and self.saved is not None:  # with the other groups' latest
+            self.saved.update(states)
+            states = dict(self.saved)
         self.work.report(
             # ("done" is reserved by Tune: it would end the whole trial)
             {"member": min(self.members[k][0] for k in live), "step": step,
              "loss": finite_mean([self.losses[k] for k in live]), "member_done": False,
              "progress": self.work.progress(len(live) * step / max(steps, 1))},
-            {"runs": {self.members[k][1].hash: self.runs[k].state_dict() for k in live}}
-            if checkpoint else None,
+            {"runs": states} if states is not None else None,
         )
 
     def close_ended(self) -> None:
@@ -287,6 +354,8 @@ class Group:
 
     def close(self, k: int, status: str, reason: str | None) -> None:
         index, member = self.open.pop(k)
+        if self.saved is not None:
+            self.saved.pop(member.hash, None)  # written: a resumed trial skips it
         finish_member(self.work, index, member, self.runs[k], status, reason, self.losses[k],
                       time.time() - self.t0, len(self.runs))
 

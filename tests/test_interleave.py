@@ -1,0 +1,78 @@
+"""A trial's stacks of different shapes trained at once in one process (TrialSpec.interleave,
+icl_core.running.trial.run_together: a report interval of each in turn, each on its own CUDA
+stream on a GPU): the same rows as one stack after another, a failing stack recorded while the
+others finish, and a checkpoint that holds every open member, so a crashed trial resumes to
+the numbers of an uninterrupted one."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import tiny_member
+from test_stacked import Crash, assert_same_numbers, float64_seeds, rows_sorted
+
+from icl_core.running.trial import TrialFailed, TrialSpec, run_trial
+from icl_core.spec.config import resolve_member
+from icl_core.storage.store import Store
+from icl_core.training.stacked import stack_groups
+
+
+def two_shapes(steps: int = 12) -> list[dict]:
+    """Two seeds of a 1-layer and a 2-layer model, with counter draws: two stacks."""
+    return [m for depth in (1, 2) for m in float64_seeds(
+        tiny_member(model__depth=depth, train__draws="counter"), seeds=(0, 1), steps=steps)]
+
+
+def test_stacks_trained_together_write_the_rows_of_stacks_one_after_another(tmp_path):
+    members = two_shapes()
+    assert len(stack_groups([resolve_member(m) for m in members], "always")) == 2
+    apart = run_trial(TrialSpec("s", "t", str(tmp_path / "apart"), members, stack="always"))
+    together = run_trial(TrialSpec("s", "t", str(tmp_path / "together"), members,
+                                   stack="always", interleave=True))
+    assert together == apart and set(together.values()) == {"ok"}
+    assert_same_numbers(rows_sorted(tmp_path / "apart"), rows_sorted(tmp_path / "together"))
+
+
+def test_the_groups_take_turns_a_report_interval_each(tmp_path):
+    """The reports come from both stacks in turn (not one stack's to its end first)."""
+    seen = []
+    run_trial(TrialSpec("s", "t", str(tmp_path), two_shapes(), stack="always", interleave=True),
+              lambda metrics, state: seen.append((metrics["member"], metrics["step"])))
+    assert seen[:4] == [(0, 4), (2, 4), (0, 8), (2, 8)]
+
+
+def test_a_crashed_interleaved_trial_resumes_from_a_checkpoint_of_every_open_member(tmp_path):
+    members = two_shapes()
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="always"))
+    saved: dict = {}
+    calls = []
+
+    def crash_at_the_second_checkpoint(metrics, state):
+        if state is not None:
+            calls.append(metrics["member"])
+            saved.update(state)
+            if len(calls) == 2:
+                raise Crash
+
+    spec = TrialSpec("s", "t", str(tmp_path / "crashed"), members, stack="always",
+                     interleave=True)
+    with pytest.raises(Crash):
+        run_trial(spec, crash_at_the_second_checkpoint)
+    assert set(saved["runs"]) == {resolve_member(m).hash for m in members}  # both stacks
+    assert {s["step"] for s in saved["runs"].values()} == {4}
+    run_trial(spec, None, dict(saved))
+    assert_same_numbers(rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / "crashed"))
+
+
+def test_a_failing_stack_is_recorded_and_the_others_finish(tmp_path):
+    members = two_shapes(steps=8)
+    bad = [{**m, "device": "cuda:99"} for m in members[:2]]  # no such device: cannot be built
+    spec = TrialSpec("s", "t", str(tmp_path), bad + members[2:], stack="always",
+                     interleave=True)
+    with pytest.raises(TrialFailed):
+        run_trial(spec)
+    good = {resolve_member(m).hash for m in members[2:]}
+    store = Store(str(tmp_path))
+    assert store.finished("s", "t") == good  # the other stack trained to its end
+    for h in (resolve_member(m).hash for m in bad):
+        status, reason = store.member_status("s", "t", [h])[h]
+        assert status == "failed" and reason
