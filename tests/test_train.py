@@ -101,6 +101,7 @@ def test_rows_have_fixed_columns_config_and_provenance(tmp_path):
 
 
 def test_artifacts_channel_round_trips(tmp_path):
+    from icl_core.models.base import HasArtifacts
     from icl_core.models.transformer import Transformer
 
     Transformer.artifacts = lambda self: {"read_in": self.read_in.weight}
@@ -109,6 +110,7 @@ def test_artifacts_channel_round_trips(tmp_path):
         run_trial(TrialSpec("sw", "st", str(tmp_path), [member.to_dict()]))
     finally:
         del Transformer.artifacts
+        HasArtifacts._abc_caches_clear()  # isinstance() cached "has artifacts" for the class
     steps, values = load_artifact(str(tmp_path), "sw", "st", member.hash, "read_in")
     assert steps.tolist() == [10, 20]
     assert values.shape == (2, 8, 4)
