@@ -21,8 +21,8 @@ from icl_core.training.stacked import STACK_MODES
 
 
 def pack_arg(text: str) -> int | str:
-    """--pack: an integer or 'auto' (checked in make_plans, so the error is ours)."""
-    if text == "auto":
+    """--pack: an integer, 'auto' or 'gpu' (checked in make_plans, so the error is ours)."""
+    if text in ("auto", "gpu"):
         return text
     try:
         return int(text)
@@ -95,7 +95,8 @@ def build_parser(sweep) -> argparse.ArgumentParser:
         help="grids: seeds 0..K-1 (replaces the seed axis); searches: trials per search")
     add("--pack", type=pack_arg, default="auto",
         help="members per trial, or auto (default): about 4 trials per CPU/GPU slot, so "
-        "start-up is paid once per trial, not per member")
+        "start-up is paid once per trial, not per member; gpu: one trial per whole GPU, "
+        "holding whole stacks that fit its memory, trained at once in one process")
     add("--stack", choices=STACK_MODES, default="auto",
         help="train a trial's members that differ only in their seeds at once, weights "
         "stacked: auto (default) on GPUs, always, never (one after another)")

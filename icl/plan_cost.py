@@ -85,7 +85,9 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
         stacked = sum(1 for n in stacks if n > 1)
         packing = (f"{how} member(s) per trial (--pack {args.pack}), "
                    + (f"{stacked} stacks of {max(stacks)} or fewer trained at once"
-                      if stacked else "one after another"))
+                      if stacked else "one after another")
+                   + (", a trial's stacks side by side in one process"
+                      if any(t.interleave for t in planned) else ""))
         print(f"{sweep.name}/{study.name} [{args.preset}]: {len(planned)} trials "
               f"({len(plan.members)} configs), {packing}, {' | '.join(kinds)} per trial, "
               f"{cost.hours(trials)}{on_one_gpu(estimate, gpus)} -- {study.doc}")

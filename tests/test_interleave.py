@@ -76,3 +76,32 @@ def test_a_failing_stack_is_recorded_and_the_others_finish(tmp_path):
     for h in (resolve_member(m).hash for m in bad):
         status, reason = store.member_status("s", "t", [h])[h]
         assert status == "failed" and reason
+
+
+def test_pack_gpu_plans_a_trial_per_whole_gpu_holding_whole_stacks():
+    from icl_core.planning.resources import plan_trials
+
+    members = [resolve_member(m) for m in two_shapes()] + \
+        [resolve_member(m) for m in float64_seeds(tiny_member(model__depth=3), seeds=(0, 1))]
+    trials = plan_trials(members, cluster_gpus=2, cpus=1, pack="gpu")
+    assert len(trials) == 2 and {t.res.gpu for t in trials} == {1.0}
+    assert sorted(m.hash for t in trials for m in t.members) == sorted(m.hash for m in members)
+    for t in trials:  # whole stacks: a stack's seeds never split across trials
+        assert all(len(g) == 2 for g in stack_groups(t.members, "always"))
+        assert t.interleave == (len(stack_groups(t.members, "always")) > 1)
+    assert sorted(len(t.members) for t in trials) == [2, 4]  # three stacks on two GPUs
+    with pytest.raises(ValueError, match="--pack gpu: fills a whole GPU"):
+        plan_trials(members, cluster_gpus=0.5, cpus=1, pack="gpu")
+
+
+def test_pack_gpu_without_a_gpu_is_one_line_naming_the_choices(capsys):
+    from icl.catalog import load_sweep
+
+    sweep = load_sweep("depth_scaling")
+    assert sweep.main(["--preset", "smoke", "--study", "least_squares", "--pack", "gpu",
+                       "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --pack gpu:") and "valid --pack choices" in err
+    assert sweep.main(["--preset", "smoke", "--study", "least_squares", "--pack", "gpu",
+                       "--dry-run", "--plan-gpus", "1"]) == 0
+    assert "1 CPU + 1 GPU per trial" in capsys.readouterr().out

@@ -149,7 +149,7 @@ def test_depth_smoke_sweep_end_to_end(ray_session, tmp_path, capsys):
         (["--set", "train.lr=__import__('os').getpid()"],  # parsed, never evaluated
          "error: --set train.lr: expected a number"),
         (["--num-samples", "0"], "error: --num-samples: must be >= 1, got 0"),
-        (["--pack", "0"], "error: --pack: must be an integer >= 1 or auto, got 0"),
+        (["--pack", "0"], "error: --pack: must be an integer >= 1, auto or gpu, got 0"),
         (["--max-concurrent", "0"], "error: --max-concurrent: must be >= 1"),
         (["--optuna-journal", "j.log", "--address", "auto"],
          "error: --optuna-journal: conflicts with --address"),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from icl_core.planning.cost import CostModel, device_label
-from icl_core.spec.config import MemberConfig
+from icl_core.spec.config import ConfigError, MemberConfig
 from icl_core.training.flops import step_flops
 
 FRACTION_STEPS = ((1e9, 0.125), (1e10, 0.25), (1e11, 0.5))
@@ -69,12 +69,14 @@ TARGET_TRIAL_S = {"cpu": 180.0, "gpu": 900.0}  # --pack auto: a trial's planned 
 
 class PlannedTrial(NamedTuple):
     """One trial of the plan: its members, resources, stack mode (icl_core.training.stacked) and the
-    cost model's estimate of its duration in seconds."""
+    cost model's estimate of its duration in seconds; `interleave`: its stacks train at once
+    (--pack gpu: icl_core.running.trial.run_together)."""
 
     members: list[MemberConfig]
     res: TrialResources
     stack: str
     seconds: float
+    interleave: bool = False
 
 
 def _units(group: list[MemberConfig], stack: str, gpu: float, cost) -> list[tuple[list, bool]]:
@@ -122,6 +124,33 @@ def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, 
     return sorted(trials, key=lambda t: -t.seconds)
 
 
+def gpu_filled_trials(members: list[MemberConfig], cluster_gpus: float, cpus: float,
+                      cost) -> list[PlannedTrial]:
+    """--pack gpu: one trial per GPU, a whole GPU each, holding whole stacks (members that
+    differ only in their seeds), its stacks trained at once in one process (TrialSpec.
+    interleave) instead of a process per stack on a GPU share. Stacks go longest first to the
+    least-loaded trial that still fits the GPU's memory by the memory model
+    (icl_core.planning.memory: the stacks' peaks added); as many trials as whole GPUs, more
+    only where memory needs them. A trial's duration: its stacks one after another (an upper
+    bound: stacks at once overlap)."""
+    from icl_core.planning.memory import gpu_memory, member_memory
+
+    capacity, _ = gpu_memory()
+    units = [(u, cost.unit_seconds(u), member_memory(u[0], stack=len(u)).total)
+             for u, _ in _units(members, "always", 1.0, cost)]
+    bins: list[list] = [[] for _ in range(max(1, math.floor(cluster_gpus)))]
+    for unit in sorted(units, key=lambda u: -u[1]):
+        fits = [b for b in bins if sum(u[2] for u in b) + unit[2] <= capacity]
+        if not fits:  # every trial's GPU is full by the memory model: one more trial
+            bins.append([])
+            fits = [bins[-1]]
+        min(fits, key=lambda b: sum(u[1] for u in b)).append(unit)
+    res = TrialResources(cpu=cpus, gpu=1.0)
+    trials = [PlannedTrial([m for u, _, _ in b for m in u], res, "always",
+                           sum(u[1] for u in b), interleave=len(b) > 1) for b in bins if b]
+    return sorted(trials, key=lambda t: -t.seconds)
+
+
 def plan_trials(
     members: list[MemberConfig], cluster_gpus: float, cpus: float = 1, pack: int | str = 1,
     cluster_cpus: float = 1, stack: str = "auto", cost=None, target_s: float | None = None,
@@ -132,12 +161,18 @@ def plan_trials(
     CostModel (default: the FLOP estimate of the cluster's device kind)."""
     from icl_core.training.stacked import check_stack_mode, stack_key, trial_stack_mode
 
-    if pack != "auto" and (not isinstance(pack, int) or pack < 1):
-        raise ValueError(f"pack must be an integer >= 1 or 'auto', got {pack!r}")
+    if pack not in ("auto", "gpu") and (not isinstance(pack, int) or pack < 1):
+        raise ValueError(f"pack must be an integer >= 1, 'auto' or 'gpu', got {pack!r}")
     check_stack_mode(stack)
     if cost is None:
         cost = CostModel(device_label("cuda" if cluster_gpus > 0 else "cpu", max(1, int(cpus))),
                          max(1, int(cpus)))
+    if pack == "gpu":
+        if cluster_gpus < 1:
+            raise ConfigError(f"--pack gpu: fills a whole GPU a trial; the plan has "
+                              f"{cluster_gpus:g} GPUs (plan for a cluster with --plan-gpus N "
+                              "--dry-run; valid --pack choices here: an integer, auto)")
+        return gpu_filled_trials(members, cluster_gpus, cpus, cost)
     groups: dict[TrialResources, list[MemberConfig]] = {}
     for member in members:
         groups.setdefault(member_resources(member, cluster_gpus, cpus, cost), []).append(member)

@@ -62,8 +62,9 @@ def check_options(sweep, request: PlanRequest) -> None:
     """The options that need no study: ranges and combinations."""
     if request.max_concurrent is not None and request.max_concurrent < 1:
         raise ConfigError("--max-concurrent: must be >= 1")
-    if request.pack != "auto" and (not isinstance(request.pack, int) or request.pack < 1):
-        raise ConfigError(f"--pack: must be an integer >= 1 or auto, got {request.pack!r}")
+    if request.pack not in ("auto", "gpu") and (not isinstance(request.pack, int)
+                                                or request.pack < 1):
+        raise ConfigError(f"--pack: must be an integer >= 1, auto or gpu, got {request.pack!r}")
     for flag, other, why in CONFLICTS:
         if getattr(request, flag) and getattr(request, other):
             raise ConfigError(f"--{flag.replace('_', '-')}: conflicts with "
@@ -192,6 +193,11 @@ def make_plans(sweep, request: PlanRequest) -> list[Plan]:
             raise ConfigError(f"{exc} (study {study.name!r}{where})") from None
         check_memory(f"{sweep.name}/{study.name}", plans[-1].members,
                      planned_gpus(request.plan_gpus), cluster=joins_cluster(request.dry_run, request.address))
+    if request.pack == "gpu" and planned_gpus(request.plan_gpus) < 1 and \
+            not joins_cluster(request.dry_run, request.address):
+        raise ConfigError("--pack gpu: fills a whole GPU a trial, and this machine has none "
+                          "(plan for a cluster with --plan-gpus N --dry-run, or join one with "
+                          "--address; valid --pack choices here: an integer, auto)")
     return plans
 
 

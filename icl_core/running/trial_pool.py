@@ -271,7 +271,7 @@ def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
                              [m.to_dict() for m in t.members], threads=max(1, int(t.res.cpu)),
                              gpu=t.res.gpu, provenance=provenance,
                              hashes=[m.hash for m in t.members], stack=t.stack,
-                             driver=study.claims.owner.driver)
+                             driver=study.claims.owner.driver, interleave=t.interleave)
             specs.append((spec, study, t.seconds))
     specs.sort(key=lambda s: -s[2])  # longest first: no straggler starts last
     return studies, specs
