@@ -7,14 +7,14 @@ K = 32 as at K = 2; bad configs are refused by name."""
 from __future__ import annotations
 
 import math
-from collections import Counter
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import tiny_member
 from test_stacked import assert_same_numbers, rows_sorted
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from icl_core.common.validation import ConfigError
 from icl_core.running.trial import TrialSpec, run_trial
@@ -25,6 +25,9 @@ from icl_core.tasks.base import Batch, DrawsByCounter, TaskBase, TaskConfig
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.stacked import StackedRun, stack_groups
 from icl_core.training.train import MemberRun, counter_keys, train_batch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
 
 
 def member(seed: int, draws: str = "counter", dtype: str = "float64", **over):
@@ -192,16 +195,6 @@ def test_a_stack_resumes_to_the_numbers_of_an_uninterrupted_stack():
 
 
 # -- aten operations per stacked step -------------------------------------------------------
-
-
-class OpCount(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def ops_per_step(k: int, draws_: str) -> int:
