@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
     print("== 2. a study's stacks in one process: one after another, then at once")
     try:
-        together_against_apart(args.device, 30 if args.quick else 600, out)
+        together_against_apart(args.device, 30 if args.quick else 300, out)
     except Exception:  # noqa: BLE001  (the next part runs)
         traceback.print_exc()
     print("== 3. stack scaling: generator, counter, graph; fp32 then TF32; the reference beside")
