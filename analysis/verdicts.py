@@ -173,10 +173,7 @@ def verdicts_md(decisions: list[Decision], ledger: dict, root: Path | None = Non
 def pending_sources(decisions: list[Decision]) -> list:
     """The sources whose rows the pending claims wait for (a claim in parts: its pending
     parts' only; a partial run's study included), in order, once each."""
-    def leaves(d: Decision):
-        return [x for p in d.parts for x in leaves(p)] if d.parts else [d]
-
-    found = [s for d in decisions for x in leaves(d) if x.outcome == "evidence pending"
+    found = [s for d in decisions for x in d.leaves() if x.outcome == "evidence pending"
              for s in x.claim.sources()]
     return list(dict.fromkeys(found))
 

@@ -123,7 +123,7 @@ def run(rest: list[str]) -> int:
 
 
 def plan(rest: list[str]) -> int:
-    if "--gpu-minutes" in rest and (not rest or rest[0].startswith("-")):
+    if "--gpu-minutes" in rest and rest[0].startswith("-"):
         from icl.commands.gpu_window import main as window  # a window on one GPU, every file
 
         return window(rest)

@@ -69,7 +69,7 @@ MOVED = {
 
 
 # commands from before the one `icl` (issue 47): `python -m <module> [options]` -> `icl <command>`
-# (a module name followed by "*" takes its command from its own first argument)
+# (a module of several commands maps its first argument to each one's new command)
 COMMANDS_MOVED = {
     "analysis.regenerate": "regenerate",
     "icl.regenerate_from_sweeps": "regenerate --from-sweeps",
@@ -77,7 +77,8 @@ COMMANDS_MOVED = {
     "analysis.claims.evidence": "evidence",
     "analysis.backtests.backtest": "backtest",
     "analysis.backtests.synthetic": "backtest --synthetic",
-    "analysis.backtests": "*",  # backtest | scoreboard | synthetic
+    "analysis.backtests": {"backtest": "backtest", "scoreboard": "scoreboard",
+                           "synthetic": "backtest --synthetic"},  # by its first argument
     "analysis.forecasts.forecast": "forecast",  # seal | score
     "analysis.forecasts.adaptive_design": "forecast design",
     "analysis.forecasts.adaptive_replay": "forecast replay",
@@ -87,9 +88,9 @@ COMMANDS_MOVED = {
 def moved_command(old: str, argv: list[str]) -> list[str]:
     """The `icl` arguments an old `python -m <old> <argv>` command line means now."""
     new = COMMANDS_MOVED[old]
-    if new == "*":
-        first, rest = (argv[0], argv[1:]) if argv else ("", [])
-        return ["backtest", "--synthetic", *rest] if first == "synthetic" else [first, *rest]
+    if isinstance(new, dict):  # the first argument names the command
+        first, argv = (argv[0], argv[1:]) if argv else ("", [])
+        new = new.get(first, first)
     return [*new.split(), *argv]
 
 
@@ -106,11 +107,9 @@ def run_moved_command(old: str) -> None:
 
     ensure_console()
     argv = moved_command(old, sys.argv[1:])
-    logging.getLogger(__name__).warning(
+    logging.getLogger(__name__).warning(  # the console handler flushes every line it writes
         f"python -m {old} is an old command: run icl {shlex.join(argv)} (the old command goes "
         f"in {REMOVED_IN})")
-    for handler in logging.getLogger("icl_core").handlers:
-        handler.flush()  # before exec replaces this process
     os.execv(sys.executable, [sys.executable, "-m", "icl", *argv])
 
 

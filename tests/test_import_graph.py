@@ -169,7 +169,8 @@ def test_an_old_command_runs_the_new_one_and_names_it():
         "regenerate", "--from-sweeps", "depth_scaling"]
     from icl.console import main
 
-    commands = {c.split()[0] for c in COMMANDS_MOVED.values() if c != "*"}
+    commands = {c.split()[0] for new in COMMANDS_MOVED.values()
+                for c in (new.values() if isinstance(new, dict) else [new])}
     for command in commands:  # every command they move to is an `icl` command
         with pytest.raises(SystemExit) as exc:
             main([command, "--help"])

@@ -59,6 +59,10 @@ class Decision:
         why = f": {self.reason}" if self.reason else ""
         return f"{self.outcome}{why}"
 
+    def leaves(self) -> list[Decision]:
+        """The decisions of its parts' parts, down to those without parts (itself if none)."""
+        return [x for p in self.parts for x in p.leaves()] if self.parts else [self]
+
 
 class Undecidable(Exception):
     """A cell that cannot be read as declared (no rows, configs pooled): not testable."""

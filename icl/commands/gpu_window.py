@@ -78,12 +78,9 @@ def claims_by_study(preset: str) -> dict[tuple[str, str], list[tuple[str, str]]]
     that study at `preset`, decided on the committed evidence."""
     from analysis.verdicts import decide_all
 
-    def leaves(d):
-        return [x for p in d.parts for x in leaves(p)] if d.parts else [d]
-
     found: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for decision in decide_all():
-        for leaf in leaves(decision):
+        for leaf in decision.leaves():
             for source in leaf.claim.sources():
                 if source.preset == preset:
                     found.setdefault((source.sweep, source.study), []).append(

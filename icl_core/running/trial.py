@@ -11,7 +11,6 @@ Each member writes its own row file, so packing members changes nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -213,35 +212,30 @@ def run_together(work: Work, groups: list[list], resumed: dict) -> None:
     saved: dict = {}  # config hash -> the member's latest checkpointed state
     opened = []
     for members in groups:
-        with _stream(members[0][1]) as stream:
+        stream = group_stream(members[0][1])
+        with torch.cuda.stream(stream):  # None: no stream (a CPU), nothing changes
             group = open_group(work, members, resumed)
         if group is not None:
             group.stream, group.saved = stream, saved
             opened.append(group)
     while opened:
         for group in opened:
-            with _stream(None, group.stream):
+            with torch.cuda.stream(group.stream):
                 drive(group)  # a group done early has recorded (closed) its members
         opened = [g for g in opened if g.open]
 
 
-@contextlib.contextmanager
-def _stream(member=None, stream=None):
-    """A CUDA stream of its own for a group on a CUDA device (made from `member`'s device, or
-    `stream` again); elsewhere nothing."""
-    if stream is None and member is not None:
-        device = resolve_device(member.device)
-        if device.type == "cuda" and torch.cuda.is_available():
-            try:
-                stream = torch.cuda.Stream(device)
-                stream.wait_stream(torch.cuda.current_stream(device))
-            except (RuntimeError, AssertionError, ValueError):  # no such device: the group
-                stream = None  # fails as it is built, and is recorded with the reason
-    if stream is None:
-        yield None
-        return
-    with torch.cuda.stream(stream):
-        yield stream
+def group_stream(member) -> torch.cuda.Stream | None:
+    """A CUDA stream of its own for a group on a CUDA device (None elsewhere)."""
+    device = resolve_device(member.device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    try:
+        stream = torch.cuda.Stream(device)
+    except (RuntimeError, AssertionError, ValueError):  # no such device: the group fails as
+        return None  # it is built, and is recorded with the reason
+    stream.wait_stream(torch.cuda.current_stream(device))
+    return stream
 
 
 def open_group(work: Work, members: list, resumed: dict) -> Group | None:

@@ -132,7 +132,7 @@ class StackedRun:
         # place), captured once as a CUDA graph where it can be (icl_core.training.cuda_graph)
         self.static = cfg.cuda_graph
         self.optimizer = OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg,
-                                                   **({"static": True} if self.static else {}))
+                                                   static=self.static)
         self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, cfg))
