@@ -167,6 +167,24 @@ class CounterDraws:
         return self._shaped((self.words(math.prod(shape)) * high) >> 32, shape)
 
 
+class DrawnBatches:
+    """A task whose batch code draws from a `Draws` (its `_draw(batch_size, draws)`): `sample`
+    on a member's generator, and `sample_counter` (icl_core.tasks.base.DrawsByCounter) for a
+    stack's K members at once, folded to (K, B, ...)."""
+
+    device: torch.device
+
+    def _draw(self, batch_size: int, draws: Draws) -> Batch:
+        raise NotImplementedError
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        return self._draw(batch_size, GeneratorDraws(generator, self.device))
+
+    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
+        """DrawsByCounter: the K members' batches, (K, B, ...)."""
+        return stacked(self._draw(batch_size, draws), draws.members)
+
+
 def stacked(batch: Batch, members: int) -> Batch:
     """A batch drawn with `members`·B prompts, its tensors folded to (K, B, ...); the mask
     (T,) is shared."""

@@ -36,7 +36,7 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
-from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
+from icl_core.tasks.draws import DrawnBatches, Draws
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class LinearRegressionConfig(TaskConfig):
         require(self.noise_std >= 0, f"{path}.noise_std", "must be >= 0")
 
 
-class LinearRegression(TaskBase):
+class LinearRegression(DrawnBatches, TaskBase):
     causal = True
 
     def __init__(self, cfg: LinearRegressionConfig, task_seed: int, device, dtype):
@@ -96,13 +96,6 @@ class LinearRegression(TaskBase):
         else:
             self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...)."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         D, N = self.cfg.dim, self.cfg.n_points

@@ -49,7 +49,7 @@ from icl_core.algorithms.baselines import gd, ls_grad, ols
 from icl_core.common.batch import Batch, Layout  # Layout: the construction's too
 from icl_core.common.validation import require
 from icl_core.tasks.base import TaskBase, TaskConfig
-from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
+from icl_core.tasks.draws import DrawnBatches, Draws
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class LSFeaturesConfig(TaskConfig):
         require(self.w0_std >= 0, f"{path}.w0_std", "must be >= 0")
 
 
-class LSFeatures(TaskBase):
+class LSFeatures(DrawnBatches, TaskBase):
     causal = True
 
     def __init__(self, cfg: LSFeaturesConfig, task_seed: int, device, dtype):
@@ -103,13 +103,6 @@ class LSFeatures(TaskBase):
             if k == 2:
                 out[:, :, c.a:] = out[:, :, c.a:].cumsum(dim=1)
         return out
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...)."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         D, N, B = self.cfg.dim, self.cfg.n_points, batch_size

@@ -40,7 +40,7 @@ import torch
 from icl_core.common.device import derive_seed
 from icl_core.common.validation import require
 from icl_core.tasks.base import Batch, TaskBase, TaskConfig
-from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
+from icl_core.tasks.draws import DrawnBatches, Draws
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class PrimitivesConfig(TaskConfig):
         require(self.affine_std > 0, f"{path}.affine_std", "must be > 0")
 
 
-class Primitives(TaskBase):
+class Primitives(DrawnBatches, TaskBase):
     causal = True
     pool_tokens = True  # metric: MSE pooled over all tokens and output dims of a prompt
 
@@ -94,13 +94,6 @@ class Primitives(TaskBase):
     def trivial_predictors(self) -> dict:
         """prompt_mean = E[y] = 0: no targets in the prompt (module docstring)."""
         return {"prompt_mean": lambda inputs: inputs.new_zeros(*inputs.shape[:2], self.d_out)}
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...)."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         D, N = self.cfg.dim, self.cfg.n_points

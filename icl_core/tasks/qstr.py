@@ -50,7 +50,7 @@ import torch
 from icl_core.common.device import derive_seed
 from icl_core.common.validation import require
 from icl_core.tasks.base import Batch, TaskBase, TaskConfig
-from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
+from icl_core.tasks.draws import DrawnBatches, Draws
 
 MAX_TRIES = 10_000  # candidate draws per code before giving up
 
@@ -123,7 +123,7 @@ def qk_contrast(qk, d: int, d_e: int) -> float:
     return float(torch.diagonal(block).mean() / a[outside].mean())
 
 
-class SparseRetrieval(TaskBase):
+class SparseRetrieval(DrawnBatches, TaskBase):
     causal = False
     pool_tokens = True  # metric: MSE pooled over the N positions of a prompt
 
@@ -191,13 +191,6 @@ class SparseRetrieval(TaskBase):
 
         return {"prompt_mean": lambda inputs: inputs.new_zeros(*inputs.shape[:2], 1),
                 "no_retrieval": no_retrieval}
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...)."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         N = self.cfg.n_points

@@ -67,7 +67,7 @@ from icl_core.tasks.base import (
     interleave,
     prefix_problems,
 )
-from icl_core.tasks.draws import CounterDraws, Draws, GeneratorDraws, stacked
+from icl_core.tasks.draws import DrawnBatches, Draws, GeneratorDraws
 
 
 def leaky_mlp(sizes: list[int], draws: Draws, slope: float, batch: tuple = (),
@@ -128,7 +128,7 @@ class RepRegressionConfig(TaskConfig):
         _check(self, path)
 
 
-class RepRegression(TaskBase):
+class RepRegression(DrawnBatches, TaskBase):
     causal = True
 
     def __init__(self, cfg: RepRegressionConfig, task_seed: int, device, dtype):
@@ -140,13 +140,6 @@ class RepRegression(TaskBase):
         self.d_in, self.d_out, self.seq_len = cfg.shape()
         self.positions = all_prefix_positions(N)
         self.mask = self.positions >= 0
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...)."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         cfg, B, N = self.cfg, batch_size, self.cfg.n_points
@@ -202,7 +195,7 @@ class RepARConfig(TaskConfig):
         require(self.q >= 1, f"{path}.q", f"must be >= 1, got {self.q}")
 
 
-class RepAR(TaskBase):
+class RepAR(DrawnBatches, TaskBase):
     causal = True
     trivial_ridge = False  # see the module docstring
 
@@ -238,13 +231,6 @@ class RepAR(TaskBase):
                 nxt = nxt + cfg.noise_std * eps
             xs.append(nxt)
         return torch.stack(xs, dim=1)
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...); one call per rollout step."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         cfg, B = self.cfg, batch_size
@@ -296,7 +282,7 @@ class CoTMLPConfig(TaskConfig):
         require(self.layers >= 1, f"{path}.layers", f"must be >= 1, got {self.layers}")
 
 
-class CoTMLP(TaskBase):
+class CoTMLP(DrawnBatches, TaskBase):
     causal = True
 
     def __init__(self, cfg: CoTMLPConfig, task_seed: int, device, dtype):
@@ -309,13 +295,6 @@ class CoTMLP(TaskBase):
         step = torch.arange(self.seq_len) % per  # 0 = x, l = s^l
         self.positions = torch.where(step < L, torch.arange(self.seq_len) // per, -1)
         self.mask = self.positions >= 0
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        return self._draw(batch_size, GeneratorDraws(generator, self.device))
-
-    def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
-        """DrawsByCounter: the K members' batches, (K, B, ...)."""
-        return stacked(self._draw(batch_size, draws), draws.members)
 
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         cfg, N, L = self.cfg, self.cfg.n_points, self.cfg.layers
