@@ -197,9 +197,10 @@ class StackedRun:
         (losses (K,) on the device, tokens per member). With train.cuda_graph, the static
         step: replayed from its CUDA graph, or run eagerly where none can be captured."""
         if self.static:
-            from icl_core.training.cuda_graph import StepGraph
+            if self.graph is None:  # made once, at the first step
+                from icl_core.training.cuda_graph import StepGraph
 
-            self.graph = self.graph or StepGraph(self)
+                self.graph = StepGraph(self)
             losses = self.graph.take_step(step)
             self.scheduler.step()  # fills the lr tensor in place, outside the graph
             return losses, self.tokens_per_step
