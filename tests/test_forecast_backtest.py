@@ -280,3 +280,10 @@ def test_a_store_is_named_relative_to_the_current_directory_when_inside_it(tmp_p
     assert shown(str(tmp_path / "evidence" / "cpu")) == "cpu" == shown("cpu")
     assert shown(str(tmp_path)) == str(tmp_path.resolve())
     assert shown("s3://KEY:SECRET@bucket/root") == "s3://KEY:***@bucket/root"
+
+
+def test_icl_backtest_synthetic_prints_each_methods_calibration(capsys):
+    assert icl_main(["backtest", "--synthetic"]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic back-tests in" in out
+    assert all(f"  {name:5s} coverage" in out for name in ("ours", "last", "line"))

@@ -100,6 +100,15 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
     assert prov["members"] == 3 and prov["merged_from"] == ["first"]
     compact(second.uri, "reduced", SWEEP, STUDY, root)  # without --merge: the store replaces it
     assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [1, 2]
+    # the command line: `icl evidence --merge` keeps what the store lacks
+    write_member(first, 4.0, 0)
+    argv = ["evidence", "--from", first.uri, "--preset", "reduced", f"{SWEEP}/{STUDY}",
+            "--evidence", str(root)]
+    assert icl([*argv, "--merge"]) == 0
+    assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [0, 1, 2]
+    with pytest.raises(SystemExit) as bad:  # argparse's usage error: a study not named
+        icl(["evidence", "--from", first.uri, "--preset", "reduced", SWEEP])
+    assert bad.value.code == 2
 
 
 @pytest.mark.parametrize("flags", [["--gpu-minutes", "10", "--preset", "nope"]])

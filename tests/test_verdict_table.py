@@ -102,7 +102,10 @@ def test_pending_lists_the_command_of_every_study_without_evidence(capsys):
         assert lines == ["- none"]
     else:
         assert len(lines) == len(missing | partial)
-        assert all(line.startswith("- `python -m") for line in lines)
+        assert all(line.startswith("- `icl catalog --run") for line in lines)
+    assert Source("sw", "st", "reduced").command() == (
+        "icl catalog --run --preset reduced --only sw/st --storage results --resume && "
+        "icl evidence --from results --preset reduced sw/st")  # the one `icl`'s commands
     assert committed("reduced", "algoformer", "vs_newton")  # evidence in this tree
     assert not any("--only algoformer/vs_newton " in line and "reduced" in line
                    for line in lines)
