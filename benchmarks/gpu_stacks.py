@@ -15,6 +15,12 @@ Polars or pytest there), about 5 minutes on an H100:
    draws with the graph, at K = 1 ... 512 (cpu size) and 1 ... 128 (paper size), fp32 then
    TF32, with the reference (../shared/tools/ref_stack.py) beside it; its JSON in --out.
 Every part prints its own lines; a failing part says why and the next one runs.
+
+Back here, the steps of part 3 refit the GPU rate model the planner costs GPU steps by (one set
+of constants per path: generator, counter or graph; fp32 or tf32), and check it against
+what the window ran (icl.commands.cost):
+
+    icl cost --add <files_at>/stack.json --write --check evidence/reduced
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -25,9 +26,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl.catalog import load_sweep  # noqa: E402
+from icl_core.common.device import resolve_device  # noqa: E402
 from icl_core.models import num_params  # noqa: E402
 from icl_core.planning.cost import CostModel, device_label  # noqa: E402
 from icl_core.planning.memory import human, member_memory  # noqa: E402
+from icl_core.spec.config import to_plain  # noqa: E402
 from icl_core.training.train import MemberRun  # noqa: E402
 
 
@@ -62,17 +65,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, help="override the configs' dtype")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--limit", type=int, default=8, help="at most this many configs")
+    parser.add_argument("--json", default=None,
+                        help="write each timed member (its config, ms/step) here, in "
+                        "stack_scaling.py's layout: `icl cost --add` fits the GPU rate model to it")
     args = parser.parse_args(argv)
     members = load_sweep(args.sweep).study(args.study).members(args.preset)
     first_seed = min(m.seed for m in members)
     chosen = [m for m in members if m.seed == first_seed][: args.limit]
-    total_s = 0.0
+    total_s, rows = 0.0, []
     print(f"{args.sweep}/{args.study} [{args.preset}]: {len(members)} members; timing "
           f"{len(chosen)} configs x {args.steps} steps", flush=True)
     for member in chosen:
         member = dataclasses.replace(member, device=args.device,
                                      dtype=args.dtype or member.dtype)
         r = time_member(member, args.steps)
+        rows.append({"side": "ours", "status": "ok", "k": 1, "precision": "fp32",
+                     "ms_per_step": r["ms_per_step"], "member": to_plain(member)})
         model_s, _ = CostModel(device_label(r["device"].split(":")[0], 1)).step_seconds(member)
         mem = member_memory(member)
         train_mem = mem.weights + mem.activations + mem.task
@@ -88,6 +96,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{projected / 60:.1f} min", flush=True)
     print(f"projected training time of the timed configs (x seeds): {total_s / 3600:.2f} h "
           "on one device, evaluation and early stops not counted", flush=True)
+    if args.json:
+        device = resolve_device(args.device)
+        out = {"device": device.type, "torch": torch.__version__,
+               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+               else "cpu", "source": f"paper_step {args.sweep} --study {args.study} "
+               f"--preset {args.preset} --steps {args.steps}", "ours": rows}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1))
+        print(f"wrote {args.json}", flush=True)
     return 0
 
 

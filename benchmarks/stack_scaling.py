@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from icl_core.common.device import precision_scope, resolve_device  # noqa: E402
 from icl_core.planning.memory import host_memory, human, member_memory  # noqa: E402
-from icl_core.spec.config import MemberConfig, resolve_member  # noqa: E402
+from icl_core.spec.config import MemberConfig, resolve_member, to_plain  # noqa: E402
 from icl_core.tasks.draws import DRAWS  # noqa: E402
 from icl_core.training.flops import step_flops, step_shape  # noqa: E402
 from icl_core.training.stacked import StackedRun, stack_groups  # noqa: E402
@@ -175,7 +175,8 @@ def ours(sizes: list[str], ks: list[int], device: str, warmup: int, steps: int,
     skipped."""
     rows, start = [], time.perf_counter()
     for size, k, scheme in ((s, k, d) for s in sizes for k in ks for d in draws):
-        row = {"side": "ours", "size": size, "k": k, "precision": precision, "draws": scheme}
+        row = {"side": "ours", "size": size, "k": k, "precision": precision, "draws": scheme,
+               "member": to_plain(member(size, 0, device, scheme))}  # for `icl cost --add`
         cell = f"  ours {precision} {size} K={k} {scheme}"
         if time.perf_counter() - start > budget_s:
             rows.append({**row, "status": "skipped (budget)"})

@@ -37,6 +37,10 @@
                                    design replayed on a measured grid
     icl scoreboard --storage S ... every store back-tested and every sealed forecast
                                    scored: docs/FORECASTS.md
+    icl cost [--add JSON ...] [--check DIR ...] [--write]
+                                   the GPU rate model the planner costs unmeasured GPU steps
+                                   by: its fit to measured steps, a refit, and the plan against
+                                   the CUDA stacks a run left
 
     icl --version                  the installed version
 
@@ -67,7 +71,7 @@ ELSEWHERE = {  # command -> "module:function(argv) -> exit status", imported whe
     "regenerate": "icl.commands.regenerate:main", "verdicts": "icl.commands.verdicts:main",
     "evidence": "icl.commands.evidence:main", "backtest": "icl.commands.backtests:backtest",
     "scoreboard": "icl.commands.backtests:scoreboard", "forecast": "icl.commands.forecasts:main",
-    "levels": "icl.levels:main", "catalog": "icl.catalog:main"}
+    "levels": "icl.levels:main", "catalog": "icl.catalog:main", "cost": "icl.commands.cost:main"}
 
 
 def main(argv: list[str] | None = None) -> int:

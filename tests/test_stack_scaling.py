@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from icl_core.spec.config import resolve_member
+
 pytestmark = pytest.mark.slow  # a benchmark script's own check (~25 s): `pytest -m slow`
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +47,8 @@ def test_one_row_per_cell_and_consistent_rates(result):
         assert r["of_peak"] == pytest.approx(flops / result["peak_flops"]["fp32"], rel=0.01)
         assert r["ops_per_step"] > 0
         assert r["finite_losses"] == r["k"]  # every member trained
+        member = resolve_member(r["member"])  # what `icl cost --add` fits the step to
+        assert (member.model.depth, member.model.width, member.model.heads) == (4, 64, 4)
     assert "tf32" not in result["peak_flops"]  # no TF32 pass on a CPU
 
 

@@ -1,0 +1,140 @@
+"""`icl cost`: the GPU rate model (icl_core.planning.gpu_rates), its fit, and the plan against
+what ran on a GPU.
+
+    icl cost                               the committed constants per path and how well they
+                                           fit their measured steps (in sample, leave-one-out)
+    icl cost --add stack.json [...]        add steps measured by benchmarks/stack_scaling.py
+                                           --json on a GPU, and refit (shown; --write keeps it)
+    icl cost --check evidence/reduced      every finished CUDA stack under these folders
+                                           (stores or evidence): its planned step and stack
+                                           seconds against the measured ones
+    icl cost --write                       write the refit into icl_core/planning/gpu_rates.json
+
+The check plans as an unmeasured GPU would (the rate model alone, no learned rows). Its rows
+ran however the run had them share the GPU (several processes queue each other's kernels),
+so it measures the plan a window is given, not the model's fit alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from icl_core.planning import gpu_rates
+from icl_core.spec.config import ConfigError
+
+
+def main(argv: list[str] | None = None, prog: str = "icl cost") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--add", nargs="+", type=Path, default=[], metavar="JSON",
+                        help="benchmarks/stack_scaling.py --json output measured on a GPU")
+    parser.add_argument("--check", nargs="+", type=Path, default=[], metavar="DIR",
+                        help="stores or evidence folders whose CUDA stacks to plan against")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write the refit constants and steps into {gpu_rates.RATES_FILE}")
+    parser.add_argument("--rates", type=Path, default=None,
+                        help="another rate file (default: the committed one)")
+    args = parser.parse_args(argv)
+    path = args.rates or gpu_rates.RATES_FILE
+    if not path.exists():
+        raise ConfigError(f"--rates: no such file {path}")
+    rate_file = gpu_rates.load(path)
+    added = [p for f in args.add for p in _points(f)]
+    if added:
+        rate_file = gpu_rates.RateFile(rate_file.device_name, rate_file.points + added,
+                                       rate_file.rates, rate_file.note)
+        print(f"added {len(added)} measured steps from {len(args.add)} file(s)")
+    rates = rate_file.refit()
+    changed = rates != rate_file.rates
+    print(f"GPU rate model [{rate_file.device_name}], {len(rate_file.points)} measured steps"
+          f"{' (refit)' if changed else ''}:")
+    for name, r in rates.items():
+        points = [p for p in rate_file.points if gpu_rates.path_of(p.member) == name]
+        print(f"  {name}: {r.describe()}")
+        print(f"    fit: {gpu_rates.summary(gpu_rates.relative_errors(r, points))}; "
+              f"leave-one-out: {gpu_rates.summary(gpu_rates.leave_one_out(points))}")
+    unfitted = sorted({gpu_rates.path_of(p.member) for p in rate_file.points} - set(rates))
+    for name in unfitted:
+        print(f"  {name}: too few kinds of steps to fit (lone and stacked needed); costed as "
+              f"{gpu_rates.BASE_PATH}")
+    rate_file.rates = rates
+    if args.write:
+        gpu_rates.save(rate_file, path)
+        print(f"wrote {path}")
+    elif changed:
+        print(f"(not written: --write keeps it in {path})")
+    status = 0
+    for folder in args.check:
+        status = max(status, check(folder, rate_file))
+    return status
+
+
+def _points(path: Path) -> list[gpu_rates.Measured]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--add: cannot read {path}: {exc}") from exc
+    source = (f"{path.name}: {data.get('source', 'benchmarks/stack_scaling.py')} on "
+              f"{data.get('device_name', '?')}, torch {data.get('torch', '?')}")
+    points = gpu_rates.stack_scaling_points(data, source)
+    if not points:
+        raise ConfigError(f"--add: {path} holds no measured cell (status ok)")
+    return points
+
+
+def check(folder: Path, rate_file: gpu_rates.RateFile) -> int:
+    """Planned against measured for every finished CUDA stack under `folder`: per study, the
+    step and the stack's seconds (its longest member's wall). 0 where every stack's seconds
+    are within 25%, 1 where one is not, 2 where there is no CUDA stack."""
+    import polars as pl
+
+    from icl_core.planning.cost import CostModel
+
+    model = CostModel("cuda|unmeasured", 1)  # the rate model alone, no learned rows
+    files = sorted(folder.glob("**/rows/*.parquet"))
+    if not files:
+        raise ConfigError(f"--check: no rows under {folder} (a store or an evidence folder)")
+    by_study: dict[str, list[pl.DataFrame]] = {}
+    for f in files:
+        by_study.setdefault(str(f.parent.parent.relative_to(folder)), []).append(
+            pl.read_parquet(f))
+    step_errors, wall_errors = [], []
+    print(f"\nplanned / measured on {folder} (rate model alone; {_device(rate_file)}):")
+    for study, frames in sorted(by_study.items()):
+        rows = pl.concat(frames, how="diagonal_relaxed")
+        stacks = gpu_rates.stacks_of_rows(rows, study)
+        if not stacks:
+            continue
+        print(f"  {study}:")
+        for measured, wall, _ in stacks:
+            m, k = measured.member, measured.stack
+            planned = model.step_seconds(m, k)[0]
+            step_errors.append(planned / measured.step_s - 1)
+            line = (f"    K={k} {_shape(m)}: step {1e3 * measured.step_s:.1f} ms, planned "
+                    f"{1e3 * planned:.1f} ({100 * step_errors[-1]:+.0f}%)")
+            if wall:
+                planned_wall = model.unit_seconds([m] * k)
+                wall_errors.append(planned_wall / wall - 1)
+                line += (f"; stack {wall:.0f} s, planned {planned_wall:.0f} "
+                         f"({100 * wall_errors[-1]:+.0f}%)")
+            print(line)
+    if not step_errors:
+        print(f"  no finished CUDA stack under {folder}")
+        return 2
+    print(f"  steps: {gpu_rates.summary(step_errors)}")
+    if wall_errors:
+        print(f"  stacks' seconds: {gpu_rates.summary(wall_errors)}")
+    return 0 if all(abs(e) <= 0.25 for e in wall_errors or step_errors) else 1
+
+
+def _shape(member) -> str:
+    mc = member.model
+    size = "x".join(str(v) for v in (getattr(mc, "depth", None), getattr(mc, "width", None),
+                                      getattr(mc, "heads", None)) if v is not None)
+    return f"{mc.name} {size}, {member.train.steps} steps"
+
+
+def _device(rate_file: gpu_rates.RateFile) -> str:
+    return f"fitted on {rate_file.device_name}"

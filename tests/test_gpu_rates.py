@@ -1,0 +1,161 @@
+"""The GPU rate model (icl_core.planning.gpu_rates) and `icl cost`: the fit recovers the
+constants steps were drawn from, the committed file is the fit of its committed steps, rows
+rebuild their members, the cost model costs unmeasured GPU steps by it, and `icl cost` adds,
+refits, writes and checks against the committed evidence of an H100 window."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from icl.console import main as icl
+from icl_core.planning import gpu_rates
+from icl_core.planning.cost import CostModel
+from icl_core.spec.config import ConfigError, resolve_member, to_plain
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+TRUE = gpu_rates.Rates(floor_s=2e-3, layer_pass_s=1e-3, stack_floor_s=5e-3,
+                       stack_layer_pass_s=4e-4, member_s=3e-4, s_per_flop=1 / 30e12)
+
+
+def members(draws: str = "generator") -> list:
+    from stack_scaling import member
+
+    out = [member(size, 0, "cuda", draws) for size in ("cpu", "paper")]
+    base = to_plain(out[0])
+    for depth, width in ((1, 32), (2, 128)):
+        out.append(resolve_member({**base, "model": {**base["model"], "depth": depth,
+                                                     "width": width}}))
+    return out
+
+
+def drawn(rates: gpu_rates.Rates, draws: str = "generator") -> list[gpu_rates.Measured]:
+    return [gpu_rates.Measured(m, k, rates.step_seconds(m, k), "drawn")
+            for m in members(draws) for k in (1, 2, 8, 64)]
+
+
+def test_the_fit_recovers_the_constants_its_steps_were_drawn_from():
+    fitted = gpu_rates.fit(drawn(TRUE))
+    for term in gpu_rates.TERMS:
+        assert getattr(fitted, term) == pytest.approx(getattr(TRUE, term), rel=1e-6), term
+    assert max(map(abs, gpu_rates.relative_errors(fitted, drawn(TRUE)))) < 1e-9
+    # leave-one-out on consistent steps: every point predicted by the others
+    assert max(abs(e) for e in gpu_rates.leave_one_out(drawn(TRUE))) < 1e-6
+
+
+def test_the_fit_stays_non_negative_and_asks_for_lone_and_stacked_steps():
+    points = drawn(TRUE)
+    # steps that fall with depth would want a negative layer term: it stops at 0
+    flipped = [gpu_rates.Measured(p.member, p.stack, p.step_s * (2.0 if
+               p.member.model.depth == 1 else 1.0), "bent") for p in points]
+    assert all(c >= 0 for c in gpu_rates.fit(flipped).coefficients())
+    with pytest.raises(ConfigError, match=r"lone members \(K = 1\) and of stacks"):
+        gpu_rates.fit([p for p in points if p.stack == 1])
+    with pytest.raises(ConfigError, match="needs measured steps"):
+        gpu_rates.fit([])
+
+
+def test_the_committed_rates_are_the_fit_of_the_committed_steps():
+    committed = gpu_rates.load()
+    assert committed.device_name.startswith("NVIDIA H100")
+    refit = committed.refit()
+    assert set(refit) == set(committed.rates) and gpu_rates.BASE_PATH in refit
+    for path, rates in refit.items():
+        for term in gpu_rates.TERMS:
+            assert getattr(committed.rates[path], term) == pytest.approx(
+                getattr(rates, term), rel=1e-9), (path, term)
+    errors = gpu_rates.relative_errors(committed.rates[gpu_rates.BASE_PATH], committed.points)
+    assert sorted(map(abs, errors))[len(errors) // 2] < 0.15  # the median step within 15%
+    assert all(p.source for p in committed.points)  # each says where it was measured
+
+
+def test_evidence_rows_rebuild_their_members_exactly():
+    rows = pl.read_parquet(ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet")
+    assert "config_json" not in rows.columns  # evidence drops it: the flat columns rebuild it
+    firsts = rows.unique("config_hash", keep="first")
+    for row in firsts.iter_rows(named=True):
+        assert gpu_rates.member_of_row(row).hash == row["config_hash"]
+    row = firsts.row(0, named=True)
+    with pytest.raises(ConfigError, match="does not rebuild"):
+        gpu_rates.member_of_row({**row, "train.lr": 2 * row["train.lr"]})
+    stacks = gpu_rates.stacks_of_rows(rows, "scaleup")
+    assert len(stacks) == 5 and {m.stack for m, _, _ in stacks} == {3}  # 5 stacks of 3 seeds
+    assert all(wall > m.step_s * steps for m, wall, steps in stacks)  # training inside its wall
+
+
+def test_the_cost_model_costs_an_unmeasured_gpu_step_by_the_committed_rates():
+    rates = gpu_rates.load().rates[gpu_rates.BASE_PATH]
+    model = CostModel("cuda|unmeasured", 1)
+    paper = members()[1]
+    for k in (1, 8, 128):
+        assert model.step_seconds(paper, k) == (rates.step_seconds(paper, k), "flops")
+    # float64: the same launches, the FLOPs at the GPU's float64 peak (half float32's)
+    wide = resolve_member({**to_plain(paper), "dtype": "float64"})
+    flops = gpu_rates.features(paper, 128)[-1] * rates.s_per_flop
+    assert rates.step_seconds(wide, 128) - rates.step_seconds(paper, 128) == pytest.approx(
+        flops * (gpu_rates.PEAK["float32"] / gpu_rates.PEAK["float64"] - 1))
+    # a step as a CUDA graph is costed as the default path until its own steps are measured
+    graph = members("graph")[0]
+    assert gpu_rates.path_of(graph) == "graph fp32" and gpu_rates.path_of(paper) == \
+        gpu_rates.BASE_PATH == "generator fp32"
+    assert gpu_rates.load().for_member(graph) == rates
+
+
+def stack_json(points: list[gpu_rates.Measured], device: str = "cuda") -> dict:
+    """Steps in benchmarks/stack_scaling.py's --json layout."""
+    return {"device": device, "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.11.0",
+            "ours": [{"side": "ours", "status": "ok", "k": p.stack, "precision": "fp32",
+                      "ms_per_step": 1e3 * p.step_s, "member": to_plain(p.member)}
+                     for p in points] + [{"side": "ours", "status": "skipped (budget)"}]}
+
+
+def test_icl_cost_adds_measured_steps_refits_a_path_and_writes_it(tmp_path, capsys):
+    rates_file = tmp_path / "gpu_rates.json"
+    shutil.copy(gpu_rates.RATES_FILE, rates_file)
+    graph = gpu_rates.Rates(floor_s=2e-4, layer_pass_s=5e-5, stack_floor_s=1e-4,
+                            stack_layer_pass_s=0.0, member_s=1e-5, s_per_flop=1 / 40e12)
+    measured = tmp_path / "stack.json"
+    measured.write_text(json.dumps(stack_json(drawn(graph, "graph"))))
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(measured)]) == 0
+    out = capsys.readouterr().out
+    assert "added 16 measured steps" in out and "graph fp32: 0.2 ms + 0.05 ms/layer" in out
+    assert "not written: --write keeps it" in out
+    assert "graph fp32" not in json.loads(rates_file.read_text())["rates"]  # not written
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(measured), "--write"]) == 0
+    assert f"wrote {rates_file}" in capsys.readouterr().out
+    written = gpu_rates.load(rates_file)
+    assert written.for_member(members("graph")[0]).floor_s == pytest.approx(2e-4, rel=1e-6)
+    assert written.rates[gpu_rates.BASE_PATH] == gpu_rates.load().rates[gpu_rates.BASE_PATH]
+    # steps measured on a CPU, or a file older than the member column, are refused
+    (tmp_path / "cpu.json").write_text(json.dumps(stack_json(drawn(graph), device="cpu")))
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(tmp_path / "cpu.json")]) == 2
+    assert "measured on 'cpu'" in capsys.readouterr().err
+    old = stack_json(drawn(graph))
+    for row in old["ours"]:
+        row.pop("member", None)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(tmp_path / "old.json")]) == 2
+    assert "re-run the benchmark" in capsys.readouterr().err
+
+
+def test_icl_cost_check_plans_the_h100_windows_stacks_within_25_percent_at_five(capsys):
+    """The committed evidence of the first H100 windows: deep_optimizers/scaleup ran as 5
+    stacks in 5 processes side by side; their steps and walls against the rate model alone
+    (within 25%). The AlgoFormer stacks ran beside 12 other CUDA processes (4-6x): out."""
+    status = icl(["cost", "--check", str(ROOT / "evidence" / "reduced")])
+    out = capsys.readouterr().out
+    assert status == 1  # some stack is out: the 16-process AlgoFormer window
+    scaleup = out.split("deep_optimizers/scaleup:")[1].split("deep_optimizers/transformer")[0]
+    lines = re.findall(r"step [\d.]+ ms, planned [\d.]+ \(([+-]\d+)%\); stack \d+ s, planned "
+                       r"\d+ \(([+-]\d+)%\)", scaleup)
+    assert len(lines) == 5
+    assert all(abs(int(step)) <= 25 and abs(int(wall)) <= 25 for step, wall in lines)
+    assert re.search(r"algoformer/layers_heads:\n.*\(-7\d%\)", out)  # the crowded window
+    assert icl(["cost", "--check", str(ROOT / "docs")]) == 2  # no rows there
