@@ -37,8 +37,9 @@ LEAST_SQUARES = Study(
                         grid={"model.depth": [1, 2], "seed": [0, 1]}),
         "cpu": Preset(overrides={**bases.CPU_LS, "train.steps": 4000},
                       grid={"model.depth": [1, 2, 3, 4, 6], "seed": [0, 1, 2]}),
-        # the paper's task, width and batch (bases.GPU_LS), depths to 16 of the paper's 64
-        "gpu": Preset(overrides=bases.GPU_LS,
+        # the paper's task, width and batch (bases.GPU_LS), depths to 16 of the paper's 64,
+        # 15k steps
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 15_000, "train.step_size": 1500},
                       grid={"model.depth": [1, 2, 4, 8, 12, 16], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -68,8 +69,8 @@ DEPTH_WIDTH = Study(
         "cpu": Preset(overrides={**bases.CPU_LS, "train.steps": 2000},
                       grid={"model.depth": [1, 2, 4], "model.width": [16],
                             ("task.dim", "task.n_points"): [(3, 20)], "seed": [0, 1, 2]}),
-        # depth 1-8 x width 32-128 x D = 5, 10 at 8000 steps, 3 seeds
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 8000, "train.step_size": 800},
+        # depth 1-8 x width 32-128 x D = 5, 10 at 4800 steps, 3 seeds
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 4800, "train.step_size": 480},
                       grid={"model.depth": [1, 2, 4, 8], "model.width": [32, 64, 128],
                             ("task.dim", "task.n_points"): [(5, 20), (10, 40)],
                             "seed": [0, 1, 2]}),
@@ -125,7 +126,7 @@ LS_MIXER = Study(
         "reduced": Preset(overrides=LS_REDUCED, grid={
             ("model.mixer", "model.depth"): [("attention", 4), ("attention", 8),
                                              ("baseconv", 4)], "seed": [0, 1, 2]}),
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 16_000, "train.step_size": 1600},
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 11_000, "train.step_size": 1100},
                       grid={"model.depth": [1, 2, 4, 8, 12], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -195,8 +196,9 @@ FEATURES_DEPTH = Study(
         "reduced": Preset(overrides=FEATURES_REDUCED,
                           grid={"task.features": [0, 2], "model.mixer": ["attention"],
                                 "model.depth": [2], "seed": [0, 1, 2]}),
-        "gpu": Preset(overrides=bases.GPU_FEATURES, grid={"model.depth": [1, 2, 4, 8],
-                                                    "seed": [0, 1, 2]}),
+        "gpu": Preset(overrides={**bases.GPU_FEATURES, "train.steps": 6000,
+                                 "train.step_size": 1500},
+                      grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

@@ -40,8 +40,8 @@ HEADS_WIDTH = Study(
         "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2},
                       grid={"model.heads": [1, 2, 4], "model.width": [16, 32],
                             "seed": [0, 1, 2]}),
-        # heads 1-8 x width 64-256 at 10k steps (bases.GPU_LS otherwise)
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 10_000, "train.step_size": 1000},
+        # heads 1-8 x width 64-256 at 8500 steps (bases.GPU_LS otherwise)
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 8500, "train.step_size": 850},
                       grid={"model.heads": [1, 2, 4, 8], "model.width": [64, 128, 256],
                             "seed": [0, 1, 2]}),
         "paper": Preset(),

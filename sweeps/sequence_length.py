@@ -25,8 +25,8 @@ ICL_PREFIX = Study(
     presets={
         "smoke": Preset(overrides={**bases.SMOKE_LS, "task.n_points": 6}, grid={"seed": [0]}),
         "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 4, "task.n_points": 10}),
-        # the paper's model (12 layers), N = 20, D = 5 and batch, 80k steps
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 80_000, "train.step_size": 8000}),
+        # the paper's model (12 layers), N = 20, D = 5 and batch, 34k steps
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 34_000, "train.step_size": 3400}),
         "paper": Preset(),
     },
 )
@@ -59,8 +59,8 @@ N_DEPTH = Study(
                                                   "seed": [0]}),
         "cpu": Preset(overrides=bases.CPU_LS, grid={"task.n_points": [5, 10, 20, 40],
                                              "model.depth": [1, 2], "seed": [0, 1, 2]}),
-        # N 5-80 x depth 2-8, the paper's D = 5, width and batch, 10k steps
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 10_000, "train.step_size": 1000},
+        # N 5-80 x depth 2-8, the paper's D = 5, width and batch, 8000 steps
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 8000, "train.step_size": 800},
                       grid={"task.n_points": [5, 10, 20, 40, 80], "model.depth": [2, 4, 8],
                             "seed": [0, 1, 2]}),
         "paper": Preset(),

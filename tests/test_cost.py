@@ -107,7 +107,7 @@ def test_balanced_packing_longest_first_to_the_target():
 
 def test_stacks_only_where_the_cost_model_says_they_pay():
     seeds = [resolve_member({**tiny_member(), "seed": s}) for s in range(4)]
-    res = TrialResources(cpu=1, gpu=0.125)
+    res = TrialResources(cpu=1, gpu=0.2)
     key = cost.shape_key(seeds[0])
     gpu = cost.CostModel("cuda|test", 1, {key: cost.StepTime(alone=0.01, stacked={4: 0.012})})
     trials = balanced_trials(seeds, res, slots=8, stack="auto", cost=gpu, target_s=900)
@@ -155,14 +155,14 @@ def test_a_plan_above_the_limits_needs_yes_and_starts_nothing(tmp_path, capsys):
 def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypatch):
     import polars as pl
 
-    small = resolve_member(tiny_member())  # by FLOPs: 1/8 of a GPU
+    small = resolve_member(tiny_member())  # by FLOPs: 1/5 of a GPU
     key = cost.shape_key(small)
     gpu = cost.CostModel("cuda|test", 1, {}, device_memory_mb=80_000)
-    assert gpu.gpu_share(small, 0.125) == 0.125  # nothing measured: the FLOP share
+    assert gpu.gpu_share(small, 0.2) == 0.2  # nothing measured: the FLOP share
     gpu.learn(small, memory_mb=30_000)  # 1.25 x 30 GB of 80 GB: more than a quarter
-    assert gpu.gpu_share(small, 0.125) == 0.5
+    assert gpu.gpu_share(small, 0.2) == 0.5
     gpu.learn(small, busy=0.9)  # it keeps the GPU's matmul units 90% busy alone
-    assert gpu.gpu_share(small, 0.125) == 1.0
+    assert gpu.gpu_share(small, 0.2) == 1.0
     assert [t.res.gpu for t in plan_trials([small], 8, 1, 1, 1, cost=gpu)] == [1.0]
     # rows teach them: members trained alone on CUDA (a stack's rows do not count)
     rows = pl.DataFrame({
@@ -180,10 +180,10 @@ def test_gpu_shares_grow_with_measured_memory_and_utilisation(tmp_path, monkeypa
     cost.save(gpu)
     again = cost.load("cuda|test", 1)
     assert again.device_memory_mb == 80_000 and again.table[key].memory_mb == 30_000
-    assert again.gpu_share(small, 0.125) == 1.0
+    assert again.gpu_share(small, 0.2) == 1.0
     # and a calibration sent back from a GPU worker to a driver without a GPU (JSON) too
     sent = cost.CostModel.from_json("cuda|test", 1, gpu.to_json())
-    assert sent.device_memory_mb == 80_000 and sent.gpu_share(small, 0.125) == 1.0
+    assert sent.device_memory_mb == 80_000 and sent.gpu_share(small, 0.2) == 1.0
 
 
 def test_several_files_run_as_one_pool_through_the_catalog(ray_session, tmp_path, capsys):

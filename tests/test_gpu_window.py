@@ -14,8 +14,9 @@ import polars as pl
 import pytest
 
 from analysis.claims.evidence import compact, load
-from icl.commands.gpu_window import MEASURED_OVER_MODEL, STARTUP_S, Candidate, choose, command
+from icl.commands.gpu_window import STARTUP_S, Candidate, choose, command, window_seconds
 from icl.console import main as icl
+from icl_core.planning.cost import SHARED_SLOWDOWN
 from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
 
@@ -24,19 +25,30 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def test_the_window_takes_undecided_claims_first_most_per_second_within_the_window():
-    def cand(name, model_s, outcomes, to_run=3):
-        return Candidate("s", name, 3, to_run, 1, model_s,
+    """A study joins while the window's wall, as the command runs it, fits: one job per sweep
+    file, five processes in all, each stack SHARED_SLOWDOWN x its time alone when several
+    processes share the GPU."""
+    def cand(sweep, name, stacks, outcomes, to_run=3):
+        return Candidate(sweep, name, 3, to_run, stacks,
                          [(f"{name}{i}", o) for i, o in enumerate(outcomes)])
 
-    found = [cand("decided", 10, ["reproduced"]), cand("slow", 300, ["partly"] * 4),
-             cand("fast", 100, ["not testable"] * 2), cand("none", 5, []),
-             cand("held", 1, ["partly"] * 9, to_run=0)]
-    window = 404 * MEASURED_OVER_MODEL  # room for fast + slow, and not one more
-    assert [c.study for c in choose(found, window)] == ["fast", "slow"]  # 2/100 > 4/300 per s
-    assert [c.study for c in choose(found, 130 * MEASURED_OVER_MODEL)] == [
-        "fast", "decided", "none"]  # what fits after the undecided; nothing in evidence re-runs
-    line = command(choose(found, window), "reduced", 600.0, 5)
-    assert line == "OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced s:fast,slow:cuda:2:5"
+    assert SHARED_SLOWDOWN == 1.25  # the numbers below
+    found = [cand("b", "decided", [40.0], ["reproduced"]), cand("b", "none", [20.0], []),
+             cand("a", "slow", [200.0, 200.0], ["partly"] * 4),
+             cand("a", "fast", [100.0], ["not testable"] * 2),
+             cand("a", "held", [], ["partly"] * 9, to_run=0)]
+    # alone: fast one process, 100 s; slow two, 200 x 1.25: 2/100 > 4/250 per second
+    assert [c.planned_s for c in found[2:4]] == [250.0, 100.0]
+    # fast + slow: job a's three stacks on three processes, 250 s; b's on the two left
+    assert [c.study for c in choose(found, 260)] == ["fast", "slow", "decided", "none"]
+    assert command(choose(found, 260), "reduced", 600.0, 5) == (
+        "OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced a:fast,slow:cuda:3:5 "
+        "b:decided,none:cuda:2:5")
+    # slow does not fit 240 s; what fits after the undecided; nothing in evidence re-runs
+    assert [c.study for c in choose(found, 240)] == ["fast", "decided", "none"]
+    assert window_seconds(choose(found, 240)) == 125.0  # two processes: 100 x 1.25
+    # more stacks than processes: seven of 100 s on five, longest first
+    assert window_seconds([cand("c", "wide", [100.0] * 7, ["partly"])]) == 250.0
 
 
 def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(capsys):
@@ -45,7 +57,9 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     chosen = re.findall(r"^\+ (\w+)/(\w+): (\d+) of (\d+) members to run .* planned (\d+) s",
                         out, re.M)
     assert chosen, out
-    assert sum(int(c[4]) for c in chosen) <= 600 - STARTUP_S
+    total = re.search(r"^chosen: \d+ of \d+ studies, planned (\d+) s of (\d+) s", out, re.M)
+    assert int(total.group(1)) <= int(total.group(2)) == 600 - STARTUP_S
+    assert int(total.group(1)) >= max(int(c[4]) for c in chosen)  # the window holds each
     for sweep, study, to_run, members, _ in chosen:
         rows = load("reduced", sweep, study)
         held = rows["seed"].unique().to_list() if rows is not None else []

@@ -18,6 +18,7 @@ from conftest import tiny_member
 
 from analysis.reading.best import best_settings
 from icl import catalog
+from icl_core.planning.cost import SHARED_SLOWDOWN
 from icl_core.planning.resources import (
     gpu_fraction,
     gpu_seconds,
@@ -60,8 +61,8 @@ def test_every_sweep_files_smoke_grids_run_as_one_pool(ray_session, tmp_path):
         finished = Store(str(storage)).finished(name, study.name)
         assert finished == {m.hash for m in study.members("smoke")}, f"{name}/{study.name}"
     rows = rows_of(storage, "depth_scaling", "least_squares")
-    # the planner gave each small trial an eighth of a (logical) GPU, and Ray assigned it
-    assert set(rows["gpu_share"]) == {0.125} and set(rows["assigned_gpu"]) == {0.125}
+    # the planner gave each small trial a fifth of a (logical) GPU, and Ray assigned it
+    assert set(rows["gpu_share"]) == {0.2} and set(rows["assigned_gpu"]) == {0.2}
     assert rows["trial_id"].n_unique() == 1 and set(rows["member"]) == {0, 1, 2, 3}
     steps = rows_of(storage, "training_length", "least_squares_steps")
     assert sorted(set(zip(steps["train.steps"], steps["train.step_size"], strict=True))) == [
@@ -105,7 +106,7 @@ def test_dry_run_of_every_paper_preset_lists_thousands(capsys):
     makespan, bound = (float(x.split()[0]) for x in (last.split("~")[1], last.split("bound ")[1]))
     assert makespan >= bound > 0  # the schedule never beats its lower bound
     assert "depth_scaling/least_squares [paper]: " in out and "trials (30 configs)" in out
-    assert "0.125 GPU" in out and "1 GPU" in out  # small and large models get different shares
+    assert "0.2 GPU" in out and "1 GPU" in out  # small and large models get different shares
 
 
 def test_dry_run_of_every_gpu_preset_fits_20_minutes_a_study_on_one_h100(capsys):
@@ -147,14 +148,19 @@ def test_gpu_estimate_grows_with_steps_seeds_and_loops():
     one = resolve_member(tiny_member(train__steps=1000))
     longer = resolve_member(tiny_member(train__steps=4000))
     assert gpu_seconds([longer]) > gpu_seconds([one]) > 0
-    # seeds of one config share a step (stacked): a small model's three seeds cost less than
-    # three times one; distinct configs add up
-    seeds = [resolve_member({**tiny_member(train__steps=1000), "seed": s}) for s in range(3)]
+    # seeds of one config share a step (stacked) where that pays: a small model's eight seeds
+    # cost less than eight times one
+    seeds = [resolve_member({**tiny_member(train__steps=1000), "seed": s}) for s in range(8)]
     assert gpu_seconds([one]) < gpu_seconds(seeds) \
-        < 3 * gpu_seconds([one])
+        < 8 * gpu_seconds([one])
+    # distinct configs run side by side, each on its fifth of the GPU at SHARED_SLOWDOWN: a
+    # shorter one beside a longer one adds nothing; ten fill the GPU 2.5 times over
     deeper = resolve_member(tiny_member(train__steps=1000, model__depth=8))
-    assert gpu_seconds([one, deeper]) > gpu_seconds([deeper]) \
-        > gpu_seconds([one])
+    assert gpu_seconds([one, deeper]) == gpu_seconds([deeper]) > gpu_seconds([one])
+    ten = [resolve_member(tiny_member(train__steps=1000, train__lr=1e-4 * (i + 1)))
+           for i in range(10)]
+    assert gpu_fraction(one) == 0.2 and SHARED_SLOWDOWN == 1.25
+    assert gpu_seconds(ten) == pytest.approx(10 * 0.2 * 1.25 * gpu_seconds([one]))
     # a looped block's weights count once per loop iteration (T0 without gradients a third)
     loop = {"name": "looped", "width": 16, "heads": 2, "layers": 1, "loops": 4, "window": 4}
     looped = [resolve_member(tiny_member(model={**loop, "loops": t, "window": min(t, 4)}))
@@ -297,14 +303,14 @@ def test_planner_shares_gpus_by_model_size_and_packs():
     small = resolve_member(tiny_member())
     big = resolve_member(tiny_member(model__width=1024, model__depth=48, train__batch_size=512))
     assert step_flops(big) > 1e11 > 1e9 > step_flops(small)
-    assert gpu_fraction(small) == 0.125 and gpu_fraction(big) == 1.0
+    assert gpu_fraction(small) == 0.2 and gpu_fraction(big) == 1.0
     assert member_resources(small, cluster_gpus=0, cpus=1).gpu == 0  # no GPU in the cluster
     on_cpu = resolve_member({**tiny_member(), "device": "cpu"})
     assert member_resources(on_cpu, cluster_gpus=4, cpus=1).gpu == 0  # pinned to CPU
     seeds = [resolve_member({**tiny_member(), "seed": s}) for s in range(5)]
     trials = plan_trials([*seeds, big], cluster_gpus=4, cpus=1, pack=2)
     assert [len(t.members) for t in trials] == [2, 2, 1, 1]
-    assert [t.res.gpu for t in trials] == [0.125, 0.125, 0.125, 1.0]
+    assert [t.res.gpu for t in trials] == [0.2, 0.2, 0.2, 1.0]
     assert all(t.seconds > 0 for t in trials)
     with pytest.raises(ValueError):
         plan_trials(seeds, 4, 1, pack=0)

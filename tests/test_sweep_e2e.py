@@ -188,7 +188,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert SWEEP.main(["--preset", "cpu", "--dry-run", "--pack", "3", "--plan-gpus", "1",
                        "--study", "least_squares"]) == 0
     assert "5 trials (15 configs), 3 member(s) per trial (--pack 3), 5 stacks of 3 or fewer " \
-        "trained at once, 1 CPU + 0.125 GPU per trial" in capsys.readouterr().out
+        "trained at once, 1 CPU + 0.2 GPU per trial" in capsys.readouterr().out
     assert not any(tmp_path.iterdir())
 
 

@@ -4,11 +4,12 @@ the undecided verdicts' studies first, and the one prepared command that runs th
     icl plan --gpu-minutes 10 [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N]
 
 Each grid study of the preset (a search needs Ray and Optuna, which the lent machine lacks) is
-costed on one GPU by the cost model (icl_core.planning: seeds stacked, as
-benchmarks/run_without_ray.py runs them there), times `MEASURED_OVER_MODEL`, the worst ratio of
-a reduced study's wall on an H100 to the model measured so far (docs/COST.md, docs/performance.md;
-the refit of #46 replaces it). Studies are taken in order until the window (less `STARTUP_S`)
-is full: first those
+costed on one GPU by the cost model: its seeds stacked, as benchmarks/run_without_ray.py runs
+them there, each stack's seconds alone (unmeasured shapes by the GPU rate model fitted to an
+H100's steps, `icl cost`), and the window's wall is what the command runs: up to
+MAX_PROCESSES processes side by side, each stack then at the measured slowdown
+(`window_seconds`). Studies are taken in order while that wall (less `STARTUP_S`) fits the
+window: first those
 whose claims the verdict engine leaves undecided on the committed evidence (partly, not
 testable at this scale, evidence pending; most such claims first), then those behind decided
 claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per setting in
@@ -25,11 +26,6 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
-# a study's wall on an H100 (stacks side by side, <= 5 processes) over the model's time for its
-# stacks one after another: ls_mixer_depth >= 1.67 (22 ms a stacked step, the model's 5.0;
-# docs/COST.md), transformer_depth >= 1.2, scaleup 0.89 (docs/performance.md, "A GPU window");
-# the worst, until the refit of #46 replaces it
-MEASURED_OVER_MODEL = 1.7
 STARTUP_S = 30.0  # of the window: the processes' imports and first CUDA calls
 UNDECIDED = ("partly", "not testable", "evidence pending")
 MAX_PROCESSES = 5  # CUDA processes side by side on one GPU (more only queue its launches)
@@ -41,14 +37,18 @@ class Candidate:
     study: str
     members: int  # of the plan
     to_run: int  # of them, not in evidence yet
-    trials: int  # stacks of those to run
-    model_s: float  # the cost model's time for those to run, one stack after another
+    stack_s: list[float]  # the cost model's seconds of each stack of those to run, alone
     claims: list[tuple[str, str]] = field(default_factory=list)  # (claim id, outcome)
     skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a zipped seed axis)
 
     @property
+    def trials(self) -> int:
+        return len(self.stack_s)
+
+    @property
     def planned_s(self) -> float:
-        return self.model_s * MEASURED_OVER_MODEL
+        """The study alone in a window: its stacks on up to MAX_PROCESSES processes."""
+        return window_seconds([self])
 
     @property
     def undecided(self) -> int:
@@ -92,7 +92,6 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None) -> list[C
     """Every grid study of the selected sweep files that has `preset`, costed on one GPU."""
     from analysis.claims.evidence import load
     from icl.catalog import load_sweep, selected
-    from icl_core.planning.resources import gpu_seconds
     from icl_core.running.trial_pool import cost_model
     from icl_core.spec.config import ConfigError
     from icl_core.spec.study import Study
@@ -112,38 +111,76 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None) -> list[C
             try:
                 members = study.members(preset, {"device": "cuda"}, sweeps=sweeps)
             except ConfigError as exc:
-                out.append(Candidate(name, study.name, 0, 0, 0, 0.0, served_claims, str(exc)))
+                out.append(Candidate(name, study.name, 0, 0, [], served_claims, str(exc)))
                 continue
             rows = load(preset, name, study.name)
             held = set(rows["config_hash"].unique().to_list()) if rows is not None else set()
             to_run = [m for m in members if m.hash not in held]
+            stacks = [[to_run[i] for i in g] for g in stack_groups(to_run, "always")]
             out.append(Candidate(name, study.name, len(members), len(to_run),
-                                 len(stack_groups(to_run, "always")) if to_run else 0,
-                                 gpu_seconds(to_run, model) if to_run else 0.0, served_claims))
+                                 [model.unit_seconds(s) for s in stacks], served_claims))
     return out
 
 
 def choose(found: list[Candidate], window_s: float) -> list[Candidate]:
-    """Greedy in rank order: a study joins while the planned total stays within the window."""
-    chosen, total = [], 0.0
+    """Greedy in rank order: a study joins while the window's planned wall
+    (`window_seconds`) stays within the window."""
+    chosen: list[Candidate] = []
     for c in sorted(found, key=Candidate.rank):
-        if c.to_run and total + c.planned_s <= window_s:
+        if c.to_run and window_seconds([*chosen, c]) <= window_s:
             chosen.append(c)
-            total += c.planned_s
     return chosen
 
 
+def processes(chosen: list[Candidate]) -> dict[str, int]:
+    """Processes per job (one job per sweep file), MAX_PROCESSES in all (one a job at least):
+    each next one to the job with the most planned seconds per process, never more than its
+    stacks, so the jobs end about together."""
+    seconds: dict[str, float] = {}
+    stacks: dict[str, int] = {}
+    for c in chosen:
+        seconds[c.sweep] = seconds.get(c.sweep, 0.0) + sum(c.stack_s)
+        stacks[c.sweep] = stacks.get(c.sweep, 0) + c.trials
+    workers = {sweep: 1 for sweep in seconds}
+    for _ in range(MAX_PROCESSES - len(workers)):
+        open_jobs = [j for j in workers if workers[j] < stacks[j]]
+        if not open_jobs:
+            break
+        most = max(open_jobs, key=lambda j: seconds[j] / workers[j])
+        workers[most] += 1
+    return workers
+
+
+def makespan(seconds: list[float], workers: int) -> float:
+    """Stacks taken longest first by the first free of `workers` processes."""
+    loads = [0.0] * max(1, workers)
+    for s in sorted(seconds, reverse=True):
+        loads[loads.index(min(loads))] += s
+    return max(loads)
+
+
+def window_seconds(chosen: list[Candidate]) -> float:
+    """The planned wall of running `chosen` as `command` runs them: each job's stacks over
+    its processes, every stack at SHARED_SLOWDOWN x its time alone when more than one
+    process shares the GPU (measured on an H100 at five, icl_core.planning.cost)."""
+    from icl_core.planning.cost import SHARED_SLOWDOWN
+
+    workers = processes(chosen)
+    slow = SHARED_SLOWDOWN if sum(workers.values()) > 1 else 1.0
+    return max((slow * makespan([s for c in chosen if c.sweep == job for s in c.stack_s], w)
+                for job, w in workers.items()), default=0.0)
+
+
 def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None) -> str:
-    """The one command that runs the chosen studies on the lent machine, one job per sweep
-    file, at most MAX_PROCESSES processes in all."""
+    """The one command that runs the chosen studies on the lent machine: one job per sweep
+    file, with its `processes`."""
     by_sweep: dict[str, list[Candidate]] = {}
     for c in chosen:
         by_sweep.setdefault(c.sweep, []).append(c)
-    share = max(1, MAX_PROCESSES // max(1, len(by_sweep)))
+    workers = processes(chosen)
     jobs = []
     for sweep, cs in by_sweep.items():
-        workers = max(1, min(share, sum(c.trials for c in cs)))
-        job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers}"
+        job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers[sweep]}"
         jobs.append(job + (f":{seeds}" if seeds else ""))
     return (f"OUT=$OUT LIMIT={math.floor(window_s)} bash benchmarks/gpu_evidence.sh {preset} "
             + " ".join(jobs))
@@ -175,17 +212,17 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     chosen = choose(found, window_s - STARTUP_S)
-    print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned = the cost "
-          f"model x {MEASURED_OVER_MODEL:g} (the worst measured on an H100 so far), "
+    print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned by the cost "
+          f"model ({MAX_PROCESSES} processes side by side at most; `icl cost` shows its fit), "
           f"{STARTUP_S:.0f} s kept for start-up; + chosen")
     for c in sorted(found, key=Candidate.rank):
         mark = "+" if c in chosen else " "
         what = (f"{c.to_run} of {c.members} members to run in {c.trials} stacks, planned "
-                f"{c.planned_s:.0f} s (model {c.model_s:.0f} s)") if c.to_run else \
+                f"{c.planned_s:.0f} s") if c.to_run else \
             f"skipped ({c.skipped})" if c.skipped else \
             f"all {c.members} members in evidence/{args.preset}"
         print(f"{mark} {c.sweep}/{c.study}: {what}; {served(c.claims)}")
-    total = sum(c.planned_s for c in chosen)
+    total = window_seconds(chosen)
     print(f"chosen: {len(chosen)} of {len(found)} studies, planned {total:.0f} s of "
           f"{window_s - STARTUP_S:.0f} s")
     if not chosen:

@@ -10,14 +10,15 @@ first:
    steps, then the best of REPEATS timings of CALIBRATION_STEPS; icl_core.planning.calibration), alone and, where members can stack, as a stack of
    `STACK_PROBE` members; cached per device, dtype and threads in
    $ICL_CACHE/step_times.json (else ~/.cache/icl_core), like the matmul peak;
-3. **FLOPs**: on a GPU the planner's H100 rate model (GPU_RATE below; icl_core.planning.resources), on a CPU
+3. **FLOPs**: on a GPU the GPU rate model fitted to an H100's measured steps
+   (icl_core.planning.gpu_rates), on a CPU
    `step_cost_flops` (6 x params x tokens plus attention's T^2 term) at CPU_FLOPS per thread
    with a launch floor per layer pass.
 
 A member's time is steps x step time, plus its evaluations (the forward FLOPs of evaluation
 over those of a training step, at the step's measured rate) and a start-up overhead. A stack
 pays only where it is launch-bound: `stack_pays` says whether K members stacked take less per
-member than alone (the calibration or rows decide; without either, the rate model's floor).
+member than alone (the calibration or rows decide; without either, the GPU rate model).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from icl_core.planning import gpu_rates
 from icl_core.spec.config import MemberConfig, to_plain
 from icl_core.training.flops import step_cost_flops, step_shape, supervised_positions
 
@@ -44,20 +46,17 @@ CPU_STEP_FLOOR_S = 1.5e-3  # eager PyTorch on a CPU: batch, loss, Adam of one st
 BASELINE_ITER_S = 60e-6  # one GD iteration of a baseline over the test prompts (measured)
 BASELINE_SOLVE_ITERS = 20  # a lstsq (ols), in baseline iterations
 STACK_GAIN = 0.8  # a stack pays when its time per member is below this share of alone
-SHARES = (0.125, 0.25, 0.5, 1.0)  # GPU shares a trial may get
+# GPU shares a trial may get: at most five trials side by side on one GPU, each then taking
+# SHARED_SLOWDOWN x its time alone (measured on an H100: five processes of 3-seed stacks
+# 1.18-1.23x the rate model's alone, `icl cost --check evidence/reduced`; thirteen queued each
+# other's kernels at 4-6x, docs/COST.md), so five keep a GPU busiest
+SHARES = (0.2, 0.25, 0.5, 1.0)
+SHARED_SLOWDOWN = 1.25
 MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
-# The H100 rate model: what a GPU step costs before anything is measured on one.
-#   One training step of a stack of K members (members differing only in their seeds train as
-#   one vmapped model, icl_core.training.stacked) takes
-#       max(STEP_FLOOR_S + LAYER_PASS_S x layer passes,  K x step_cost_flops / GPU_RATE[dtype])
-#   Small models are launch-bound: a floor of 2 ms a step (batch sampling, loss, fused Adam,
-#   scheduler, Python) plus 0.75 ms per layer pass, forward and backward (~60-90 kernel
-#   launches at ~10 us, vmap dispatch included); the one H100 measurement on record (a
-#   sparse-retrieval step of 2-6 ms at any N <= 32, docs/REPRODUCTION.md) sits in this range.
-#   Large ones pay their FLOPs at 30 % of the dense peak: float32 matmuls run without TF32
-#   (PyTorch's default, and the precision studies need full float32), 67 TFLOP/s (H100 SXM
-#   FP32), so 2.0e13 FLOP/s; float64 34 TFLOP/s (FP64 without tensor cores); bfloat16
-#   ~990 TFLOP/s dense. A looped block counts once per loop iteration (StepShape).
+# On a GPU, before a shape is measured there: the GPU rate model (icl_core.planning.gpu_rates),
+#   constants fitted to step times measured on an H100 (launch floor and per layer pass, the
+#   vmapped stack's own cost, a cost per member, the FLOPs at a fitted rate), one set per path
+#   (eager or a CUDA graph; precision), refitted by `icl cost --write`.
 #   L-BFGS (fixed batch, never stacked) runs lbfgs_max_iter closures a step, each iteration
 #   walking its history twice with a host read per stored pair (torch.optim.LBFGS passes a
 #   tensor as alpha): LBFGS_PAIR_S per pair and walk (a dot, a multiply, an axpy, the read).
@@ -69,11 +68,6 @@ MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
 # ASHA's early stops in a search: an upper bound. Not modelled: the ReLU-teacher studies'
 # teacher-network baseline (trained on the CPU at the final evaluation), checkpoint writes,
 # Ray start-up.
-GPU_PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
-GPU_UTILISATION = 0.3
-GPU_RATE = {k: v * GPU_UTILISATION for k, v in GPU_PEAK.items()}
-STEP_FLOOR_S = 2e-3
-LAYER_PASS_S = 0.75e-3
 EVAL_FLOOR_S = 1e-3
 LBFGS_PAIR_S = 30e-6
 STACK_OVERHEAD_S = 5.0
@@ -180,9 +174,7 @@ class CostModel:
     def _flop_step(self, member: MemberConfig, stack: int) -> float:
         shape = step_shape(member)
         if self.on_gpu:
-            rate = GPU_RATE[member.dtype]
-            floor = STEP_FLOOR_S + LAYER_PASS_S * shape.layers
-            return max(floor, stack * step_cost_flops(member) / rate)
+            return gpu_rates.load().for_member(member).step_seconds(member, stack)
         compute = step_cost_flops(member) / (CPU_FLOPS * max(self.threads, 1))
         return stack * (CPU_STEP_FLOOR_S + CPU_LAYER_PASS_S * shape.layers + compute)
 
@@ -241,8 +233,8 @@ class CostModel:
         (and iterative-inference step) one forward over n_prompts in chunks. From a measured
         step: the forward FLOPs over a training step's at the step's rate (a forward is a
         third of a step), at least a third of a step per chunk. From FLOPs on a GPU: the rate
-        model, max(chunks x (EVAL_FLOOR_S + LAYER_PASS_S / 3 x layer passes), 2 x params x
-        tokens / GPU_RATE)."""
+        model, max(chunks x (EVAL_FLOOR_S + layer_pass_s / 3 x layer passes), 2 x params x
+        tokens at its rate)."""
         shape, cfg = step_shape(member), member.eval
         steps = member.train.steps
         evaluations = 1 + ((steps - 1) // cfg.every if cfg.every and steps else 0)
@@ -250,8 +242,11 @@ class CostModel:
         chunks = math.ceil(cfg.n_prompts / cfg.chunk)
         known = shape_key(member) in self.table
         if self.on_gpu and not known:
-            floor = chunks * (EVAL_FLOOR_S + LAYER_PASS_S / 3 * shape.eval_layers)
-            compute = 2.0 * shape.eval_params * shape.seq * cfg.n_prompts / GPU_RATE[member.dtype]
+            rates = gpu_rates.load().for_member(member)
+            floor = chunks * (EVAL_FLOOR_S + rates.layer_pass_s / 3 * shape.eval_layers)
+            per_flop = rates.s_per_flop * gpu_rates.PEAK["float32"] / gpu_rates.PEAK.get(
+                member.dtype, gpu_rates.PEAK["float32"])
+            compute = 2.0 * shape.eval_params * shape.seq * cfg.n_prompts * per_flop
             return evaluations * len(cfg.grid) * passes * max(floor, compute)
         ratio = (shape.eval_params * cfg.n_prompts) / max(
             shape.params * member.train.batch_size, 1.0) / 3.0

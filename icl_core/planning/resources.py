@@ -4,7 +4,7 @@ GPU share by model size, so small trials share a GPU: the work of one training s
 6 x params x tokens (FLOPs; a looped block's weights count once per loop iteration), picks
 the fraction
 
-    < 1e9  -> 1/8     (launch-bound: eight such trials keep one GPU busy)
+    < 1e9  -> 1/5     (launch-bound: five such trials keep one GPU busiest, SHARES)
     < 1e10 -> 1/4
     < 1e11 -> 1/2
     else   -> 1
@@ -25,11 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from icl_core.planning.cost import CostModel, device_label
+from icl_core.planning.cost import SHARED_SLOWDOWN, CostModel, device_label
 from icl_core.spec.config import ConfigError, MemberConfig
 from icl_core.training.flops import step_flops
 
-FRACTION_STEPS = ((1e9, 0.125), (1e10, 0.25), (1e11, 0.5))
+FRACTION_STEPS = ((1e9, 0.2), (1e10, 0.25), (1e11, 0.5))
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,12 @@ def member_resources(member: MemberConfig, cluster_gpus: float, cpus: float,
 TARGET_TRIAL_S = {"cpu": 180.0, "gpu": 900.0}  # --pack auto: a trial's planned duration
 # (a few minutes on CPUs: start-up, ~3-5 s, is paid once per trial; longer on GPUs, where a
 # trial also stacks)
+
+
+def on_share(seconds: float, gpu: float) -> float:
+    """A trial's seconds on a GPU share: SHARED_SLOWDOWN x its seconds alone where it shares
+    the GPU with others (0 < gpu < 1; icl_core.planning.cost.SHARES)."""
+    return seconds * SHARED_SLOWDOWN if 0 < gpu < 1 else seconds
 
 
 class PlannedTrial(NamedTuple):
@@ -120,7 +126,7 @@ def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, 
         members = [m for u, _, _ in units_of for m in u]
         stacks = any(stacked for _, stacked, _ in units_of)
         trials.append(PlannedTrial(members, res, stack if stacks else "never",
-                                   sum(u[2] for u in units_of)))
+                                   on_share(sum(u[2] for u in units_of), res.gpu)))
     return sorted(trials, key=lambda t: -t.seconds)
 
 
@@ -191,7 +197,8 @@ def plan_trials(
             group = sorted(group, key=lambda m: order[keys[id(m)]])  # stable: first seen first
         for i in range(0, len(group), pack):
             chunk = group[i:i + pack]
-            trials.append(PlannedTrial(chunk, res, stack, trial_seconds(chunk, res, stack, cost)))
+            trials.append(PlannedTrial(chunk, res, stack,
+                                       on_share(trial_seconds(chunk, res, stack, cost), res.gpu)))
     return trials
 
 
@@ -207,10 +214,24 @@ def trial_seconds(members: list[MemberConfig], res: TrialResources, stack: str, 
 
 
 def gpu_seconds(members: list[MemberConfig], cost: CostModel | None = None) -> float:
-    """The wall time of `members` one after another on one GPU by the cost model `cost` (a
-    GPU's; default: an unmeasured one, the H100 rate model of icl_core.planning.cost), stacked where
-    the cost model says stacking pays, as --pack auto plans them: the estimate --dry-run
-    prints, the --yes limit counts and the gpu presets are sized by (<= 20 min a study)."""
+    """The wall time of `members` on one GPU by the cost model `cost` (a GPU's; default: an
+    unmeasured one, the GPU rate model of icl_core.planning.gpu_rates), stacked where the cost
+    model says stacking pays, each unit on its GPU share (`member_resources`) side by side with
+    others at `on_share`'s slowdown: the one-GPU schedule's lower bound (icl_core.planning.
+    schedule), max(the shares' GPU-seconds, the longest unit alone), which a study of many
+    small units reaches. The estimate --dry-run prints, the --yes limit counts and the gpu presets
+    are sized by (<= 20 min a study)."""
     if cost is None:
         cost = CostModel(device_label("cuda", 1), 1)
-    return sum(cost.unit_seconds(unit) for unit, _ in _units(members, "auto", 1.0, cost))
+    return one_gpu_seconds([unit for unit, _ in _units(members, "auto", 1.0, cost)], cost)
+
+
+def one_gpu_seconds(units: list[list[MemberConfig]], cost: CostModel) -> float:
+    """The wall time of these units (stacks, or members alone) on one GPU, each on its share
+    beside the others: max(sum of share x `on_share` seconds, the longest unit alone)."""
+    busy, longest = 0.0, 0.0
+    for unit in units:
+        share = member_resources(unit[0], 1.0, 1, cost).gpu
+        seconds = cost.unit_seconds(unit)
+        busy, longest = busy + share * on_share(seconds, share), max(longest, seconds)
+    return max(busy, longest)
