@@ -18,8 +18,9 @@ The model (event driven, no time steps):
   one Tuner.fit per study), in the order studies first appear, trials in the given (grid)
   order; the next study starts when the last trial of the previous one ends. `pool`: every
   trial in one queue, longest first (LPT; ties keep the given order).
-- A trial's duration does not depend on what shares its GPU (the planner's rate model does
-  not credit or charge co-located trials). Each start pays `startup_s` (a Ray worker, imports,
+- A trial's duration does not depend on what shares its GPU here: the planner charges it
+  once, when it plans a trial on a GPU share (icl_core.planning.resources.on_share: 1.25x its
+  time alone, as measured at five trials a GPU). Each start pays `startup_s` (a Ray worker, imports,
   CUDA) while holding its resources: an upper bound, as grid trials reuse a worker of the same
   resources (reuse_actors=True) and then pay less.
 - Failures: a Poisson process at `failure_rate` per trial-hour of training (start-ups are
