@@ -14,13 +14,16 @@ Polars or pytest there), about 5 minutes on an H100:
    measured peak and aten operations per step, for generator draws, counter draws and counter
    draws with the graph, at K = 1 ... 512 (cpu size) and 1 ... 128 (paper size), fp32 then
    TF32, with the reference (../shared/tools/ref_stack.py) beside it; its JSON in --out.
+4. With --compile (about 3 more minutes: a compile per cell): a stack's loss compiled
+   (train.compile) against the same stack eager, counter draws, fp32, at issue 46's two
+   fused-kernel targets (cpu size K = 512, paper size K = 128) and K = 1; JSON in --out.
 Every part prints its own lines; a failing part says why and the next one runs.
 
 Back here, the steps of part 3 refit the GPU rate model the planner costs GPU steps by (one set
 of constants per path: generator, counter or graph; fp32 or tf32), and check it against
 what the window ran (icl.commands.cost):
 
-    icl cost --add <files_at>/stack.json --write --check evidence/reduced
+    icl cost --add <files_at>/stack.json [<files_at>/compile_*.json] --write --check evidence/reduced
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default="/tmp/gpu_stacks")
     parser.add_argument("--quick", action="store_true", help="small K, few steps (a dry run)")
+    parser.add_argument("--compile", action="store_true",
+                        help="part 4: compiled stacks against eager (~3 min more)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +149,18 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(scaling, timeout=240 if not args.quick else 120, check=False)
     except subprocess.TimeoutExpired:
         print("stack scaling: past its 240 s; the cells done are printed above")
+    if args.compile:
+        print("== 4. a stack's loss compiled (train.compile) against eager, counter draws, fp32")
+        cells = [("cpu", "1,2")] if args.quick else [("cpu", "1,512"), ("paper", "1,128")]
+        for size, ks in cells:
+            compiled = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"),
+                        "--device", args.device, "--draws", "counter,compile", "--sizes", size,
+                        "--ks", ks, "--ref", "none", "--json", str(out / f"compile_{size}.json")]
+            compiled += ["--steps", "3"] if args.quick else ["--budget-s", "150"]
+            try:
+                subprocess.run(compiled, timeout=200, check=False)
+            except subprocess.TimeoutExpired:
+                print(f"compiled stacks, {size} size: past 200 s; the cells done are above")
     return 0
 
 

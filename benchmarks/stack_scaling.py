@@ -89,15 +89,16 @@ def sync(device: torch.device) -> None:
 
 def member(size: str, seed: int, device: str, draws: str = "generator") -> MemberConfig:
     """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64. `draws`:
-    a train.draws scheme, or "graph" (counter draws, the step a CUDA graph: train.cuda_graph)."""
+    a train.draws scheme, "graph" (counter draws, the step a CUDA graph: train.cuda_graph) or
+    "compile" (counter draws, train.compile: a stack's vmapped loss compiled)."""
     depth, width, heads = SIZES[size]
     return resolve_member({
         "task": {"name": "linear_regression", "dim": DIM, "n_points": N_POINTS},
         "model": {"name": "transformer", "depth": depth, "width": width, "heads": heads,
                   "mlp_ratio": 4, "layer_norm": True},
         "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9,
-                  "draws": "counter" if draws == "graph" else draws,
-                  "cuda_graph": draws == "graph"},
+                  "draws": "counter" if draws in ("graph", "compile") else draws,
+                  "cuda_graph": draws == "graph", "compile": draws == "compile"},
         "eval": {"n_prompts": 1},
         "seed": seed, "dtype": "float32", "device": device,
     })
@@ -326,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the reference's --graph: its whole step in one CUDA graph (1, CUDA only) or eager")
     add("--draws", default="generator",
         help="train.draws schemes, a row each per cell: generator, counter, graph (counter "
-        "draws and the step a CUDA graph, train.cuda_graph; eager on a CPU) (default generator)")
+        "draws and the step a CUDA graph, train.cuda_graph; eager on a CPU), compile (counter "
+        "draws, train.compile: pays a compile per cell, ~30 s) (default generator)")
     add("--json", default=None, help="write the rows, settings and the reference's output here")
     return parser
 
@@ -346,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--steps: must be >= 1")
     warmup = DEFAULTS[kind][2] if args.warmup is None else args.warmup
     draws = tuple(d.strip() for d in args.draws.split(",") if d.strip())
-    if not draws or set(draws) - {*DRAWS, "graph"}:
-        raise SystemExit(f"--draws: {args.draws!r}; valid choices: {', '.join(DRAWS)}, graph")
+    if not draws or set(draws) - {*DRAWS, "graph", "compile"}:
+        raise SystemExit(f"--draws: {args.draws!r}; valid choices: {', '.join(DRAWS)}, graph, "
+                         "compile")
     torch.set_num_threads(args.threads)
     precisions = ["fp32"] + (["tf32"] if args.tf32 and kind == "cuda" else [])
     ref_path = None if args.ref == "none" else Path(args.ref) if args.ref else DEFAULT_REF

@@ -208,3 +208,36 @@ def test_a_member_whose_every_step_is_skipped_stalls_as_diverged(tmp_path):
     steps = dict(last.iter_rows())
     assert steps[hashes[1]] == 200
     assert steps[hashes[0]] <= STALL_STEPS  # stopped at the stall, not trained on
+
+
+LOOPED = {"name": "looped", "width": 16, "heads": 2, "layers": 1, "loops": 4, "window": 4}
+
+
+def test_compiled_members_stack_and_a_model_with_its_own_loss_stays_eager(caplog):
+    """train.compile no longer keeps a member alone; a stack of a model whose training loss
+    reads the step on the host (the looped window loss) trains eagerly, saying why."""
+    compiled = [resolve_member(tiny_member(seed=s, train__compile=True)) for s in range(3)]
+    plain = resolve_member(tiny_member(seed=0))
+    assert stack_groups([compiled[0], plain, *compiled[1:]], "always") == [[0, 2, 3], [1]]
+    looped = [MemberRun(resolve_member(tiny_member(seed=s, model=LOOPED, device="cpu",
+                                                   train__compile=True))) for s in range(2)]
+    stack = StackedRun(looped)
+    with caplog.at_level("INFO", logger="icl_core.training.stacked"):
+        stack.train_until(2)  # eager: torch.compile would take ~30 s here
+    assert stack.compiled is None and "reads the step on the host" in stack.why_eager
+    assert "train.compile: the stack's loss runs eagerly" in caplog.text and stack.step == 2
+
+
+@pytest.mark.slow
+def test_a_compiled_stack_trains_to_the_numbers_of_the_eager_stack():
+    # torch.compile takes ~30-40 s on a CPU: run with `pytest -m slow`
+    members = [resolve_member(m) for m in float64_seeds(
+        tiny_member(train__compile=True, train__grad_clip=0.05), seeds=(0, 1, 2), steps=10)]
+    compiled, eager = (StackedRun([MemberRun(m) for m in members]) for _ in range(2))
+    eager.why_eager = "the reference: the same stack, its loss eager"
+    losses = {"compiled": compiled.train_until(10), "eager": eager.train_until(10)}
+    assert compiled.compiled is not None and eager.compiled is None
+    np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-9)
+    for name, weights in compiled.params.items():
+        np.testing.assert_allclose(weights.detach().numpy(),
+                                   eager.params[name].detach().numpy(), rtol=1e-8, atol=1e-12)

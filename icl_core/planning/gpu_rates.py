@@ -11,10 +11,10 @@ and F = step_cost_flops FLOPs per member takes
     + K F / rate                                               the FLOPs, at the fitted rate
 
 with every term >= 0. Batches drawn by counter (train.draws), a step captured as a CUDA graph
-(train.cuda_graph) and a step under another precision (train.precision) are other *paths*,
-each with its own constants once it is measured; until then they are costed as the default
-path (BASE_PATH: generator draws, eager, fp32). float64 and bfloat16 scale the
-rate by the GPU's dense peaks (PEAK).
+(train.cuda_graph), a compiled one (train.compile) and a step under another precision
+(train.precision) are other *paths*, each with its own constants once it is measured; until
+then they are costed as the default path (BASE_PATH: generator draws, eager, fp32). float64
+and bfloat16 scale the rate by the GPU's dense peaks (PEAK).
 
 The constants are fitted by `fit`: least squares on the relative error (each measured step
 weighs the same whatever its length), non-negative (scipy's NNLS), on the measured steps kept in
@@ -46,10 +46,11 @@ TOP_LEVEL = ("seed", "task_seed", "dtype", "device")  # a member config's fields
 
 def path_of(member: MemberConfig) -> str:
     """The path a member's step takes: eager with its batches drawn by `generator` or
-    `counter` (train.draws), or `graph` (train.cuda_graph); and its precision
-    (train.precision). E.g. "generator fp32" (the defaults), "graph tf32"."""
+    `counter` (train.draws), or `graph` (train.cuda_graph); `+compile` (train.compile); and
+    its precision (train.precision). E.g. "generator fp32" (the defaults), "graph tf32",
+    "counter+compile fp32"."""
     kind = "graph" if member.train.cuda_graph else member.train.draws
-    return f"{kind} {member.train.precision}"
+    return f"{kind}{'+compile' if member.train.compile else ''} {member.train.precision}"
 
 
 def features(member: MemberConfig, stack: int) -> list[float]:

@@ -74,8 +74,9 @@ class TrainConfig:
     # mean training loss is below it (Mousavi-Hosseini et al. Fig 2: n = 5e4, 0.05)
     dataset_size: int = 0
     stop_loss: float | None = None
-    # torch.compile the model (nn.Module.compile): pays a compile (~30 s on a CPU) for faster
-    # steps on a GPU; a compiled member trains alone (never stacked)
+    # torch.compile: pays a compile (~30-40 s on a CPU) for faster steps on a GPU; a member
+    # alone compiles its model (nn.Module.compile), a stack its vmapped loss and backward
+    # (icl_core.training.stacked)
     compile: bool = False
     # how a float32 member's training steps compute (evaluation is always at `dtype`): fp32;
     # tf32 (CUDA TF32 matmuls); bf16 (bfloat16 autocast). Only where the study declares that

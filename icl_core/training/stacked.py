@@ -21,22 +21,28 @@ Nothing else changes for a member:
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
 checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training without step skipping or torch.compile (with counter draws, one task seed:
-one task draws the stack's batches), on a model whose class does not opt out
-(`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
+Adam/AdamW training without step skipping (with counter draws, one task seed: one task draws
+the stack's batches), on a model whose class does not opt out (`stackable = False`, e.g.
+`nn.GRU`, which vmap cannot batch).
+
+With train.compile a stack's vmapped forward and loss are one torch.compile'd function (the
+backward compiled with it; fused elementwise kernels where a lone member compiles only its
+model), compiled at the first step; a model with its own training loss (it reads the step on
+the host) keeps the eager vmapped loss, with one line saying so.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from icl_core.common.batch import Batch
 from icl_core.common.device import resolve_device
-from icl_core.models.base import VmapAware
+from icl_core.models.base import HasTrainingLoss, VmapAware
 from icl_core.spec.config import MemberConfig, to_plain
 from icl_core.training.train import (
     FIXED_BATCH,
@@ -52,6 +58,7 @@ from icl_core.training.train import (
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
 STATIC_FLAGS = ("fused", "capturable", "foreach")  # an optimizer's, set by how it was built
+logger = logging.getLogger(__name__)
 
 
 def stack_key(member: MemberConfig) -> str | None:
@@ -59,8 +66,7 @@ def stack_key(member: MemberConfig) -> str | None:
     from icl_core.models import MODELS
 
     cfg = member.train
-    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None \
-            or cfg.compile:
+    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None:
         return None
     if not MODELS.builder(member.model.name).stackable:
         return None
@@ -143,6 +149,8 @@ class StackedRun:
         self.keys = counter_keys([r.member for r in runs], self.device) \
             if cfg.draws == "counter" else None
         self.graph = None  # the captured step (CUDA, train.cuda_graph), made at the first step
+        self.compiled = None  # train.compile: the vmapped loss compiled, made at the first step
+        self.why_eager = ""  # why train.compile left the loss eager
 
     @property
     def size(self) -> int:
@@ -169,11 +177,33 @@ class StackedRun:
     def _losses(self, step: int) -> torch.Tensor:
         inputs, targets, extras, mask = self._batch(step)
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
+        if self.cfg.compile and self._compiled() is not None:
+            return self.compiled(self.params, self.buffers, inputs, targets, extras, mask)
 
         def one(params, buffers, x, y, ex):
             return functional_call(self.loss_module, (params, buffers), (x, y, ex, mask, step))
 
         return vmap(one)(self.params, self.buffers, inputs, targets, extras)  # (K,)
+
+    def _compiled(self):
+        """train.compile: the stack's vmapped loss as one compiled function of (weights,
+        batches, mask), made once; None for a model with its own training loss (it reads the
+        step on the host, which would recompile it every step)."""
+        if self.compiled is None and not self.why_eager:
+            if isinstance(self.runs[0].model, HasTrainingLoss):
+                self.why_eager = "the model's own training loss reads the step on the host"
+                logger.info(f"train.compile: the stack's loss runs eagerly ({self.why_eager})")
+                return None
+            module = self.loss_module
+
+            def losses(params, buffers, inputs, targets, extras, mask):
+                def one(p, b, x, y, ex):
+                    return functional_call(module, (p, b), (x, y, ex, mask, 0))
+
+                return vmap(one)(params, buffers, inputs, targets, extras)
+
+            self.compiled = torch.compile(losses)
+        return self.compiled
 
     def _clip(self) -> None:
         """torch.nn.utils.clip_grad_norm_ applied to each member's own gradients."""
