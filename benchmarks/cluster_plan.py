@@ -27,18 +27,22 @@ def _checkpoint_s(members, seconds: float) -> float:
 PLANS: dict = {}
 
 
-def sweep_plans(name: str, preset: str):
-    """(sweep, its Plans for `preset`, parsed default options); planned once per process."""
+def sweep_plans(name: str, preset: str, gpus: int = 0):
+    """(sweep, its Plans for `preset`, parsed default options); planned once per process, for
+    a cluster with GPUs (`gpus` > 0: members' memory held to a GPU's, as `--plan-gpus`) or
+    for this machine."""
     from icl.api import Options
     from icl.catalog import load_sweep
     from icl.cli import build_parser
     from icl_core.running.plans import make_plans
 
-    if (name, preset) not in PLANS:
+    key = (name, preset, gpus > 0)
+    if key not in PLANS:
         sweep = load_sweep(name)
-        args = Options.of(build_parser(sweep).parse_args(["--preset", preset, "--dry-run"]))
-        PLANS[name, preset] = (sweep, make_plans(sweep, args.plan_request()), args)
-    return PLANS[name, preset]
+        argv = ["--preset", preset, "--dry-run", *(["--plan-gpus", str(gpus)] if gpus else [])]
+        args = Options.of(build_parser(sweep).parse_args(argv))
+        PLANS[key] = (sweep, make_plans(sweep, args.plan_request()), args)
+    return PLANS[key]
 
 
 def _selected(label: str, only) -> bool:
@@ -60,7 +64,7 @@ def plan_trials_for(trial, sweep_names, preset: str, gpus: int, cpus: float | No
         cpus = 192 * math.ceil(gpus / 8) if gpus else 2
     out = []
     for name in sweep_names:
-        sweep, plans, args = sweep_plans(name, preset)
+        sweep, plans, args = sweep_plans(name, preset, gpus)
         for plan in plans:
             label = f"{sweep.name}/{plan.study.name}"
             if not _selected(label, only):

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     names = sorted({o.split("/")[0] for o in args.only}) if args.only else sweep_names()
     for name in names:
-        _planner().sweep_plans(name, args.preset)
+        _planner().sweep_plans(name, args.preset, 0 if args.cpus else max(args.gpus))
     print(f"make_plans of {len(names)} sweep file(s) [{args.preset}]: "
           f"{time.perf_counter() - start:.1f} s (imports included)")
     for gpus, cpus in [(0, args.cpus)] if args.cpus else [(g, None) for g in args.gpus]:

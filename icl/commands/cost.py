@@ -3,8 +3,9 @@ what ran on a GPU.
 
     icl cost                               the committed constants per path and how well they
                                            fit their measured steps (in sample, leave-one-out)
-    icl cost --add stack.json [...]        add steps measured by benchmarks/stack_scaling.py
-                                           --json on a GPU, and refit (shown; --write keeps it)
+    icl cost --add stack.json [...]        add steps measured on a GPU by benchmarks/
+                                           stack_scaling.py or paper_step.py --json, and
+                                           refit (shown; --write keeps it)
     icl cost --check evidence/reduced      every finished CUDA stack under these folders
                                            (stores or evidence): its planned step and stack
                                            seconds against the measured ones
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None, prog: str = "icl cost") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--add", nargs="+", type=Path, default=[], metavar="JSON",
-                        help="benchmarks/stack_scaling.py --json output measured on a GPU")
+                        help="benchmarks/stack_scaling.py or paper_step.py --json, measured on a GPU")
     parser.add_argument("--check", nargs="+", type=Path, default=[], metavar="DIR",
                         help="stores or evidence folders whose CUDA stacks to plan against")
     parser.add_argument("--write", action="store_true",
