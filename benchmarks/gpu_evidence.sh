@@ -10,6 +10,7 @@
 # cpu uses the machine's other cores; SEEDS: seeds 0..SEEDS-1 in place of the preset's). Members
 # whose rows are committed in evidence/PRESET/ are skipped, and so are those finished in the
 # store, so a second window goes on from an unpacked earlier archive (STORE=that folder).
+# ALL=1: committed evidence is not skipped (`icl plan --gpu-minutes M --all`: studies afresh).
 # INTERLEAVE=1: a study's stacks train at once in one process per study (each on its own CUDA
 # stream) instead of a process per stack; give such a job WORKERS = its number of studies.
 # `icl plan --gpu-minutes M` picks the jobs for a window. Afterwards, on the developer's machine:
@@ -37,7 +38,8 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
 pids=()
 for job in "$@"; do
     IFS=: read -r sweep studies device workers seeds <<<"$job"
-    args=(--skip-evidence)
+    args=()
+    [ -z "${ALL:-}" ] && args+=(--skip-evidence)
     [ -n "${INTERLEAVE:-}" ] && args+=(--interleave)
     [ -n "$seeds" ] && args+=(--seeds "$seeds")
     for study in ${studies//,/ }; do args+=(--study "$study"); done

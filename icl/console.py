@@ -2,7 +2,7 @@
 
     icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
     icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
-    icl plan --gpu-minutes M [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N]
+    icl plan --gpu-minutes M [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all]
                                    the studies one GPU runs in an M-minute window (undecided
                                    verdicts' first) and the one command that runs them there
     icl list [studies|sweeps|models|tasks] [--json]
@@ -80,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     ensure_console()  # its lines (a store's coverage, warnings) on the console
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(f"usage:\n{USAGE}")
+        try:
+            print(f"usage:\n{USAGE}", flush=True)
+        except BrokenPipeError:  # `icl --help | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0 if argv else 2
     if argv[0] in ("--version", "version"):
         from icl_core import __version__

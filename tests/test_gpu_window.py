@@ -72,6 +72,13 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     # every member of the preset is committed for these: nothing to run without new seeds
     assert icl(["plan", "--gpu-minutes", "10", "--only", "deep_optimizers/scaleup"]) == 1
     assert "every member is in evidence/reduced" in capsys.readouterr().out
+    # --all: the study afresh, its committed members too, and the script told not to skip them
+    assert icl(["plan", "--gpu-minutes", "10", "--only", "deep_optimizers/scaleup", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "+ deep_optimizers/scaleup: 15 of 15 members to run in 5 stacks" in out
+    assert "every runnable study of the selection (1) in one window: planned" in out
+    assert "ALL=1 OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced " \
+        "deep_optimizers:scaleup:cuda:5" in out
     assert icl(["plan", "--gpu-minutes", "0"]) == 2
     assert "--gpu-minutes: must be > 0" in capsys.readouterr().err
 

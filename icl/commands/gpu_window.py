@@ -1,7 +1,7 @@
 """`icl plan --gpu-minutes M`: which studies one GPU can run in a lent window of M minutes,
 the undecided verdicts' studies first, and the one prepared command that runs them there.
 
-    icl plan --gpu-minutes 10 [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N]
+    icl plan --gpu-minutes 10 [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all]
 
 Each grid study of the preset (a search needs Ray and Optuna, which the lent machine lacks) is
 costed on one GPU by the cost model: its seeds stacked, as benchmarks/run_without_ray.py runs
@@ -9,11 +9,12 @@ them there, each stack's seconds alone (unmeasured shapes by the GPU rate model 
 H100's steps, `icl cost`), and the window's wall is what the command runs: up to
 MAX_PROCESSES processes side by side, each stack then at the measured slowdown
 (`window_seconds`). Studies are taken in order while that wall (less `STARTUP_S`) fits the
-window: first those
-whose claims the verdict engine leaves undecided on the committed evidence (partly, not
-testable at this scale, evidence pending; most such claims first), then those behind decided
-claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per setting in
-place of the preset's (a number fixed before the run, never raised after seeing one).
+window: first those whose claims the verdict engine leaves undecided on the committed evidence
+(partly, not testable at this scale, evidence pending; most such claims first), then those
+behind decided claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per
+setting in place of the preset's (a number fixed before the run, never raised after seeing
+one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
+script), and prints the planned wall of every selected study in one window.
 
 It prints one line per study (claims it serves, members, planned seconds) and the command:
 benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit; its rows go to
@@ -88,8 +89,10 @@ def claims_by_study(preset: str) -> dict[tuple[str, str], list[tuple[str, str]]]
     return found
 
 
-def candidates(preset: str, only: list[str] | None, seeds: int | None) -> list[Candidate]:
-    """Every grid study of the selected sweep files that has `preset`, costed on one GPU."""
+def candidates(preset: str, only: list[str] | None, seeds: int | None,
+               every: bool = False) -> list[Candidate]:
+    """Every grid study of the selected sweep files that has `preset`, costed on one GPU: the
+    members not committed in evidence/<preset>/, or with `every` all of them."""
     from analysis.claims.evidence import load
     from icl.catalog import load_sweep, selected
     from icl_core.running.trial_pool import cost_model
@@ -113,7 +116,7 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None) -> list[C
             except ConfigError as exc:
                 out.append(Candidate(name, study.name, 0, 0, [], served_claims, str(exc)))
                 continue
-            rows = load(preset, name, study.name)
+            rows = None if every else load(preset, name, study.name)
             held = set(rows["config_hash"].unique().to_list()) if rows is not None else set()
             to_run = [m for m in members if m.hash not in held]
             stacks = [[to_run[i] for i in g] for g in stack_groups(to_run, "always")]
@@ -171,7 +174,8 @@ def window_seconds(chosen: list[Candidate]) -> float:
                 for job, w in workers.items()), default=0.0)
 
 
-def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None) -> str:
+def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None,
+            every: bool = False) -> str:
     """The one command that runs the chosen studies on the lent machine: one job per sweep
     file, with its `processes`."""
     by_sweep: dict[str, list[Candidate]] = {}
@@ -182,8 +186,8 @@ def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | 
     for sweep, cs in by_sweep.items():
         job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers[sweep]}"
         jobs.append(job + (f":{seeds}" if seeds else ""))
-    return (f"OUT=$OUT LIMIT={math.floor(window_s)} bash benchmarks/gpu_evidence.sh {preset} "
-            + " ".join(jobs))
+    return (f"{'ALL=1 ' if every else ''}OUT=$OUT LIMIT={math.floor(window_s)} bash "
+            f"benchmarks/gpu_evidence.sh {preset} " + " ".join(jobs))
 
 
 def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
@@ -196,6 +200,9 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
                         help="these files or studies only (default: every file)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="seeds per setting in place of the preset's (fixed before the run)")
+    parser.add_argument("--all", action="store_true",
+                        help="plan every member, committed evidence or not (the preset's studies "
+                        "run afresh in one window: the command, and their planned wall)")
     args = parser.parse_args(argv)
     from icl_core.spec.config import ConfigError
     from icl_core.spec.study import PRESETS
@@ -208,7 +215,7 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         raise ConfigError(f"--preset: unknown {args.preset!r}; valid choices: "
                           f"{', '.join(PRESETS)}")
     window_s = args.gpu_minutes * 60
-    found = candidates(args.preset, args.only, args.seeds)
+    found = candidates(args.preset, args.only, args.seeds, every=args.all)
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     chosen = choose(found, window_s - STARTUP_S)
@@ -225,6 +232,11 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     total = window_seconds(chosen)
     print(f"chosen: {len(chosen)} of {len(found)} studies, planned {total:.0f} s of "
           f"{window_s - STARTUP_S:.0f} s")
+    if args.all:
+        runnable = [c for c in found if c.to_run]
+        print(f"every runnable study of the selection ({len(runnable)}) in one window: planned "
+              f"{window_seconds(runnable):.0f} s, {sum(c.to_run for c in runnable)} members in "
+              f"{sum(c.trials for c in runnable)} stacks")
     if not chosen:
         left = [c.planned_s for c in found if c.to_run]
         print("nothing to run in this window: " + (
@@ -233,7 +245,8 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
             "--preset, another scale)"))
         return 1
     studies = " ".join(f"{c.sweep}/{c.study}" for c in chosen)
-    print(f"run on the GPU machine:\n  {command(chosen, args.preset, window_s, args.seeds)}\n"
+    line = command(chosen, args.preset, window_s, args.seeds, every=args.all)
+    print(f"run on the GPU machine:\n  {line}\n"
           f"then here, with its store unpacked to /tmp/store:\n  icl evidence --merge --from "
           f"/tmp/store --preset {args.preset} {studies} && icl verdicts --write")
     return 0
