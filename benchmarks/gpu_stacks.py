@@ -16,7 +16,7 @@ Polars or pytest there), about 5 minutes on an H100:
    TF32, with the reference (../shared/tools/ref_stack.py) beside it; its JSON in --out.
 4. With --compile (about 3 more minutes: a compile per cell): a stack's loss compiled
    (train.compile) against the same stack eager, counter draws, fp32, at issue 46's two
-   fused-kernel targets (cpu size K = 512, paper size K = 128) and K = 1; JSON in --out.
+   fused-kernel targets (cpu size K = 512, paper size K = 128) and K = 1, 8; JSON in --out.
 Every part prints its own lines; a failing part says why and the next one runs.
 
 Back here, the steps of part 3 refit the GPU rate model the planner costs GPU steps by (one set
@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print("stack scaling: past its 240 s; the cells done are printed above")
     if args.compile:
         print("== 4. a stack's loss compiled (train.compile) against eager, counter draws, fp32")
-        cells = [("cpu", "1,2")] if args.quick else [("cpu", "1,512"), ("paper", "1,128")]
+        # K = 1, 8 and the target at two depths: enough kinds of steps to fit the path
+        cells = [("cpu", "1,2")] if args.quick else [("cpu", "1,8,512"), ("paper", "1,8,128")]
         for size, ks in cells:
             compiled = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"),
                         "--device", args.device, "--draws", "counter,compile", "--sizes", size,

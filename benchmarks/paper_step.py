@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         member = dataclasses.replace(member, device=args.device,
                                      dtype=args.dtype or member.dtype)
         r = time_member(member, args.steps)
-        rows.append({"side": "ours", "status": "ok", "k": 1, "precision": "fp32",
+        rows.append({"side": "ours", "status": "ok", "k": 1, "precision": member.train.precision,
                      "ms_per_step": r["ms_per_step"], "member": to_plain(member)})
         model_s, _ = CostModel(device_label(r["device"].split(":")[0], 1)).step_seconds(member)
         mem = member_memory(member)

@@ -49,6 +49,9 @@ def test_the_window_takes_undecided_claims_first_most_per_second_within_the_wind
     assert window_seconds(choose(found, 240)) == 125.0  # two processes: 100 x 1.25
     # more stacks than processes: seven of 100 s on five, longest first
     assert window_seconds([cand("c", "wide", [100.0] * 7, ["partly"])]) == 250.0
+    # never more than five processes: a sixth sweep file (a sixth job) waits for a window
+    six = [cand(f"f{i}", f"s{i}", [10.0 * (i + 1)], ["partly"]) for i in range(6)]
+    assert [c.study for c in choose(six, 1000)] == ["s0", "s1", "s2", "s3", "s4"]
 
 
 def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(capsys):

@@ -19,6 +19,7 @@ so it measures the plan a window is given, not the model's fit alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -34,20 +35,19 @@ def main(argv: list[str] | None = None, prog: str = "icl cost") -> int:
     parser.add_argument("--check", nargs="+", type=Path, default=[], metavar="DIR",
                         help="stores or evidence folders whose CUDA stacks to plan against")
     parser.add_argument("--write", action="store_true",
-                        help=f"write the refit constants and steps into {gpu_rates.RATES_FILE}")
+                        help="write the refit constants and steps into the rate file")
     parser.add_argument("--rates", type=Path, default=None,
-                        help="another rate file (default: the committed one)")
+                        help=f"the rate file (default: the committed {gpu_rates.RATES_FILE})")
     args = parser.parse_args(argv)
     path = args.rates or gpu_rates.RATES_FILE
     if not path.exists():
         raise ConfigError(f"--rates: no such file {path}")
-    rate_file = gpu_rates.load(path)
+    loaded = gpu_rates.load(path)
     added = [p for f in args.add for p in _points(f)]
     if added:
-        rate_file = gpu_rates.RateFile(rate_file.device_name, rate_file.points + added,
-                                       rate_file.rates, rate_file.note)
         print(f"added {len(added)} measured steps from {len(args.add)} file(s)")
-    rates = rate_file.refit()
+    rate_file = dataclasses.replace(loaded, points=loaded.points + added)  # a copy: the
+    rates = rate_file.refit()  # loaded one stays what the file holds
     changed = rates != rate_file.rates
     print(f"GPU rate model [{rate_file.device_name}], {len(rate_file.points)} measured steps"
           f"{' (refit)' if changed else ''}:")
@@ -58,18 +58,16 @@ def main(argv: list[str] | None = None, prog: str = "icl cost") -> int:
               f"leave-one-out: {gpu_rates.summary(gpu_rates.leave_one_out(points))}")
     unfitted = sorted({gpu_rates.path_of(p.member) for p in rate_file.points} - set(rates))
     for name in unfitted:
-        print(f"  {name}: too few kinds of steps to fit (lone and stacked needed); costed as "
-              f"{gpu_rates.BASE_PATH}")
+        print(f"  {name}: its steps do not tell the terms apart (lone and stacked steps at two "
+              f"depths and two stack sizes or more are needed); costed as {gpu_rates.BASE_PATH}")
     rate_file.rates = rates
     if args.write:
         gpu_rates.save(rate_file, path)
         print(f"wrote {path}")
     elif changed:
         print(f"(not written: --write keeps it in {path})")
-    status = 0
-    for folder in args.check:
-        status = max(status, check(folder, rate_file))
-    return status
+    within = [check(folder, rate_file) for folder in args.check]
+    return 0 if all(within) else 1
 
 
 def _points(path: Path) -> list[gpu_rates.Measured]:
@@ -85,15 +83,16 @@ def _points(path: Path) -> list[gpu_rates.Measured]:
     return points
 
 
-def check(folder: Path, rate_file: gpu_rates.RateFile) -> int:
-    """Planned against measured for every finished CUDA stack under `folder`: per study, the
-    step and the stack's seconds (its longest member's wall). 0 where every stack's seconds
-    are within 25%, 1 where one is not, 2 where there is no CUDA stack."""
+def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
+    """Planned (by `rate_file`'s constants alone, no learned rows) against measured for every
+    finished CUDA stack under `folder`: per study, the step and the stack's seconds (its
+    longest member's wall). Whether every stack's seconds are within 25%; a folder without
+    rows or without a finished CUDA stack is a ConfigError."""
     import polars as pl
 
     from icl_core.planning.cost import CostModel
 
-    model = CostModel("cuda|unmeasured", 1)  # the rate model alone, no learned rows
+    model = CostModel("cuda|unmeasured", 1, rate_file=rate_file)
     files = sorted(folder.glob("**/rows/*.parquet"))
     if not files:
         raise ConfigError(f"--check: no rows under {folder} (a store or an evidence folder)")
@@ -102,7 +101,8 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> int:
         by_study.setdefault(str(f.parent.parent.relative_to(folder)), []).append(
             pl.read_parquet(f))
     step_errors, wall_errors = [], []
-    print(f"\nplanned / measured on {folder} (rate model alone; {_device(rate_file)}):")
+    print(f"\nplanned / measured on {folder} (the rate model alone, fitted on "
+          f"{rate_file.device_name}):")
     for study, frames in sorted(by_study.items()):
         rows = pl.concat(frames, how="diagonal_relaxed")
         stacks = gpu_rates.stacks_of_rows(rows, study)
@@ -122,12 +122,12 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> int:
                          f"({100 * wall_errors[-1]:+.0f}%)")
             print(line)
     if not step_errors:
-        print(f"  no finished CUDA stack under {folder}")
-        return 2
+        raise ConfigError(f"--check: no finished CUDA stack under {folder} (its rows ran on "
+                          "a CPU, or none finished)")
     print(f"  steps: {gpu_rates.summary(step_errors)}")
     if wall_errors:
         print(f"  stacks' seconds: {gpu_rates.summary(wall_errors)}")
-    return 0 if all(abs(e) <= 0.25 for e in wall_errors or step_errors) else 1
+    return all(abs(e) <= 0.25 for e in wall_errors or step_errors)
 
 
 def _shape(member) -> str:
@@ -136,6 +136,3 @@ def _shape(member) -> str:
                                       getattr(mc, "heads", None)) if v is not None)
     return f"{mc.name} {size}, {member.train.steps} steps"
 
-
-def _device(rate_file: gpu_rates.RateFile) -> str:
-    return f"fitted on {rate_file.device_name}"

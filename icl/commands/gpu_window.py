@@ -165,10 +165,13 @@ def makespan(seconds: list[float], workers: int) -> float:
 def window_seconds(chosen: list[Candidate]) -> float:
     """The planned wall of running `chosen` as `command` runs them: each job's stacks over
     its processes, every stack at SHARED_SLOWDOWN x its time alone when more than one
-    process shares the GPU (measured on an H100 at five, icl_core.planning.cost)."""
+    process shares the GPU (measured on an H100 at five, icl_core.planning.cost); infinite
+    where they would need more than MAX_PROCESSES jobs (sweep files)."""
     from icl_core.planning.cost import SHARED_SLOWDOWN
 
     workers = processes(chosen)
+    if len(workers) > MAX_PROCESSES:  # a job a sweep file, a process a job at least
+        return math.inf
     slow = SHARED_SLOWDOWN if sum(workers.values()) > 1 else 1.0
     return max((slow * makespan([s for c in chosen if c.sweep == job for s in c.stack_s], w)
                 for job, w in workers.items()), default=0.0)

@@ -47,9 +47,9 @@ BASELINE_ITER_S = 60e-6  # one GD iteration of a baseline over the test prompts 
 BASELINE_SOLVE_ITERS = 20  # a lstsq (ols), in baseline iterations
 STACK_GAIN = 0.8  # a stack pays when its time per member is below this share of alone
 # GPU shares a trial may get: at most five trials side by side on one GPU, each then taking
-# SHARED_SLOWDOWN x its time alone (measured on an H100: five processes of 3-seed stacks
-# 1.18-1.23x the rate model's alone, `icl cost --check evidence/reduced`; thirteen queued each
-# other's kernels at 4-6x, docs/COST.md), so five keep a GPU busiest
+# SHARED_SLOWDOWN x its time alone (measured on an H100, `icl cost --check evidence/reduced`:
+# five processes of 3-seed stacks took 1.16-1.22x the rate model's steps alone; thirteen CUDA
+# processes queued each other's kernels at 3.4-4.0x, docs/COST.md), so five keep a GPU busiest
 SHARES = (0.2, 0.25, 0.5, 1.0)
 SHARED_SLOWDOWN = 1.25
 MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
@@ -149,6 +149,8 @@ class CostModel:
     table: dict[str, StepTime] = field(default_factory=dict)
     device_memory_mb: float | None = None  # the GPU's memory (calibration), for shares
     rest: dict[str, float] = field(default_factory=dict)  # rest_key -> seconds (rows)
+    # the GPU rate model's constants (gpu_rates.RateFile; None: the committed ones)
+    rate_file: gpu_rates.RateFile | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -174,9 +176,13 @@ class CostModel:
     def _flop_step(self, member: MemberConfig, stack: int) -> float:
         shape = step_shape(member)
         if self.on_gpu:
-            return gpu_rates.load().for_member(member).step_seconds(member, stack)
+            return self._rates(member).step_seconds(member, stack)
         compute = step_cost_flops(member) / (CPU_FLOPS * max(self.threads, 1))
         return stack * (CPU_STEP_FLOOR_S + CPU_LAYER_PASS_S * shape.layers + compute)
+
+    def _rates(self, member: MemberConfig) -> gpu_rates.Rates:
+        """The GPU rate model's constants for `member`'s path."""
+        return (self.rate_file or gpu_rates.load()).for_member(member)
 
     def gpu_share(self, member: MemberConfig, flop_share: float) -> float:
         """A member's GPU share: its FLOP-based share, raised to what its measured memory
@@ -242,7 +248,7 @@ class CostModel:
         chunks = math.ceil(cfg.n_prompts / cfg.chunk)
         known = shape_key(member) in self.table
         if self.on_gpu and not known:
-            rates = gpu_rates.load().for_member(member)
+            rates = self._rates(member)
             floor = chunks * (EVAL_FLOOR_S + rates.layer_pass_s / 3 * shape.eval_layers)
             per_flop = rates.s_per_flop * gpu_rates.PEAK["float32"] / gpu_rates.PEAK.get(
                 member.dtype, gpu_rates.PEAK["float32"])

@@ -20,8 +20,8 @@ The constants are fitted by `fit`: least squares on the relative error (each mea
 weighs the same whatever its length), non-negative (scipy's NNLS), on the measured steps kept in
 `gpu_rates.json` beside this module (each with its member's config, stack size, seconds and
 source: the measurement command and machine). `icl cost` adds measurements (benchmarks/
-stack_scaling.py's JSON), refits, writes the file and checks the model against the step times
-and stack walls of studies run on that GPU (icl.commands.cost).
+stack_scaling.py's or paper_step.py's --json), refits, writes the file and checks the model
+against the step times and stack walls of studies run on that GPU (icl.commands.cost).
 """
 
 from __future__ import annotations
@@ -54,11 +54,14 @@ def path_of(member: MemberConfig) -> str:
 
 
 def features(member: MemberConfig, stack: int) -> list[float]:
-    """The terms' multipliers for a stack of `stack` such members (the order of TERMS)."""
+    """The terms' multipliers for a stack of `stack` such members (the order of TERMS); the
+    FLOPs in float32 FLOPs (a float64 or bfloat16 one weighs the peaks' ratio), so a fit and a
+    prediction treat a dtype alike."""
     layers = float(step_shape(member).layers)
     stacked = 1.0 if stack > 1 else 0.0
+    weight = PEAK["float32"] / PEAK.get(member.dtype, PEAK["float32"])
     return [1.0, layers, stacked, stacked * layers, float(stack),
-            stack * step_cost_flops(member)]
+            stack * step_cost_flops(member) * weight]
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,8 @@ class Rates:
 
     def step_seconds(self, member: MemberConfig, stack: int = 1) -> float:
         """One step of a stack of `stack` such members (1: alone)."""
-        x = features(member, stack)
-        x[-1] *= PEAK["float32"] / PEAK.get(member.dtype, PEAK["float32"])
-        return sum(c * f for c, f in zip(self.coefficients(), x, strict=True))
+        return sum(c * f for c, f in zip(self.coefficients(), features(member, stack),
+                                         strict=True))
 
     def coefficients(self) -> list[float]:
         return [getattr(self, t) for t in TERMS]
@@ -122,6 +124,13 @@ def fit(points: list[Measured]) -> Rates:
     y = np.array([p.step_s for p in points], dtype=float)
     scale = a.max(axis=0)  # columns of like size (FLOPs are ~1e9), undone below
     scale[scale == 0] = 1.0
+    rank = int(np.linalg.matrix_rank(a / scale))
+    if rank < len(TERMS):
+        raise ConfigError(
+            f"a GPU rate fit needs steps that tell its {len(TERMS)} terms apart (rank "
+            f"{rank} of {len(TERMS)} from {len(points)} steps): lone and stacked steps at two "
+            "depths or more and two stack sizes or more, e.g. stack_scaling.py's K = 1, 8, "
+            "32 at both sizes")
     coef, _ = nnls(a / scale / y[:, None], np.ones(len(y)))
     return Rates(*(float(c) for c in coef / scale))
 
@@ -192,15 +201,15 @@ _LOADED: dict[Path, RateFile] = {}
 
 
 def load(path: Path | None = None) -> RateFile:
-    """The committed rate file (read once per process)."""
-    path = path or RATES_FILE
+    """The committed rate file, or another (read once per process; treat it as read-only)."""
+    path = (path or RATES_FILE).resolve()
     if path not in _LOADED:
         _LOADED[path] = RateFile.from_json(json.loads(path.read_text()))
     return _LOADED[path]
 
 
 def save(rate_file: RateFile, path: Path | None = None) -> None:
-    path = path or RATES_FILE
+    path = (path or RATES_FILE).resolve()
     path.write_text(json.dumps(rate_file.to_json(), indent=1, sort_keys=True) + "\n")
     _LOADED.pop(path, None)
 
