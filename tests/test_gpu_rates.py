@@ -192,3 +192,25 @@ def test_icl_cost_checks_by_the_rate_file_it_is_given(tmp_path, capsys):
     committed = gpu_rates.load()
     assert committed.rates == gpu_rates.RateFile.from_json(
         json.loads(gpu_rates.RATES_FILE.read_text())).rates
+
+
+def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
+    """A store's rows keep finished_at: the study's seconds from its first start to its last
+    end against its stacks side by side on their GPU shares. The scale-up window's rows with
+    the times it ran at (its five stacks started together, each ended after its wall)."""
+    rows = pl.read_parquet(ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet")
+    start = 1_800_000_000
+    rows = rows.with_columns(
+        finished_at=pl.from_epoch((start + pl.col("wall_time_s")).cast(pl.Int64), time_unit="s")
+        .dt.replace_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    store = tmp_path / "store" / "deep_optimizers" / "scaleup" / "rows"
+    store.mkdir(parents=True)
+    rows.write_parquet(store / "rows.parquet")
+    assert gpu_rates.study_span(rows) == pytest.approx(rows["wall_time_s"].max(), abs=1.0)
+    assert gpu_rates.study_span(rows.drop("finished_at")) is None  # evidence keeps none
+    assert icl(["cost", "--check", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    span = re.search(r"the study: (\d+) s from first start to last end, planned (\d+) s with "
+                     r"its stacks side by side on GPU shares \(([+-]\d+)%\)", out)
+    assert span and 170 <= int(span.group(1)) <= 180 and abs(int(span.group(3))) <= 25, out
+    assert "studies' seconds: median |error|" in out

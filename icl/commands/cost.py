@@ -8,7 +8,8 @@ what ran on a GPU.
                                            refit (shown; --write keeps it)
     icl cost --check evidence/reduced      every finished CUDA stack under these folders
                                            (stores or evidence): its planned step and stack
-                                           seconds against the measured ones
+                                           seconds against the measured ones; in a store,
+                                           each study's seconds too
     icl cost --write                       write the refit into icl_core/planning/gpu_rates.json
 
 The check plans as an unmeasured GPU would (the rate model alone, no learned rows). Its rows
@@ -86,11 +87,14 @@ def _points(path: Path) -> list[gpu_rates.Measured]:
 def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
     """Planned (by `rate_file`'s constants alone, no learned rows) against measured for every
     finished CUDA stack under `folder`: per study, the step and the stack's seconds (its
-    longest member's wall). Whether every stack's seconds are within 25%; a folder without
-    rows or without a finished CUDA stack is a ConfigError."""
+    longest member's wall), and where the rows keep finished_at (a store's; evidence drops it)
+    the study's seconds from first start to last end against its stacks side by side on their
+    GPU shares. Whether all are within 25% (the stacks', and the studies' where known); a
+    folder without rows or without a finished CUDA stack is a ConfigError."""
     import polars as pl
 
     from icl_core.planning.cost import CostModel
+    from icl_core.planning.resources import one_gpu_seconds
 
     model = CostModel("cuda|unmeasured", 1, rate_file=rate_file)
     files = sorted(folder.glob("**/rows/*.parquet"))
@@ -100,7 +104,7 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
     for f in files:
         by_study.setdefault(str(f.parent.parent.relative_to(folder)), []).append(
             pl.read_parquet(f))
-    step_errors, wall_errors = [], []
+    step_errors, wall_errors, span_errors = [], [], []
     print(f"\nplanned / measured on {folder} (the rate model alone, fitted on "
           f"{rate_file.device_name}):")
     for study, frames in sorted(by_study.items()):
@@ -121,13 +125,22 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
                 line += (f"; stack {wall:.0f} s, planned {planned_wall:.0f} "
                          f"({100 * wall_errors[-1]:+.0f}%)")
             print(line)
+        span = gpu_rates.study_span(rows)
+        if span:  # a store's rows: the study's stacks side by side on their GPU shares
+            planned_span = one_gpu_seconds([[m.member] * m.stack for m, _, _ in stacks], model)
+            span_errors.append(planned_span / span - 1)
+            print(f"    the study: {span:.0f} s from first start to last end, planned "
+                  f"{planned_span:.0f} s with its stacks side by side on GPU shares "
+                  f"({100 * span_errors[-1]:+.0f}%)")
     if not step_errors:
         raise ConfigError(f"--check: no finished CUDA stack under {folder} (its rows ran on "
                           "a CPU, or none finished)")
     print(f"  steps: {gpu_rates.summary(step_errors)}")
     if wall_errors:
         print(f"  stacks' seconds: {gpu_rates.summary(wall_errors)}")
-    return all(abs(e) <= 0.25 for e in wall_errors or step_errors)
+    if span_errors:
+        print(f"  studies' seconds: {gpu_rates.summary(span_errors)}")
+    return all(abs(e) <= 0.25 for e in (wall_errors or step_errors) + span_errors)
 
 
 def _shape(member) -> str:

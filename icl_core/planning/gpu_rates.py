@@ -268,6 +268,24 @@ def stacks_of_rows(rows, source: str) -> list[tuple[Measured, float | None, int]
     return out
 
 
+def study_span(rows) -> float | None:
+    """Seconds from a study's first CUDA member's start to its last one's end, in a frame of a
+    store's rows (finished_at less wall_time_s; None where the rows keep no finished_at, as
+    evidence does not)."""
+    import polars as pl
+
+    need = {"finished_at", "wall_time_s", "device_type", "config_hash"}
+    if rows is None or not need <= set(rows.columns):
+        return None
+    members = rows.filter((pl.col("device_type") == "cuda") & pl.col("wall_time_s").is_not_null()
+                          & pl.col("finished_at").is_not_null()).unique("config_hash")
+    if members.height == 0:
+        return None
+    end = members["finished_at"].str.to_datetime("%Y-%m-%dT%H:%M:%S%z").dt.epoch("s")
+    start = end - members["wall_time_s"]
+    return float(end.max() - start.min())
+
+
 def stack_scaling_points(data: dict, source: str) -> list[Measured]:
     """The measured cells of benchmarks/stack_scaling.py's JSON (`--json`): ours, status ok,
     each with its member's config; the precision pass recorded on the member."""
