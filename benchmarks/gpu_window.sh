@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A lent GPU's window in one call (no Ray there; a call runs at most 10 minutes): first issue
+# 46's measurements (benchmarks/gpu_stacks.py, capped at STACKS_S seconds), then the evidence
+# jobs `icl plan --gpu-minutes M` printed (benchmarks/gpu_evidence.sh), for what is left of
+# TOTAL seconds:
+#
+#     icl plan --gpu-minutes 3 --seeds 5          # here: the jobs for the ~3 minutes left
+#     TOTAL=560 OUT=$OUT bash benchmarks/gpu_window.sh reduced JOB [JOB ...]   # there
+#
+# STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile; --device cpu --quick is the
+# dry run on a CPU). Back here, with the files under FILES:
+#
+#     icl cost --add $FILES/stacks/stack.json --write --check evidence/reduced
+#     mkdir -p /tmp/store && tar xzf $FILES/evidence/store.tgz -C /tmp/store
+#     icl cost --check /tmp/store     # the window's studies, planned against measured
+#     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ... && icl verdicts --write
+set -u
+PRESET=${1:?usage: gpu_window.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS[:SEEDS] ...}
+shift
+OUT=${OUT:-/tmp/gpu_window}
+TOTAL=${TOTAL:-560}
+STACKS_S=${STACKS_S:-360}
+PY=${PY:-python3}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+
+echo "== gpu_window: $TOTAL s in all, measurements first (at most $STACKS_S s)"
+# shellcheck disable=SC2086  # STACKS_ARGS is a list of options
+timeout "$STACKS_S" $PY benchmarks/gpu_stacks.py --out "$OUT/stacks" ${STACKS_ARGS:-} \
+    || echo "gpu_stacks: ended with status $? (124: its $STACKS_S s ran out; what it measured is above)"
+
+left=$(( TOTAL - ($(date +%s) - start) - 20 ))  # 20 s for the archive and the copy back
+if [ "$#" -eq 0 ]; then
+    echo "== no evidence jobs given"
+elif [ "$left" -lt 60 ]; then
+    echo "== evidence skipped: $left s left of $TOTAL (give more TOTAL or a smaller STACKS_S)"
+else
+    echo "== evidence: $left s for $*"
+    OUT="$OUT/evidence" LIMIT="$left" PY="$PY" bash benchmarks/gpu_evidence.sh "$PRESET" "$@"
+fi
+echo "== gpu_window done in $(( $(date +%s) - start )) s"
