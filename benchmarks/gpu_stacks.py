@@ -29,8 +29,10 @@ what the window ran (icl.commands.cost):
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -90,7 +92,9 @@ def graph_against_eager(device: str, steps: int) -> None:
           f"({curriculum.graph.why_eager})")
 
 
-def together_against_apart(device: str, steps: int, out: Path) -> None:
+def together_against_apart(device: str, steps: int) -> None:
+    """Stores in temporary folders: --out keeps a few shallow files (a lent machine returns
+    those)."""
     from icl_core.running.trial import TrialSpec, run_trial
 
     for graph in (False, True):
@@ -104,12 +108,13 @@ def together_against_apart(device: str, steps: int, out: Path) -> None:
                 members.append(resolve_member(m).to_dict())
         walls = {}
         for together in (False, True):
-            store = out / f"together_{graph}_{together}"
+            store = Path(tempfile.mkdtemp(prefix=f"together_{graph}_{together}_"))
             t0 = time.perf_counter()
             statuses = run_trial(TrialSpec("gpu_stacks", "together", str(store), members,
                                            stack="always", interleave=together))
             walls[together] = time.perf_counter() - t0
             assert set(statuses.values()) == {"ok"}, statuses
+            shutil.rmtree(store, ignore_errors=True)
         print(f"4 stacks x 3 seeds, {steps} steps, graph {graph}: one after another "
               f"{walls[False]:.1f} s, at once {walls[True]:.1f} s "
               f"(x{walls[False] / walls[True]:.2f})")
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
     print("== 2. a study's stacks in one process: one after another, then at once")
     try:
-        together_against_apart(args.device, 30 if args.quick else 300, out)
+        together_against_apart(args.device, 30 if args.quick else 300)
     except Exception:  # noqa: BLE001  (the next part runs)
         traceback.print_exc()
     print("== 3. stack scaling: generator, counter, graph; fp32 then TF32; the reference beside")
