@@ -4,6 +4,7 @@ searches (which need Optuna + Tune), whatever attributes a search shares with a 
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "run_without_ray.py"
@@ -71,3 +72,28 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
                      root=tmp_path / "evidence")
     provenance = json.loads((target / "provenance.json").read_text())
     assert provenance["members"] == 2 and provenance["preset"] == "smoke"
+
+
+def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_path):
+    """benchmarks/gpu_window.sh: the measurements capped at STACKS_S (here cut at 2 s, as a
+    window past its cap would), then the evidence jobs for the seconds left of TOTAL; with too
+    few left, the evidence is skipped and says why."""
+    import os
+    import subprocess
+    import sys
+
+    script = SCRIPT.parent / "gpu_window.sh"
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "STORE": str(tmp_path / "window"),
+           "PY": sys.executable, "STACKS_S": "2", "STACKS_ARGS": "--device cpu --quick",
+           "TOTAL": "200"}
+    run = subprocess.run(["bash", str(script), "smoke", "depth_scaling:ls_mixer_depth:cpu:1"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "gpu_stacks: ended with status 124" in run.stdout  # its cap
+    left = int(re.search(r"== evidence: (\d+) s for depth_scaling", run.stdout).group(1))
+    assert 100 < left <= 200 - 2 - 20
+    assert "store: 2 row files" in run.stdout and (tmp_path / "out/evidence/store.tgz").exists()
+    short = subprocess.run(["bash", str(script), "smoke", "depth_scaling:ls_mixer_depth:cpu:1"],
+                           capture_output=True, text=True, timeout=300,
+                           env={**env, "TOTAL": "60", "OUT": str(tmp_path / "short")})
+    assert short.returncode == 0 and "== evidence skipped:" in short.stdout
