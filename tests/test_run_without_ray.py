@@ -7,6 +7,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "run_without_ray.py"
 
 
@@ -74,6 +76,7 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
     assert provenance["members"] == 2 and provenance["preset"] == "smoke"
 
 
+@pytest.mark.slow  # a benchmark script's own check (~12 s): `pytest -m slow`
 def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_path):
     """benchmarks/gpu_window.sh: the measurements capped at STACKS_S (here cut at 2 s, as a
     window past its cap would), then the evidence jobs for the seconds left of TOTAL; with too
