@@ -83,6 +83,9 @@ def test_wheel_installs_icl_and_ships_the_sweep_files(installed, tmp_path):
     out = _run([venv / "bin" / "icl", "plan", "depth_scaling", "--preset", "smoke"],
                cwd=tmp_path, env=env)
     assert "depth_scaling/least_squares [smoke]: " in out and "total: " in out
+    # the GPU rate model's constants ship as package data (the one-GPU estimates read them)
+    out = _run([venv / "bin" / "icl", "cost"], cwd=tmp_path, env=env)
+    assert "GPU rate model [NVIDIA H100 80GB HBM3], 14 measured steps" in out
 
 
 @pytest.mark.slow
