@@ -27,9 +27,12 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
+from icl_core.planning.cost import SHARED_SLOWDOWN, SIDE_BY_SIDE
+
 STARTUP_S = 30.0  # of the window: the processes' imports and first CUDA calls
 UNDECIDED = ("partly", "not testable", "evidence pending")
-MAX_PROCESSES = 5  # CUDA processes side by side on one GPU (more only queue its launches)
+# CUDA processes side by side on one GPU (more only queue its launches): the planner's
+MAX_PROCESSES = SIDE_BY_SIDE
 
 
 @dataclass
@@ -167,8 +170,6 @@ def window_seconds(chosen: list[Candidate]) -> float:
     its processes, every stack at SHARED_SLOWDOWN x its time alone when more than one
     process shares the GPU (measured on an H100 at five, icl_core.planning.cost); infinite
     where they would need more than MAX_PROCESSES jobs (sweep files)."""
-    from icl_core.planning.cost import SHARED_SLOWDOWN
-
     workers = processes(chosen)
     if len(workers) > MAX_PROCESSES:  # a job a sweep file, a process a job at least
         return math.inf

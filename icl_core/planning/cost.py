@@ -50,7 +50,8 @@ STACK_GAIN = 0.8  # a stack pays when its time per member is below this share of
 # SHARED_SLOWDOWN x its time alone (measured on an H100, `icl cost --check evidence/reduced`:
 # five processes of 3-seed stacks took 1.16-1.22x the rate model's steps alone; thirteen CUDA
 # processes queued each other's kernels at 3.4-4.0x, docs/COST.md), so five keep a GPU busiest
-SHARES = (0.2, 0.25, 0.5, 1.0)
+SIDE_BY_SIDE = 5
+SHARES = (1 / SIDE_BY_SIDE, 0.25, 0.5, 1.0)
 SHARED_SLOWDOWN = 1.25
 MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
 # On a GPU, before a shape is measured there: the GPU rate model (icl_core.planning.gpu_rates),

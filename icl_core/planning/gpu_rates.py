@@ -28,20 +28,20 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, to_plain
+from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_path, to_plain
 from icl_core.training.flops import step_cost_flops, step_shape
 
-RATES_FILE = Path(__file__).with_name("gpu_rates.json")
+RATES_FILE = Path(__file__).resolve().with_name("gpu_rates.json")
 TERMS = ("floor_s", "layer_pass_s", "stack_floor_s", "stack_layer_pass_s", "member_s",
          "s_per_flop")
 BASE_PATH = "generator fp32"  # the default path, every other's fallback until it is measured
 # dense peaks of an H100 SXM by dtype (float32 without TF32): the fitted float32 rate scales
 # by their ratio for float64 (no tensor cores) and bfloat16
 PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
-TOP_LEVEL = ("seed", "task_seed", "dtype", "device")  # a member config's fields beside sections
+MEMBER_FIELDS = {f.name for f in fields(MemberConfig)}  # a row's config columns start so
 
 
 def path_of(member: MemberConfig) -> str:
@@ -202,14 +202,14 @@ _LOADED: dict[Path, RateFile] = {}
 
 def load(path: Path | None = None) -> RateFile:
     """The committed rate file, or another (read once per process; treat it as read-only)."""
-    path = (path or RATES_FILE).resolve()
+    path = RATES_FILE if path is None else path.resolve()  # the cost model asks every step
     if path not in _LOADED:
         _LOADED[path] = RateFile.from_json(json.loads(path.read_text()))
     return _LOADED[path]
 
 
 def save(rate_file: RateFile, path: Path | None = None) -> None:
-    path = (path or RATES_FILE).resolve()
+    path = RATES_FILE if path is None else path.resolve()
     path.write_text(json.dumps(rate_file.to_json(), indent=1, sort_keys=True) + "\n")
     _LOADED.pop(path, None)
 
@@ -232,11 +232,8 @@ def member_of_row(row: dict) -> MemberConfig:
                 value = json.loads(value)
             except ValueError:
                 pass
-        if "." in key:
-            section, name = key.split(".", 1)
-            nested.setdefault(section, {})[name] = value
-        elif key in TOP_LEVEL:
-            nested[key] = value
+        if key.partition(".")[0] in MEMBER_FIELDS:
+            set_path(nested, key, value)
     member = resolve_member(nested)
     if row.get("config_hash") and member.hash != row["config_hash"]:
         raise ConfigError(f"a row's config does not rebuild: hash {member.hash} is not the "

@@ -25,11 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from icl_core.planning.cost import SHARED_SLOWDOWN, CostModel, device_label
+from icl_core.planning.cost import SHARED_SLOWDOWN, SHARES, CostModel, device_label
 from icl_core.spec.config import ConfigError, MemberConfig
 from icl_core.training.flops import step_flops
 
-FRACTION_STEPS = ((1e9, 0.2), (1e10, 0.25), (1e11, 0.5))
+FRACTION_STEPS = ((1e9, SHARES[0]), (1e10, 0.25), (1e11, 0.5))
 
 
 @dataclass(frozen=True)

@@ -85,22 +85,24 @@ def _mul32(x, c: int):
     return ((x & 0xFFFF) * c + ((((x >> 16) * c) & 0xFFFF) << 16)) & M32
 
 
+def _xorshift_multiply(x, first: int, second: int, last: int):
+    """[16 first 15 second last] in hash-prospector's notation: xor-shifts and multiplies,
+    a bijection of 32-bit words."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, first)
+    x = x ^ (x >> 15)
+    x = _mul32(x, second)
+    return x ^ (x >> last)
+
+
 def _mix1(x):
     """lowbias32 (Wellons): a bijection of 32-bit words with low avalanche bias."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
+    return _xorshift_multiply(x, 0x7FEB352D, 0x846CA68B, 16)
 
 
 def _mix2(x):
     """hash-prospector's [16 21f0aaad 15 735a2d97 15]: a second, independent bijection."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x21F0AAAD)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x735A2D97)
-    return x ^ (x >> 15)
+    return _xorshift_multiply(x, 0x21F0AAAD, 0x735A2D97, 15)
 
 
 class CounterDraws:
