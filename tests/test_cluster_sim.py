@@ -193,3 +193,17 @@ def test_trials_from_the_real_planner_keep_every_member_and_count_search_samples
                                  only=["depth_scaling/least_squares"])
     assert all(t.gpu == 0 and t.seconds > 0 for t in on_cpu)
     assert sim.simulate(on_cpu, 2).makespan_s >= sim.lower_bound(on_cpu, 2, 10.0)
+
+
+def test_a_gpu_clusters_plan_holds_members_to_a_gpus_memory(monkeypatch):
+    """Planned for GPUs, a member's memory is held to a GPU's (as --plan-gpus), not to the
+    planning host's RAM: an AlgoFormer paper member (~31 GB) plans on a host of 1 GB."""
+    import icl_core.planning.memory as memory
+    from icl_core.spec.config import ConfigError
+
+    monkeypatch.setattr(memory, "host_memory", lambda: 1e9)
+    planner = sim._planner()
+    sweep, plans, _ = planner.sweep_plans("algoformer", "paper", 8)
+    assert sweep.name == "algoformer" and plans
+    with pytest.raises(ConfigError, match="this machine's RAM"):
+        planner.sweep_plans("algoformer", "paper", 0)

@@ -113,11 +113,11 @@ def test_icl_help_lists_every_command_and_each_answers_its_own_help(capsys):
     usage = capsys.readouterr().out
     commands = ["run", "plan", "list", "config", "regenerate", "levels", "claims", "compact",
                 "backtest", "verdicts", "adaptive", "catalog", "evidence", "forecast",
-                "scoreboard"]
+                "scoreboard", "cost"]
     for command in commands:
         assert f"    icl {command}" in usage and f"    icl {command}" in USAGE, command
     for command in ("catalog", "evidence", "forecast", "scoreboard", "regenerate", "verdicts",
-                    "backtest"):
+                    "backtest", "cost"):
         with pytest.raises(SystemExit) as exc:
             icl([command, "--help"])
         assert exc.value.code == 0
@@ -127,3 +127,16 @@ def test_icl_help_lists_every_command_and_each_answers_its_own_help(capsys):
     assert "budget: 6 trials" in capsys.readouterr().out
     assert icl(["adaptive", "adaptive_dpth"]) == 2
     assert "did you mean 'adaptive_depth'?" in capsys.readouterr().err
+
+
+def test_icl_help_into_a_closed_pipe_ends_quietly():
+    """`icl --help | head -1`: the reader gone before the usage is written (here: closed
+    before the command starts) is no traceback, and the status is 0."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "icl", "--help"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 0 and "BrokenPipeError" not in err, err

@@ -119,6 +119,22 @@ def test_stacks_only_where_the_cost_model_says_they_pay():
     assert len(plan_trials(seeds, 1, 1, "auto", 2, cost=gpu)) == 1
 
 
+def test_a_trial_on_a_gpu_share_is_planned_at_the_shared_slowdown():
+    """Trials sharing a GPU (a share < 1) slow each other: planned at SHARED_SLOWDOWN x their
+    time alone; a whole GPU's and a CPU's trial at their time alone."""
+    seeds = [resolve_member({**tiny_member(), "seed": s}) for s in range(2)]
+    gpu = cost.CostModel("cuda|test", 1, {cost.shape_key(seeds[0]): cost.StepTime(alone=0.01)})
+    alone = sum(gpu.member_seconds(m) for m in seeds)
+    for share, factor in ((0.2, cost.SHARED_SLOWDOWN), (1.0, 1.0)):
+        res = TrialResources(cpu=1, gpu=share)
+        (trial,) = balanced_trials(seeds, res, slots=1, stack="never", cost=gpu, target_s=900)
+        assert trial.seconds == pytest.approx(factor * alone)
+    # --pack 2 on a GPU cluster: the small members' FLOP share, a fifth, slowed alike
+    (packed,) = plan_trials(seeds, 1, 1, 2, stack="never", cost=gpu)
+    assert packed.res.gpu == 0.2 and packed.seconds == pytest.approx(cost.SHARED_SLOWDOWN * alone)
+    assert cost.SHARED_SLOWDOWN == 1.25 and cost.SHARES[0] == 1 / cost.SIDE_BY_SIDE == 0.2
+
+
 def test_a_pool_reports_each_study_once_as_soon_as_its_own_trials_end():
     reported = []
     a, b = (PoolStudy(type("S", (), {"name": "f"})(), type("P", (), {"study": type(

@@ -214,3 +214,25 @@ def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
                      r"its stacks side by side on GPU shares \(([+-]\d+)%\)", out)
     assert span and 170 <= int(span.group(1)) <= 180 and abs(int(span.group(3))) <= 25, out
     assert "studies' seconds: median |error|" in out
+
+
+@pytest.mark.slow  # a benchmark script's own check (~10 s): `pytest -m slow`
+def test_paper_step_json_is_what_icl_cost_adds(tmp_path, capsys):
+    """benchmarks/paper_step.py --json: each timed member's config, precision and ms/step in
+    stack_scaling.py's layout; `icl cost --add` reads it (and refuses it as CPU steps)."""
+    import subprocess
+
+    out = tmp_path / "steps.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "paper_step.py"), "depth_scaling", "--study",
+         "least_squares", "--preset", "smoke", "--steps", "2", "--limit", "2", "--device", "cpu",
+         "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(out.read_text())
+    assert data["device"] == "cpu" and "paper_step depth_scaling" in data["source"]
+    assert [r["k"] for r in data["ours"]] == [1, 1]
+    for row in data["ours"]:
+        member = resolve_member(row["member"])
+        assert row["precision"] == member.train.precision and row["ms_per_step"] > 0
+    assert icl(["cost", "--add", str(out)]) == 2
+    assert "measured on 'cpu'" in capsys.readouterr().err
