@@ -177,32 +177,29 @@ class StackedRun:
     def _losses(self, step: int) -> torch.Tensor:
         inputs, targets, extras, mask = self._batch(step)
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
-        if self.cfg.compile and self._compiled() is not None:
-            return self.compiled(self.params, self.buffers, inputs, targets, extras, mask)
+        loss = self._compiled() if self.cfg.compile else None
+        if loss is not None:  # step unread: a model that reads it is left eager
+            return loss(self.params, self.buffers, inputs, targets, extras, mask)
+        return self._vmapped(self.params, self.buffers, inputs, targets, extras, mask, step)
 
-        def one(params, buffers, x, y, ex):
-            return functional_call(self.loss_module, (params, buffers), (x, y, ex, mask, step))
+    def _vmapped(self, params, buffers, inputs, targets, extras, mask, step: int = 0):
+        """Every member's loss (K,): the loss module vmapped over the stacked weights and
+        batches."""
+        def one(p, b, x, y, ex):
+            return functional_call(self.loss_module, (p, b), (x, y, ex, mask, step))
 
-        return vmap(one)(self.params, self.buffers, inputs, targets, extras)  # (K,)
+        return vmap(one)(params, buffers, inputs, targets, extras)
 
     def _compiled(self):
-        """train.compile: the stack's vmapped loss as one compiled function of (weights,
-        batches, mask), made once; None for a model with its own training loss (it reads the
-        step on the host, which would recompile it every step)."""
+        """train.compile: `_vmapped` compiled once, a function of (weights, batches, mask);
+        None for a model with its own training loss (it reads the step on the host, which
+        would recompile it every step)."""
         if self.compiled is None and not self.why_eager:
             if isinstance(self.runs[0].model, HasTrainingLoss):
                 self.why_eager = "the model's own training loss reads the step on the host"
                 logger.info(f"train.compile: the stack's loss runs eagerly ({self.why_eager})")
                 return None
-            module = self.loss_module
-
-            def losses(params, buffers, inputs, targets, extras, mask):
-                def one(p, b, x, y, ex):
-                    return functional_call(module, (p, b), (x, y, ex, mask, 0))
-
-                return vmap(one)(params, buffers, inputs, targets, extras)
-
-            self.compiled = torch.compile(losses)
+            self.compiled = torch.compile(self._vmapped)
         return self.compiled
 
     def _clip(self) -> None:
