@@ -6,7 +6,9 @@ Polars or pytest there), about 5 minutes on an H100:
 
 1. A stack's step as a CUDA graph (train.cuda_graph) against the same step run eagerly: the
    weights of K = 8 members after 20 steps (float32), whether the graph was captured, and a
-   curriculum task (relu_teacher) left eager with its reason.
+   curriculum task (relu_teacher) left eager with its reason; then a stack that skips steps
+   (train.skip_grad_norm: MaskedAdam, the mask on the device) against the same stack without
+   the rule, eager and as a graph (ms/step, steps skipped).
 2. A study's stacks in one process (TrialSpec.interleave): four stacks of 3 seeds (depths 1, 2,
    4, 8) trained one after another and then at once, each on its own CUDA stream, with and
    without the graph: wall time of the whole trial (evaluation included).
@@ -48,17 +50,18 @@ from icl_core.training.stacked import StackedRun  # noqa: E402
 from icl_core.training.train import MemberRun  # noqa: E402
 
 
-def member(seed: int, device: str, task: dict | None = None) -> dict:
+def member(seed: int, device: str, task: dict | None = None, **train) -> dict:
     return {"task": task or {"name": "linear_regression", "dim": 5, "n_points": 20},
             "model": {"name": "transformer", "depth": 4, "width": 64, "heads": 4},
             "train": {"lr": 1e-3, "batch_size": 64, "steps": 10**6, "draws": "counter",
-                      "cuda_graph": True, "grad_clip": 1.0, "warmup_steps": 5},
+                      "cuda_graph": True, "grad_clip": 1.0, "warmup_steps": 5, **train},
             "eval": {"n_prompts": 1, "baselines": []}, "seed": seed, "dtype": "float32",
             "device": device}
 
 
-def stack(device: str, k: int, task: dict | None = None) -> StackedRun:
-    return StackedRun([MemberRun(resolve_member(member(s, device, task))) for s in range(k)])
+def stack(device: str, k: int, task: dict | None = None, **train) -> StackedRun:
+    return StackedRun([MemberRun(resolve_member(member(s, device, task, **train)))
+                       for s in range(k)])
 
 
 def sync(device: str) -> None:
@@ -66,18 +69,26 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def held_eager(run: StackedRun) -> StackedRun:
+    run.graph = StepGraph(run)
+    run.graph.why_eager = "held eager for the comparison"
+    return run
+
+
+def ms_per_step(run: StackedRun, device: str, steps: int) -> float:
+    """After 5 steps (a graph is captured by then), the next `steps` timed."""
+    run.train_until(5)
+    sync(device)
+    t0 = time.perf_counter()
+    run.train_until(5 + steps)
+    sync(device)
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
 def graph_against_eager(device: str, steps: int) -> None:
-    graphed, eager = stack(device, 8), stack(device, 8)
-    eager.graph = StepGraph(eager)
-    eager.graph.why_eager = "held eager for the comparison"
-    timings = {}
-    for name, run in (("graph", graphed), ("eager", eager)):
-        run.train_until(5)
-        sync(device)
-        t0 = time.perf_counter()
-        run.train_until(5 + steps)
-        sync(device)
-        timings[name] = (time.perf_counter() - t0) / steps * 1e3
+    graphed, eager = stack(device, 8), held_eager(stack(device, 8))
+    timings = {name: ms_per_step(run, device, steps)
+               for name, run in (("graph", graphed), ("eager", eager))}
     worst = max(float(((p - q).abs() / q.abs().clamp_min(1e-6)).max().detach())
                 for p, q in zip(graphed.params.values(), eager.params.values(), strict=True))
     print(f"K = 8, {5 + steps} steps: captured {graphed.graph.graph is not None} "
@@ -90,6 +101,15 @@ def graph_against_eager(device: str, steps: int) -> None:
     curriculum.train_until(6)
     print(f"relu_teacher (a curriculum): captured {curriculum.graph.graph is not None} "
           f"({curriculum.graph.why_eager})")
+    for graph in (False, True):
+        timings, skipped = {}, {}
+        for name, train in (("plain", {}), ("skip", {"skip_grad_norm": 10.0})):
+            run = stack(device, 8, **train)
+            timings[name] = ms_per_step(run if graph else held_eager(run), device, steps)
+            skipped[name] = sum(r.skipped_steps for r in run.runs)
+        print(f"K = 8, graph {graph}: ms/step without skip_grad_norm {timings['plain']:.2f}, "
+              f"with it (limit 10: {skipped['skip']} of {8 * (5 + steps)} member-steps "
+              f"skipped) {timings['skip']:.2f} (x{timings['skip'] / timings['plain']:.2f})")
 
 
 def together_against_apart(device: str, steps: int) -> None:

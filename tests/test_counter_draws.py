@@ -197,9 +197,9 @@ def test_a_stack_resumes_to_the_numbers_of_an_uninterrupted_stack():
 # -- aten operations per stacked step -------------------------------------------------------
 
 
-def ops_per_step(k: int, draws_: str) -> int:
-    stack = StackedRun([MemberRun(member(s, draws_, dtype="float32",
-                                         train__grad_clip=1.0)) for s in range(k)])
+def ops_per_step(k: int, draws_: str, **over) -> int:
+    stack = StackedRun([MemberRun(member(s, draws_, dtype="float32", train__grad_clip=1.0,
+                                         **over)) for s in range(k)])
     stack.train_until(1)  # Adam's state exists
     stack.train_mode()
     with OpCount() as counter:
@@ -210,6 +210,14 @@ def ops_per_step(k: int, draws_: str) -> int:
 def test_a_stacked_step_dispatches_as_many_operations_at_k32_as_at_k2():
     assert ops_per_step(32, "counter") == ops_per_step(2, "counter")
     assert ops_per_step(32, "generator") > ops_per_step(2, "generator") + 30 * 5  # per member
+
+
+def test_a_stack_that_skips_steps_dispatches_as_many_operations_at_k32_as_at_k2():
+    """skip_grad_norm's mask and MaskedAdam's step work on (K, ...) tensors: no operation per
+    member, and fewer per weight tensor than torch's CPU Adam (one loop over the tensors)."""
+    skipping = ops_per_step(2, "counter", train__skip_grad_norm=1e3)
+    assert ops_per_step(32, "counter", train__skip_grad_norm=1e3) == skipping
+    assert skipping < ops_per_step(2, "counter")
 
 
 # -- configs --------------------------------------------------------------------------------

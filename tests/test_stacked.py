@@ -128,9 +128,14 @@ class Crash(Exception):
     pass
 
 
-def test_a_stacked_checkpoint_resumes_stacked_or_alone_to_the_same_numbers(tmp_path):
-    members = float64_seeds(tiny_member(), seeds=(0, 1, 2), steps=12)
-    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="always"))
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # skipping: seed 0, step 0
+@pytest.mark.parametrize("kind", ["plain", "skipping"])
+def test_a_stacked_checkpoint_resumes_stacked_or_alone_to_the_same_numbers(kind, tmp_path):
+    """Skipping: members with their own step counts (skip_grad_norm) resume too, stacked or
+    one after another with torch's Adam, with the skip counts of an uninterrupted run."""
+    members = float64_seeds(tiny_member(), seeds=(0, 1, 2), steps=12) if kind == "plain" \
+        else skipping_members(steps=12)
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="never"))
     saved = {}
 
     def crash_after_first_checkpoint(metrics, state):
@@ -147,7 +152,10 @@ def test_a_stacked_checkpoint_resumes_stacked_or_alone_to_the_same_numbers(tmp_p
         assert set(saved["runs"]) == {resolve_member(m).hash for m in members}
         assert {s["step"] for s in saved["runs"].values()} == {4}
         run_trial(spec, None, dict(saved))
-        assert_same_numbers(rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / stack))
+        whole, resumed = rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / stack)
+        assert_same_numbers(whole, resumed)
+        assert resumed["skipped_steps"].to_list() == whole["skipped_steps"].to_list()
+    assert sorted(set(whole["skipped_steps"])) == ([0] if kind == "plain" else [4, 6, 9])
 
 
 def test_grouping_rule():
@@ -160,6 +168,8 @@ def test_grouping_rule():
     gru = resolve_member({"task": {"name": "qstr", "n_points": 4, "dim": 3},
                           "model": {"name": "bigru", "hidden": 8}})
     assert stack_key(lbfgs) is None and stack_key(gru) is None
+    skipping = [member(seed=s, train__skip_grad_norm=1e3) for s in range(2)]
+    assert stack_groups(skipping, "always") == [[0, 1]]  # the mask is on the device
     mixed = [seeds[0], wider, seeds[1], lbfgs, seeds[2], gru]
     assert stack_groups(mixed, "always") == [[0, 2, 4], [1], [3], [5]]
     assert stack_groups(mixed, "never") == [[i] for i in range(6)]
@@ -208,6 +218,173 @@ def test_a_member_whose_every_step_is_skipped_stalls_as_diverged(tmp_path):
     steps = dict(last.iter_rows())
     assert steps[hashes[1]] == 200
     assert steps[hashes[0]] <= STALL_STEPS  # stopped at the stall, not trained on
+
+
+# skip_grad_norm 4.5 on the tiny float64 member: over 20 steps seeds 0, 1, 2 skip 16, 10 and 10
+# steps, each its own (seed 0 its first step, 1 and 2 later ones), and take the others.
+# Weight decay only decoupled here: with L2 decay, Adam drives the attention's key bias (its
+# gradient is 0 but for rounding, as softmax ignores it) by that rounding, which vmap and a
+# lone member round differently; no output moves (masked_adam's own test covers L2 decay).
+SKIPS = {"grad_clip": 100.0, "skip_grad_norm": 4.5}
+
+
+def skipping_members(optimizer: str = "adam", weight_decay: float = 0.0,
+                     steps: int = 20) -> list[dict]:
+    over = {f"train__{k}": v for k, v in {**SKIPS, "optimizer": optimizer,
+                                          "weight_decay": weight_decay}.items()}
+    return float64_seeds(tiny_member(**over), seeds=(0, 1, 2), steps=steps)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # seed 0 skips step 0
+@pytest.mark.parametrize("optimizer, weight_decay", [("adam", 0.0), ("adamw", 0.1)])
+def test_members_that_skip_steps_stack_to_their_numbers_alone(optimizer, weight_decay):
+    """skip_grad_norm in a stack (icl_core/training/masked_adam.py: a step count per member,
+    the mask on the device): each member skips the steps it skips alone, and its losses, skip
+    counts, tokens, weights and Adam state (its own step count) are those it has alone."""
+    members = [resolve_member(m) for m in skipping_members(optimizer, weight_decay)]
+    runs = [MemberRun(m) for m in members]
+    stack = StackedRun(runs)
+    alone = [MemberRun(m) for m in members]
+    for target in (7, 20):
+        stack.train_until(target)
+        for run in alone:
+            run.train_until(target)
+    assert [r.skipped_steps for r in alone] == [16, 10, 10]  # the rule is exercised, unevenly
+    for k, (run, ref) in enumerate(zip(runs, alone, strict=True)):
+        assert (run.skipped_steps, run.skip_streak, run.tokens) == \
+            (ref.skipped_steps, ref.skip_streak, ref.tokens)
+        np.testing.assert_allclose([r["value"] for r in run.rows],
+                                   [r["value"] for r in ref.rows], rtol=1e-10)
+        stack.sync_member(k)
+        for p, q in zip(run.model.parameters(), ref.model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
+        mine, theirs = run.optimizer.state_dict()["state"], ref.optimizer.state_dict()["state"]
+        assert {int(s["step"]) for s in mine.values()} == {int(s["step"]) for s in theirs.values()}\
+            == {20 - ref.skipped_steps}
+        for i in theirs:
+            torch.testing.assert_close(mine[i]["exp_avg"], theirs[i]["exp_avg"],
+                                       rtol=1e-8, atol=1e-14)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # seed 0 skips step 0
+def test_a_member_with_no_step_taken_yet_joins_a_stack_of_members_with_adam_state():
+    """Resumed into a stack after one step alone: seed 0 skipped it (torch's Adam has no
+    state yet), seeds 1 and 2 took it; the stack starts seed 0 from zeros, as alone."""
+    members = [resolve_member(m) for m in skipping_members()]
+    runs, alone = [MemberRun(m) for m in members], [MemberRun(m) for m in members]
+    for run in runs + alone:
+        run.train_until(1)
+    assert [bool(r.optimizer.state_dict()["state"]) for r in runs] == [False, True, True]
+    StackedRun(runs).train_until(12)
+    for run, ref in zip(runs, alone, strict=True):
+        ref.train_until(12)
+        assert run.skipped_steps == ref.skipped_steps
+        np.testing.assert_allclose([r["value"] for r in run.rows],
+                                   [r["value"] for r in ref.rows], rtol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # alone: no step taken
+def test_a_stacked_member_that_stalls_ends_as_it_does_alone(monkeypatch):
+    """In a stack, a member whose every step is skipped (its weights scaled x30: gradient
+    norms above 1000) stalls at the step and with the skip counts it has alone, while the
+    other member trains on to its numbers alone. STALL_STEPS is set to 20 for speed."""
+    from icl_core.training import train
+
+    monkeypatch.setattr(train, "STALL_STEPS", 20)
+    members = [resolve_member(m) for m in float64_seeds(
+        tiny_member(train__grad_clip=100.0, train__skip_grad_norm=1000.0), steps=40)]
+
+    def runs() -> list[MemberRun]:
+        made = [MemberRun(m) for m in members]
+        with torch.no_grad():
+            for p in made[0].model.parameters():
+                p.mul_(30)
+        return made
+
+    stacked, alone = runs(), runs()
+    stack = StackedRun(stacked)
+    for target in (12, 40):
+        stack.train_until(target)
+        for run in alone:
+            run.train_until(target)
+    assert stack.active() == [1]
+    for run, ref in zip(stacked, alone, strict=True):
+        assert (run.diverged_at, run.stalled, run.skipped_steps, run.step) == \
+            (ref.diverged_at, ref.stalled, ref.skipped_steps, ref.step)
+        np.testing.assert_allclose([r["value"] for r in run.rows],
+                                   [r["value"] for r in ref.rows], rtol=1e-10)
+    assert (stacked[0].diverged_at, stacked[0].stalled, stacked[0].skipped_steps) == (0, True, 40)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # no step ever taken
+def test_skip_grad_norm_leaves_lbfgs_and_an_epochs_stop_rule_as_they_were():
+    """The rule skips online steps only: an L-BFGS member (a fixed batch, the rule never
+    applies) records no skipped step, its loss and its tokens. Epoch training: a member every
+    step of which is skipped has met no stop rule (its epoch has no loss), while the same
+    member whose steps are taken stops at its first epoch's end."""
+    lbfgs = MemberRun(resolve_member(tiny_member(
+        seed=0, train__optimizer="lbfgs", train__skip_grad_norm=1e-30)))
+    lbfgs.train_until(4)
+    assert lbfgs.skipped_steps == 0 and lbfgs.tokens > 0 and math.isfinite(lbfgs.rows[-1]["value"])
+    epochs = {limit: MemberRun(resolve_member(tiny_member(
+        seed=0, train__dataset_size=16, train__stop_loss=1e9, train__skip_grad_norm=limit)))
+        for limit in (1e-30, 1e30)}
+    for run in epochs.values():
+        run.train_until(6)
+    assert (epochs[1e-30].stopped_at, epochs[1e-30].skipped_steps) == (None, 6)
+    assert (epochs[1e30].stopped_at, epochs[1e30].skipped_steps) == (2, 0)
+
+
+def test_a_nan_gradient_norm_in_a_stack_spreads_as_it_does_alone():
+    """Without grad_clip, a lone member with skip_grad_norm still scales its gradients by
+    clip_grad_norm_(params, inf): a NaN norm makes them all NaN, and the step is taken. A
+    stack does the same to that member only."""
+    members = [resolve_member(m) for m in float64_seeds(tiny_member(train__skip_grad_norm=1e3))]
+    stack = StackedRun([MemberRun(m) for m in members])
+    stack.train_until(1)
+    before = {name: p.detach().clone() for name, p in stack.params.items()}
+    for p in stack.trainable:
+        p.grad = torch.ones_like(p)
+    stack.trainable[0].grad[1].view(-1)[0] = math.nan  # one element of member 1's gradient
+    stack._update()
+    assert stack.took.tolist() == [True, True]
+    for name, p in stack.params.items():
+        assert torch.isnan(p[1]).all(), name
+        assert torch.isfinite(p[0]).all() and not torch.equal(p[0], before[name][0]), name
+
+
+def test_masked_adam_is_torchs_adam_where_taken_and_leaves_the_rest_bit_for_bit():
+    """MaskedAdam with every member taking every step is torch's Adam / AdamW (float64,
+    rtol 1e-12 over 6 steps); a member not taking a step keeps its weights and moments
+    exactly, whatever its gradient holds (inf here)."""
+    from icl_core.training.masked_adam import MaskedAdam
+
+    gen = torch.Generator().manual_seed(0)
+    for decoupled, cls in ((False, torch.optim.Adam), (True, torch.optim.AdamW)):
+        w0 = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+        stacked = w0.clone().requires_grad_()
+        masked = MaskedAdam([stacked], lr=0.01, eps=1e-16, weight_decay=0.1,
+                            decoupled=decoupled)
+        alone = [w0[k].clone().requires_grad_() for k in range(3)]
+        torch_adam = [cls([w], lr=0.01, eps=1e-16, weight_decay=0.1) for w in alone]
+        for _ in range(6):
+            grads = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+            stacked.grad = grads.clone()
+            masked.step(torch.ones(3, dtype=torch.bool))
+            for k, (w, opt) in enumerate(zip(alone, torch_adam, strict=True)):
+                w.grad = grads[k].clone()
+                opt.step()
+        torch.testing.assert_close(stacked.detach(), torch.stack(alone).detach(), rtol=1e-12,
+                                   atol=0)
+        before = {k: v.clone() for k, v in masked.state[stacked].items()}
+        weights = stacked.detach().clone()
+        stacked.grad = torch.full_like(stacked, math.inf)
+        masked.step(torch.tensor([False, True, False]))
+        for k in (0, 2):
+            assert torch.equal(stacked[k], weights[k])
+            for slot in ("exp_avg", "exp_avg_sq"):
+                assert torch.equal(masked.state[stacked][slot][k], before[slot][k])
+        assert masked.state[stacked]["step"].tolist() == [6, 7, 6]
 
 
 LOOPED = {"name": "looped", "width": 16, "heads": 2, "layers": 1, "loops": 4, "window": 4}

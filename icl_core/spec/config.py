@@ -134,8 +134,6 @@ class TrainConfig:
                    if self.draws != "counter" else
                    f"needs online Adam/AdamW training, not {self.optimizer!r}"
                    if self.optimizer not in ("adam", "adamw") else
-                   "cannot skip steps (skip_grad_norm reads the norm on the host every step)"
-                   if self.skip_grad_norm is not None else
                    "cannot be combined with compile (two ways to one end): choose one"
                    if self.compile else "")
             require(not why, f"{path}.cuda_graph", why)

@@ -13,7 +13,10 @@ Nothing else changes for a member:
   (icl_core/tasks/draws.py) one call draws all K batches from the members' keys and the step,
   so the step's host work and aten operations do not grow with K (`_batch`);
 - Adam / AdamW are elementwise, so a member's optimizer state is its slice of the stacked
-  state; gradient clipping is per member (its own norm);
+  state; gradient clipping is per member (its own norm); with train.skip_grad_norm a member
+  skips the steps it skips alone (its norm above the limit), decided and applied on the
+  device with a step count per member (icl_core/training/masked_adam.py), so a stack that
+  skips reads nothing on the host per step and its step can still be a CUDA graph;
 - a member whose loss turns non-finite is recorded as diverged at that step, exactly as
   alone; the others go on (its slice is garbage from then on, and no operation mixes slices);
 - checkpoints hold one ordinary `MemberRun.state_dict()` per member, so a stacked trial can
@@ -21,9 +24,9 @@ Nothing else changes for a member:
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
 checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training without step skipping (with counter draws, one task seed: one task draws
-the stack's batches), on a model whose class does not opt out (`stackable = False`, e.g.
-`nn.GRU`, which vmap cannot batch).
+Adam/AdamW training (with counter draws, one task seed: one task draws the stack's batches),
+on a model whose class does not opt out (`stackable = False`, e.g. `nn.GRU`, which vmap
+cannot batch).
 
 With train.compile a stack's vmapped forward and loss are one torch.compile'd function (the
 backward compiled with it; fused elementwise kernels where a lone member compiles only its
@@ -36,6 +39,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
@@ -44,6 +48,7 @@ from icl_core.common.batch import Batch
 from icl_core.common.device import resolve_device
 from icl_core.models.base import HasTrainingLoss, VmapAware
 from icl_core.spec.config import MemberConfig, to_plain
+from icl_core.training.masked_adam import MaskedAdam
 from icl_core.training.train import (
     FIXED_BATCH,
     OPTIMIZERS,
@@ -57,7 +62,6 @@ from icl_core.training.train import (
 )
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
-STATIC_FLAGS = ("fused", "capturable", "foreach")  # an optimizer's, set by how it was built
 logger = logging.getLogger(__name__)
 
 
@@ -66,7 +70,7 @@ def stack_key(member: MemberConfig) -> str | None:
     from icl_core.models import MODELS
 
     cfg = member.train
-    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size or cfg.skip_grad_norm is not None:
+    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size:
         return None
     if not MODELS.builder(member.model.name).stackable:
         return None
@@ -137,8 +141,13 @@ class StackedRun:
         # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients zeroed in
         # place), captured once as a CUDA graph where it can be (icl_core.training.cuda_graph)
         self.static = cfg.cuda_graph
-        self.optimizer = OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg,
-                                                   static=self.static)
+        # train.skip_grad_norm: Adam/AdamW with a step count per member, stepping only the
+        # members whose gradient norm is within the limit (`took`, written in place each step)
+        self.skips = cfg.skip_grad_norm is not None
+        self.took = torch.ones(len(runs), dtype=torch.bool, device=self.device)
+        self.optimizer = MaskedAdam.build(list(self.params.values()), cfg, self.static) \
+            if self.skips else OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg,
+                                                         static=self.static)
         self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, cfg))
@@ -202,14 +211,28 @@ class StackedRun:
             self.compiled = torch.compile(self._vmapped)
         return self.compiled
 
-    def _clip(self) -> None:
-        """torch.nn.utils.clip_grad_norm_ applied to each member's own gradients."""
+    def _update(self) -> None:
+        """The optimizer step after the backward: each member's gradients clipped to its own
+        norm (torch.nn.utils.clip_grad_norm_ per member, train.grad_clip); with
+        skip_grad_norm, only the members whose norm is within it step (`took`: a NaN norm
+        steps, as alone), on the device."""
+        cfg = self.cfg
+        if cfg.grad_clip is None and not self.skips:
+            self.optimizer.step()
+            return
         grads = [p.grad for p in self.trainable if p.grad is not None]
         K = self.size
         norm = torch.stack([g.reshape(K, -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
-        coef = (self.cfg.grad_clip / (norm + 1e-6)).clamp(max=1.0)  # (K,)
+        # alone, skip_grad_norm clips at inf: a NaN norm makes every gradient NaN there too
+        limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
+        coef = (limit / (norm + 1e-6)).clamp(max=1.0)  # (K,)
         for g in grads:
             g.mul_(coef.view(K, *([1] * (g.dim() - 1))))
+        if not self.skips:
+            self.optimizer.step()
+            return
+        torch.logical_not(norm > cfg.skip_grad_norm, out=self.took)
+        self.optimizer.step(self.took)
 
     def train_until(self, target_step: int) -> list[float]:
         """Train every member up to `target_step`; per member, the mean loss over these steps
@@ -219,10 +242,11 @@ class StackedRun:
     def train_mode(self) -> None:
         self.loss_module.train()
 
-    def take_step(self, step: int) -> tuple[torch.Tensor, int]:
+    def take_step(self, step: int) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """One vmapped forward and backward and one optimizer step for every member:
-        (losses (K,) on the device, tokens per member). With train.cuda_graph, the static
-        step: replayed from its CUDA graph, or run eagerly where none can be captured."""
+        (losses (K,) on the device, tokens per member, with skip_grad_norm the members that
+        took the step (K,) bool, else None). With train.cuda_graph, the static step:
+        replayed from its CUDA graph, or run eagerly where none can be captured."""
         if self.static:
             if self.graph is None:  # made once, at the first step
                 from icl_core.training.cuda_graph import StepGraph
@@ -230,15 +254,16 @@ class StackedRun:
                 self.graph = StepGraph(self)
             losses = self.graph.take_step(step)
             self.scheduler.step()  # fills the lr tensor in place, outside the graph
-            return losses, self.tokens_per_step
+            return losses, self.tokens_per_step, self._took()
         losses = self._losses(step)
         self.optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()
-        if self.cfg.grad_clip is not None:
-            self._clip()
-        self.optimizer.step()
+        self._update()
         self.scheduler.step()
-        return losses.detach(), self.tokens_per_step
+        return losses.detach(), self.tokens_per_step, self._took()
+
+    def _took(self) -> torch.Tensor | None:
+        return self.took.clone() if self.skips else None
 
     def static_step(self, step: torch.Tensor) -> torch.Tensor:
         """The body of a captured step, at the step held in a 0-dim device tensor: the
@@ -250,9 +275,7 @@ class StackedRun:
             if p.grad is not None:
                 p.grad.zero_()
         losses.sum().backward()
-        if self.cfg.grad_clip is not None:
-            self._clip()
-        self.optimizer.step()
+        self._update()
         return losses.detach()
 
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
@@ -271,36 +294,45 @@ class StackedRun:
         if not optimizer:
             return run
         stacked = self.optimizer.state_dict()
-        state = {}
-        for i, slots in stacked["state"].items():
-            # every member gets its own tensors (Adam's `step` too: it is updated in place)
-            state[i] = {key: (v if key == "step" else v[k]).clone() if torch.is_tensor(v) else v
-                        for key, v in slots.items()}
-        groups = stacked["param_groups"]
-        if self.static:  # a member's own optimizer: a float lr and its own flags, as alone
-            own = run.optimizer.param_groups[0]
-            groups = [{**g, "lr": float(g["lr"]), **{k: own[k] for k in STATIC_FLAGS if k in own}}
-                      for g in groups]
+        # every member gets its own tensors, its slice of each (a torch Adam's 0-dim `step` is
+        # the stack's; MaskedAdam's (K,) is one per member)
+        state = {i: {key: (v[k] if v.dim() else v).clone() if torch.is_tensor(v) else v
+                     for key, v in slots.items()}
+                 for i, slots in stacked["state"].items()}
+        # a member's own optimizer (its kind, flags, a float lr) at the stack's learning rate
+        groups = [{**own, "lr": float(g["lr"])} for own, g in
+                  zip(run.optimizer.state_dict()["param_groups"], stacked["param_groups"],
+                      strict=True)]
         run.optimizer.load_state_dict({"state": state, "param_groups": groups})
         run.scheduler.load_state_dict(self.scheduler.state_dict())
         return run
 
     def _load_optimizer_states(self, states: list[dict]) -> None:
-        """Stack the members' optimizer states (a resumed stack), slot by slot."""
-        if not states[0]["state"]:
+        """Stack the members' optimizer states (a resumed stack), slot by slot. With
+        skip_grad_norm each member's step count is its own (MaskedAdam), and a member none of
+        whose steps was taken yet (no state: torch's Adam makes it at its first step) starts
+        from zeros, as it would alone."""
+        filled = [s["state"] for s in states]
+        if not any(filled):
             return
+        template = next(f for f in filled if f)
+        filled = [f or {i: {key: torch.zeros_like(v) for key, v in slots.items()}
+                        for i, slots in template.items()} for f in filled]
         stacked = {
-            i: {key: torch.stack([s["state"][i][key] for s in states])
-                if key != "step" and torch.is_tensor(v) else v
+            i: {key: torch.stack([f[i][key] for f in filled]).to(self.device)
+                if key != "step" else
+                torch.stack([f[i][key] for f in filled]).to(self.device, torch.float32)
+                if self.skips else v
                 for key, v in slots.items()}
-            for i, slots in states[0]["state"].items()
+            for i, slots in filled[0].items()
         }
-        groups = states[0]["param_groups"]
-        if self.static:  # keep the lr tensor the scheduler fills, and the static flags
-            ours = self.optimizer.param_groups[0]
-            self.lr.fill_(groups[0]["lr"])
-            groups = [{**g, "lr": self.lr, **{k: ours[k] for k in STATIC_FLAGS if k in ours}}
-                      for g in groups]
+        # the stack's own optimizer (its kind and flags; the lr tensor a graph reads) at the
+        # members' learning rate
+        lr = states[0]["param_groups"][0]["lr"]
+        if self.static:
+            self.lr.fill_(lr)
+        groups = [{**ours, "lr": self.lr if self.static else lr}
+                  for ours in self.optimizer.state_dict()["param_groups"]]
         self.optimizer.load_state_dict({"state": stacked, "param_groups": groups})
         if self.static:
             self.optimizer.param_groups[0]["lr"] = self.lr  # the same tensor, not a copy

@@ -90,6 +90,7 @@ class MemberRun:
         self._fixed: Batch | None = None  # L-BFGS's fixed batch, drawn on first use
         self.skipped_steps = 0
         self.skip_streak = 0  # steps skipped in a row up to now (STALL_STEPS: stalled)
+        self.took_last = True  # whether skip_grad_norm let the last step be taken
         self.stalled = False  # diverged_at is where a stall began, not a non-finite loss
         self.train_seconds = 0.0  # training time (evaluations excluded) ...
         self.steps_timed = 0  # ... over this many steps
@@ -119,14 +120,14 @@ class MemberRun:
     def train_mode(self) -> None:
         self.model.train()
 
-    def take_step(self, step: int) -> tuple[torch.Tensor | None, int]:
-        """One optimizer step: (its loss, shape (1,), on the device; tokens trained on), or
-        (None, 0) for a step skipped by `skip_grad_norm`."""
+    def take_step(self, step: int) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        """One optimizer step: (its loss, shape (1,), on the device; tokens trained on; with
+        `skip_grad_norm`, whether the step was taken, (1,) bool, else None)."""
         cfg = self.member.train
         if cfg.optimizer in FIXED_BATCH:
             loss = self._fixed_batch_step(step)
             self.scheduler.step()
-            return loss.reshape(1), self.tokens_per_step
+            return loss.reshape(1), self.tokens_per_step, None
         if cfg.dataset_size:
             batch = self._dataset_batch(step)
         elif self.draw_keys is not None:  # counter draws: a stack of one
@@ -136,22 +137,25 @@ class MemberRun:
         loss = self.loss(batch, step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        took = None
         if cfg.grad_clip is not None or cfg.skip_grad_norm is not None:
             limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
-            if cfg.skip_grad_norm is not None and float(norm) > cfg.skip_grad_norm:
-                self.skipped_steps += 1  # this branch syncs, by request of the config
-                self.skip_streak += 1
-                self.scheduler.step()
-                return None, 0
-        self.skip_streak = 0
-        self.optimizer.step()
+            if cfg.skip_grad_norm is not None:  # this branch syncs, by request of the config
+                took = not float(norm) > cfg.skip_grad_norm
+        self.took_last = took is not False
+        if self.took_last:
+            self.optimizer.step()
         self.scheduler.step()
-        return loss.detach().reshape(1), batch.inputs.shape[0] * batch.inputs.shape[1]
+        drawn = batch.inputs.shape[0] * batch.inputs.shape[1]
+        return loss.detach().reshape(1), drawn, \
+            None if took is None else torch.tensor([took], device=self.device)
 
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
-        """Epoch training: True at the end of an epoch whose mean loss meets `stop_loss`."""
-        return bool(self.member.train.dataset_size) and self._epoch_end(step, losses[0])
+        """Epoch training: True at the end of an epoch whose mean loss meets `stop_loss`; a
+        step skipped by skip_grad_norm is not counted in it."""
+        return bool(self.member.train.dataset_size) and self.took_last and \
+            self._epoch_end(step, losses[0])
 
     def loss(self, batch: Batch, step: int) -> torch.Tensor:
         return member_loss(self.model, batch, step)
@@ -252,8 +256,9 @@ class Trainer(Protocol):
 
     def train_mode(self) -> None: ...
 
-    def take_step(self, step: int) -> tuple[torch.Tensor | None, int]:
-        """One optimizer step: (losses (K,) on the device, tokens) or (None, 0) if skipped."""
+    def take_step(self, step: int) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        """One optimizer step: (losses (K,) on the device, tokens a member trained on, which
+        members took it (K,) bool on the device with `skip_grad_norm`, else None)."""
 
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
         """True when a stop rule ends training after this step (its members are stopped)."""
@@ -266,6 +271,8 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
     Losses stay on the device; the host reads them once per call, never per step. A member
     whose loss turns non-finite is recorded as diverged at its first bad step (the others go
     on); a stop rule ends the call after its step. Each training member gets a train_loss row.
+    With `skip_grad_norm`, a member's skipped step adds nothing to its loss, tokens or
+    divergence (`Skips`), and a member skipped STALL_STEPS times in a row has stalled.
     """
     runs, start = trainer.runs, trainer.step
     active = still_training(runs)
@@ -276,28 +283,34 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
     t0 = time.perf_counter()
     total = torch.zeros(len(runs), device=device, dtype=dtype)
     bad = torch.full((len(runs),), -1, device=device, dtype=torch.long)
-    taken = tokens = 0  # steps whose losses are in `total` (skipped steps are not); tokens
+    taken = tokens = 0  # steps whose losses are in `total`; tokens (without skip_grad_norm)
+    skips = None  # made at the first step that says which members took it (`Skips`)
     with precision_scope(runs[0].member.train.precision, device):  # a stack shares `train`
         for step in range(start, target_step):
-            losses, drawn = trainer.take_step(step)
-            if losses is None:
-                continue
+            losses, drawn, took = trainer.take_step(step)
             losses = losses.to(dtype)  # bf16 autocast: the loss of a float32 member
-            bad = torch.where(~torch.isfinite(losses) & (bad < 0), step + 1, bad)
+            failed = ~torch.isfinite(losses)
+            if took is not None:  # skip_grad_norm: a skipped step counts for nothing
+                failed, losses = failed & took, torch.where(took, losses, 0)
+                skips = skips or Skips(runs, device)
+                skips.add(took, drawn)
+            bad = torch.where(failed & (bad < 0), step + 1, bad)
             total, taken, tokens = total + losses, taken + 1, tokens + drawn
             if trainer.stop_rule(step, losses):
                 target_step = step + 1  # the stop rule fired: this step is the last
                 break
     elapsed = time.perf_counter() - t0
     trainer.step = target_step
-    means = mean_losses(total, taken)
+    counts, trained = skips.read(runs, taken) if skips else ([taken] * len(runs),
+                                                               [tokens] * len(runs))
+    means = mean_losses(total, counts)
     bad_steps = bad.tolist()
     for k in active:
         run = runs[k]
         run.step = target_step
         run.train_seconds += elapsed
         run.steps_timed += target_step - start
-        run.tokens += tokens
+        run.tokens += trained[k]
         if bad_steps[k] >= 0:
             run.diverged_at = run.step = bad_steps[k]
         elif run.skip_streak >= STALL_STEPS:
@@ -307,20 +320,47 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
     return means
 
 
+class Skips:
+    """skip_grad_norm's counts over one `train_until` call, per member on the device (no host
+    read per step): the steps taken (their losses and tokens count), the tokens they trained
+    on and the steps skipped in a row; `read` writes them to the runs, one host read."""
+
+    def __init__(self, runs: list[MemberRun], device: torch.device):
+        self.taken = torch.zeros(len(runs), dtype=torch.long, device=device)
+        self.tokens = torch.zeros_like(self.taken)
+        self.streak = torch.tensor([r.skip_streak for r in runs], dtype=torch.long,
+                                   device=device)
+
+    def add(self, took: torch.Tensor, drawn: int) -> None:
+        self.taken += took
+        self.tokens += took * drawn
+        self.streak = (self.streak + 1) * ~took
+
+    def read(self, runs: list[MemberRun], steps: int) -> tuple[list[int], list[int]]:
+        """(steps taken, tokens) per member; each run's skip counts brought up to date."""
+        taken, tokens, streak = torch.stack([self.taken, self.tokens, self.streak]).tolist()
+        for run, n, s in zip(runs, taken, streak, strict=True):
+            run.skipped_steps += steps - n
+            run.skip_streak = s
+        return taken, tokens
+
+
 def still_training(runs: list[MemberRun]) -> list[int]:
     """Indices of the runs still training (not diverged, not stopped by a stop rule)."""
     return [k for k, r in enumerate(runs) if r.diverged_at is None and r.stopped_at is None]
 
 
-def mean_losses(total: torch.Tensor, taken: int) -> list[float]:
-    """Summed losses (K,) over `taken` steps -> means: a lone member's in Python floats, a
-    stack's in its dtype, as each was written before the two shared this driver (the same
-    in float64), so rows are unchanged by the merge of the two drivers."""
-    if not taken:
-        return [math.nan] * total.shape[0]
+def mean_losses(total: torch.Tensor, taken: list[int]) -> list[float]:
+    """Summed losses (K,) over the steps each member took -> means (NaN where none): a lone
+    member's in Python floats, a stack's in its dtype, as each was written before the two
+    shared this driver (the same in float64), so rows are unchanged by the merge of the two
+    drivers."""
     if total.shape[0] == 1:
-        return [float(total[0]) / taken]
-    return (total / taken).tolist()
+        return [float(total[0]) / taken[0] if taken[0] else math.nan]
+    if len(set(taken)) == 1:
+        return (total / taken[0]).tolist() if taken[0] else [math.nan] * len(taken)
+    # members that skipped different steps (skip_grad_norm): each as a lone member divides
+    return [t / n if n else math.nan for t, n in zip(total.tolist(), taken, strict=True)]
 
 
 def counter_keys(members: list[MemberConfig], device: torch.device) -> torch.Tensor:
