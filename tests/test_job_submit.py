@@ -68,8 +68,8 @@ def ray_head():
         yield address, env
     finally:
         os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=10)
+        try:  # `ray start --block` took over 10 s to leave on SIGTERM: then its group is killed
+            head.wait(timeout=3)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()

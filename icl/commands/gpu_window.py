@@ -83,7 +83,7 @@ def claims_by_study(preset: str) -> dict[tuple[str, str], list[tuple[str, str]]]
     from analysis.verdicts import decide_all
 
     found: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for decision in decide_all():
+    for decision in decide_all(preset=preset):
         for leaf in decision.leaves():
             for source in leaf.claim.sources():
                 if source.preset == preset:
