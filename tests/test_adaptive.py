@@ -230,6 +230,7 @@ def test_every_adaptive_file_plans_each_preset(tmp_path, capsys, name):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # ~13 s; the pool's own Ctrl-C test stays in the fast suite
 def test_ctrl_c_ends_an_adaptive_study_with_its_round_left_to_run(ray_session, tmp_path):
     """Tune catches Ctrl-C and returns from fit(); the adaptive command must end there (exit
     130, one line), its round still planned, not marked done and followed by the next."""

@@ -261,6 +261,7 @@ def test_ctrl_c_ends_a_pool_before_its_searches(ray_session, tmp_path):
     assert "width_lr@" not in out
 
 
+@pytest.mark.slow  # ~12 s; test_search_persist runs a search to the store, resumes, extends
 def test_optuna_search_through_tune_lands_in_the_store(ray_session, tmp_path, capsys):
     sweep = catalog.load_sweep("hpo_lr")
     argv = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]

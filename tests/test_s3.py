@@ -316,6 +316,7 @@ def versioned_bucket(s3) -> str:
     return bucket
 
 
+@pytest.mark.slow  # ~13 s; the fast suite keeps S3's conditional writes and the local race
 def test_two_drivers_racing_for_the_same_configs_on_s3_train_each_once(s3):
     """Two processes claim the same six configs at the same instant (no Ray: the claims race
     itself); each config is trained, and its row object written, exactly once."""

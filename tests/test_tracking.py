@@ -121,6 +121,7 @@ def wandb_run_config(path: Path) -> dict:
     return config
 
 
+@pytest.mark.slow  # ~15 s; W&B's service can drop under load. TensorBoard's test covers the hook
 def test_smoke_sweep_logs_members_hparams_to_wandb_offline_and_mlflow(
         ray_session, tmp_path, monkeypatch, capsys):
     pytest.importorskip("wandb")
