@@ -38,6 +38,9 @@ def test_the_estimate_grows_with_what_a_member_holds():
     # weights, gradients and Adam's two moments: 4 copies of the parameters; a stack K of them
     wide_model = member(model__width=64)
     assert member_memory(wide_model, stack=4).weights == 4 * member_memory(wide_model).weights
+    # skip_grad_norm: MaskedAdam gathers a stack's gradients once more (5 copies)
+    skipping = member_memory(member(model__width=64, train__skip_grad_norm=1e3))
+    assert skipping.weights == member_memory(wide_model).weights * 5 / 4
     assert str(small).startswith(f"{small.total / 1e6:.3g} MB (runtime")
 
 

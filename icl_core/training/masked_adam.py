@@ -12,7 +12,8 @@ weights and moments stay bit for bit, whatever its gradient held (inf or NaN inc
 
 The arithmetic runs on the group's gradients and moments as (K, P) matrices (P: a member's
 parameter count), not tensor by tensor: a step dispatches about 20 operations and one
-subtraction per weight tensor, where a loop over the tensors would dispatch about 13 each.
+subtraction per weight tensor, where a loop over the tensors would dispatch about 13 each,
+and holds one (K, P) buffer beyond the state (icl_core/planning/memory.py counts it).
 Each weight tensor's `exp_avg` / `exp_avg_sq` is a view of its columns, so the state is
 torch's, with `step` a (K,) float32 tensor: member k's slice of every slot is the ordinary
 Adam state it would hold alone (icl_core.training.stacked.StackedRun.sync_member).
@@ -101,16 +102,19 @@ class MaskedAdam(torch.optim.Optimizer):
         root2 = torch.sqrt(1 - torch.pow(beta2, n)).to(dtype)[:, None]
         keep1 = ((1 - beta1) * on).to(dtype)[:, None]  # lerp weight 0 keeps a skipped m
         keep2 = torch.where(took, torch.full_like(on, beta2), 1.0).to(dtype)[:, None]  # 1: v kept
+        # in place past the one (K, P) buffer that gathers the gradients (and, for Adam's L2
+        # decay, the weights' for a moment): memory.py counts it
         grad = torch.cat([p.grad.reshape(K, -1) for p in params], 1)
-        grad = torch.where(took[:, None], grad, 0)
+        grad.masked_fill_(~took[:, None], 0)
         if decay and not self.decoupled:  # Adam's L2 decay: in the gradient
             weights = torch.cat([p.reshape(K, -1) for p in params], 1)
-            grad = grad.add(weights * on.to(dtype)[:, None], alpha=decay)
+            grad.add_(weights.mul_(on.to(dtype)[:, None]), alpha=decay)
+            del weights
         exp_avg, exp_avg_sq = flat["exp_avg"], flat["exp_avg_sq"]
         exp_avg.lerp_(grad, keep1)
         exp_avg_sq.mul_(keep2).addcmul_(grad, grad, value=1 - beta2)
-        denom = (exp_avg_sq.sqrt() / root2).add_(eps)
-        update = exp_avg / denom * step_size
+        update = torch.sqrt(exp_avg_sq, out=grad).div_(root2).add_(eps)  # the denominator
+        torch.div(exp_avg, update, out=update).mul_(step_size)
         shrink = (1 - lr * decay * on).to(dtype) if decay and self.decoupled else None
         for p, (a, b) in zip(params, flat["columns"], strict=True):
             if shrink is not None:  # AdamW: the weights decay before the update
