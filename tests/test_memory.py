@@ -38,9 +38,12 @@ def test_the_estimate_grows_with_what_a_member_holds():
     # weights, gradients and Adam's two moments: 4 copies of the parameters; a stack K of them
     wide_model = member(model__width=64)
     assert member_memory(wide_model, stack=4).weights == 4 * member_memory(wide_model).weights
-    # skip_grad_norm: MaskedAdam gathers a stack's gradients once more (5 copies)
-    skipping = member_memory(member(model__width=64, train__skip_grad_norm=1e3))
-    assert skipping.weights == member_memory(wide_model).weights * 5 / 4
+    # skip_grad_norm: a stack's MaskedAdam gathers the gradients once more (5 copies); a lone
+    # member keeps torch's Adam
+    skipping = member(model__width=64, train__skip_grad_norm=1e3)
+    assert member_memory(skipping, stack=2).weights == \
+        member_memory(wide_model, stack=2).weights * 5 / 4
+    assert member_memory(skipping).weights == member_memory(wide_model).weights
     assert str(small).startswith(f"{small.total / 1e6:.3g} MB (runtime")
 
 

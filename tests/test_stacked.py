@@ -307,7 +307,7 @@ def test_a_stacked_member_that_stalls_ends_as_it_does_alone(monkeypatch):
 
     stacked, alone = runs(), runs()
     stack = StackedRun(stacked)
-    for target in (12, 40):
+    for target in (12, 40, 52):  # the last: the stalled member trains (and counts) no more
         stack.train_until(target)
         for run in alone:
             run.train_until(target)
@@ -358,28 +358,36 @@ def test_a_nan_gradient_norm_in_a_stack_spreads_as_it_does_alone():
 
 
 def test_masked_adam_is_torchs_adam_where_taken_and_leaves_the_rest_bit_for_bit():
-    """MaskedAdam with every member taking every step is torch's Adam / AdamW (float64,
-    rtol 1e-12 over 6 steps); a member not taking a step keeps its weights and moments
-    exactly, whatever its gradient holds (inf here)."""
+    """MaskedAdam is torch's Adam / AdamW for each member over the steps it takes (float64,
+    rtol 1e-12 over 12 steps, two weight tensors, each member taking a random half of the
+    steps: its own step count); a member not taking a step keeps its weights and moments
+    exactly, whatever its gradient holds (inf here); the weights with gradients changing
+    between steps is refused."""
     from icl_core.training.masked_adam import MaskedAdam
 
     gen = torch.Generator().manual_seed(0)
+    shapes = ((3, 4, 5), (3, 2))
     for decoupled, cls in ((False, torch.optim.Adam), (True, torch.optim.AdamW)):
-        w0 = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
-        stacked = w0.clone().requires_grad_()
-        masked = MaskedAdam([stacked], lr=0.01, eps=1e-16, weight_decay=0.1,
-                            decoupled=decoupled)
-        alone = [w0[k].clone().requires_grad_() for k in range(3)]
-        torch_adam = [cls([w], lr=0.01, eps=1e-16, weight_decay=0.1) for w in alone]
-        for _ in range(6):
-            grads = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
-            stacked.grad = grads.clone()
-            masked.step(torch.ones(3, dtype=torch.bool))
-            for k, (w, opt) in enumerate(zip(alone, torch_adam, strict=True)):
-                w.grad = grads[k].clone()
-                opt.step()
-        torch.testing.assert_close(stacked.detach(), torch.stack(alone).detach(), rtol=1e-12,
-                                   atol=0)
+        w0 = [torch.randn(shape, generator=gen, dtype=torch.float64) for shape in shapes]
+        ws = [w.clone().requires_grad_() for w in w0]
+        masked = MaskedAdam(ws, lr=0.01, eps=1e-16, weight_decay=0.1, decoupled=decoupled)
+        alone = [[w[k].clone().requires_grad_() for w in w0] for k in range(3)]
+        torch_adam = [cls(a, lr=0.01, eps=1e-16, weight_decay=0.1) for a in alone]
+        for _ in range(12):
+            grads = [torch.randn(shape, generator=gen, dtype=torch.float64) for shape in shapes]
+            took = torch.rand(3, generator=gen) < 0.5
+            for w, g in zip(ws, grads, strict=True):
+                w.grad = g.clone()
+            masked.step(took)
+            for k in took.nonzero().flatten().tolist():
+                for w, g in zip(alone[k], grads, strict=True):
+                    w.grad = g[k].clone()
+                torch_adam[k].step()
+        for i, stacked in enumerate(ws):
+            torch.testing.assert_close(stacked.detach(),
+                                       torch.stack([a[i] for a in alone]).detach(),
+                                       rtol=1e-12, atol=0)
+        stacked = ws[0]
         before = {k: v.clone() for k, v in masked.state[stacked].items()}
         weights = stacked.detach().clone()
         stacked.grad = torch.full_like(stacked, math.inf)
@@ -388,7 +396,12 @@ def test_masked_adam_is_torchs_adam_where_taken_and_leaves_the_rest_bit_for_bit(
             assert torch.equal(stacked[k], weights[k])
             for slot in ("exp_avg", "exp_avg_sq"):
                 assert torch.equal(masked.state[stacked][slot][k], before[slot][k])
-        assert masked.state[stacked]["step"].tolist() == [6, 7, 6]
+        counts = [len(opt.state) and int(opt.state[alone[k][0]]["step"])
+                  for k, opt in enumerate(torch_adam)]
+        assert masked.state[stacked]["step"].tolist() == [counts[0], counts[1] + 1, counts[2]]
+        ws[1].grad = None  # the second tensor untrained at this step
+        with pytest.raises(RuntimeError, match="the weights that have gradients changed"):
+            masked.step(torch.ones(3, dtype=torch.bool))
 
 
 LOOPED = {"name": "looped", "width": 16, "heads": 2, "layers": 1, "loops": 4, "window": 4}

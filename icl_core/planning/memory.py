@@ -108,8 +108,8 @@ def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
     layers = step_shape(member).layers
     copies = 2 + (OPTIMIZER_COPIES.get(t.optimizer, 2) if t.optimizer != "lbfgs"
                   else 2 * t.lbfgs_history + 2)
-    if t.skip_grad_norm is not None and t.optimizer != "lbfgs":
-        copies += 1  # MaskedAdam's gathered gradients (icl_core/training/masked_adam.py)
+    if t.skip_grad_norm is not None and t.optimizer != "lbfgs" and (stack > 1 or t.cuda_graph):
+        copies += 1  # a stack's MaskedAdam gathers the gradients (training/masked_adam.py)
     weights = stack * params * copies * b
     per_prompt = seq * width * layers * ACT_PER_WIDTH \
         + (heads * seq * seq * layers * ATTN_PER_SCORE if quadratic else 0)

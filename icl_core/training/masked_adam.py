@@ -11,9 +11,11 @@ member's update is torch's Adam / AdamW formula at its own step count, applied w
 weights and moments stay bit for bit, whatever its gradient held (inf or NaN included).
 
 The arithmetic runs on the group's gradients and moments as (K, P) matrices (P: a member's
-parameter count), not tensor by tensor: a step dispatches about 20 operations and one
-subtraction per weight tensor, where a loop over the tensors would dispatch about 13 each,
-and holds one (K, P) buffer beyond the state (icl_core/planning/memory.py counts it).
+parameter count), not tensor by tensor: a step dispatches about 40 operations and 4 per
+weight tensor (torch's Adam on a CPU: 9 per tensor; a loop over the tensors with the mask:
+about 17), and holds one (K, P) buffer beyond the state (icl_core/planning/memory.py counts
+it). The weights that have gradients must be the same at every step (one count per member
+serves them all; torch counts per tensor): a change raises.
 Each weight tensor's `exp_avg` / `exp_avg_sq` is a view of its columns, so the state is
 torch's, with `step` a (K,) float32 tensor: member k's slice of every slot is the ordinary
 Adam state it would hold alone (icl_core.training.stacked.StackedRun.sync_member).
@@ -65,6 +67,10 @@ class MaskedAdam(torch.optim.Optimizer):
         flat = self._flat.get(index)
         if flat is not None and flat["key"] == key:
             return flat
+        if flat is not None:  # torch's Adam would count steps per tensor: one count can't
+            raise RuntimeError("MaskedAdam: the weights that have gradients changed between "
+                               "steps; a stack that skips steps (train.skip_grad_norm) needs "
+                               "every step to train the same weights")
         K = took.shape[0]
         sizes = [p[0].numel() for p in params]
 
@@ -95,27 +101,27 @@ class MaskedAdam(torch.optim.Optimizer):
         count, K, dtype = flat["step"], took.shape[0], params[0].dtype
         # per member (K, 1): its step count after this step (a skipped member's own, at least
         # 1 so its unused corrections stay finite) and the factors, computed in float64 as
-        # torch computes them on the host, then in the weights' dtype
+        # torch computes them on the host, then in the weights' dtype (float32 at least, as
+        # torch's arithmetic for bfloat16 weights)
+        factor = torch.promote_types(dtype, torch.float32)
         on = took.to(torch.float64)
         n = torch.where(took, count.double() + 1, count.double().clamp(min=1))
-        step_size = (lr / (1 - torch.pow(beta1, n)) * on).to(dtype)[:, None]  # 0: skipped
-        root2 = torch.sqrt(1 - torch.pow(beta2, n)).to(dtype)[:, None]
-        keep1 = ((1 - beta1) * on).to(dtype)[:, None]  # lerp weight 0 keeps a skipped m
-        keep2 = torch.where(took, torch.full_like(on, beta2), 1.0).to(dtype)[:, None]  # 1: v kept
-        # in place past the one (K, P) buffer that gathers the gradients (and, for Adam's L2
-        # decay, the weights' for a moment): memory.py counts it
+        step_size = (lr / (1 - torch.pow(beta1, n)) * on).to(factor)[:, None]  # 0: skipped
+        root2 = torch.sqrt(1 - torch.pow(beta2, n)).to(factor)[:, None]
+        keep1 = ((1 - beta1) * on).to(factor)[:, None]  # lerp weight 0 keeps a skipped m
+        keep2 = torch.where(took, torch.full_like(on, beta2), 1.0).to(factor)[:, None]  # v kept
+        # in place past the one (K, P) buffer that gathers the gradients: memory.py counts it
         grad = torch.cat([p.grad.reshape(K, -1) for p in params], 1)
+        if decay and not self.decoupled:  # Adam's L2 decay: in the gradient (g + decay * w)
+            for p, (a, b) in zip(params, flat["columns"], strict=True):
+                grad[:, a:b].add_(p.reshape(K, -1), alpha=decay)
         grad.masked_fill_(~took[:, None], 0)
-        if decay and not self.decoupled:  # Adam's L2 decay: in the gradient
-            weights = torch.cat([p.reshape(K, -1) for p in params], 1)
-            grad.add_(weights.mul_(on.to(dtype)[:, None]), alpha=decay)
-            del weights
         exp_avg, exp_avg_sq = flat["exp_avg"], flat["exp_avg_sq"]
         exp_avg.lerp_(grad, keep1)
         exp_avg_sq.mul_(keep2).addcmul_(grad, grad, value=1 - beta2)
         update = torch.sqrt(exp_avg_sq, out=grad).div_(root2).add_(eps)  # the denominator
         torch.div(exp_avg, update, out=update).mul_(step_size)
-        shrink = (1 - lr * decay * on).to(dtype) if decay and self.decoupled else None
+        shrink = (1 - lr * decay * on).to(factor) if decay and self.decoupled else None
         for p, (a, b) in zip(params, flat["columns"], strict=True):
             if shrink is not None:  # AdamW: the weights decay before the update
                 p.mul_(shrink.view((-1,) + (1,) * (p.dim() - 1)))

@@ -301,12 +301,15 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
                 break
     elapsed = time.perf_counter() - t0
     trainer.step = target_step
-    counts, trained = skips.read(runs, taken) if skips else ([taken] * len(runs),
-                                                               [tokens] * len(runs))
+    counts, trained, streaks = skips.read() if skips else ([taken] * len(runs),
+                                                            [tokens] * len(runs), None)
     means = mean_losses(total, counts)
     bad_steps = bad.tolist()
     for k in active:
         run = runs[k]
+        if streaks is not None:  # skip_grad_norm: this call's skips, for the members training
+            run.skipped_steps += taken - counts[k]
+            run.skip_streak = streaks[k]
         run.step = target_step
         run.train_seconds += elapsed
         run.steps_timed += target_step - start
@@ -323,7 +326,7 @@ def train_until(trainer: Trainer, target_step: int) -> list[float]:
 class Skips:
     """skip_grad_norm's counts over one `train_until` call, per member on the device (no host
     read per step): the steps taken (their losses and tokens count), the tokens they trained
-    on and the steps skipped in a row; `read` writes them to the runs, one host read."""
+    on and the steps skipped in a row (from each run's own); `read`: one host read."""
 
     def __init__(self, runs: list[MemberRun], device: torch.device):
         self.taken = torch.zeros(len(runs), dtype=torch.long, device=device)
@@ -336,13 +339,10 @@ class Skips:
         self.tokens += took * drawn
         self.streak = (self.streak + 1) * ~took
 
-    def read(self, runs: list[MemberRun], steps: int) -> tuple[list[int], list[int]]:
-        """(steps taken, tokens) per member; each run's skip counts brought up to date."""
+    def read(self) -> tuple[list[int], list[int], list[int]]:
+        """Per member: (steps taken, tokens trained on, steps skipped in a row up to now)."""
         taken, tokens, streak = torch.stack([self.taken, self.tokens, self.streak]).tolist()
-        for run, n, s in zip(runs, taken, streak, strict=True):
-            run.skipped_steps += steps - n
-            run.skip_streak = s
-        return taken, tokens
+        return taken, tokens, streak
 
 
 def still_training(runs: list[MemberRun]) -> list[int]:
