@@ -325,7 +325,8 @@ def test_skip_grad_norm_leaves_lbfgs_and_an_epochs_stop_rule_as_they_were():
     """The rule skips online steps only: an L-BFGS member (a fixed batch, the rule never
     applies) records no skipped step, its loss and its tokens. Epoch training: a member every
     step of which is skipped has met no stop rule (its epoch has no loss), while the same
-    member whose steps are taken stops at its first epoch's end."""
+    member whose steps are taken stops at its first epoch's end; an epoch's mean is over its
+    steps taken, and it ends at its last step taken or not."""
     lbfgs = MemberRun(resolve_member(tiny_member(
         seed=0, train__optimizer="lbfgs", train__skip_grad_norm=1e-30)))
     lbfgs.train_until(4)
@@ -337,6 +338,13 @@ def test_skip_grad_norm_leaves_lbfgs_and_an_epochs_stop_rule_as_they_were():
         run.train_until(6)
     assert (epochs[1e-30].stopped_at, epochs[1e-30].skipped_steps) == (None, 6)
     assert (epochs[1e30].stopped_at, epochs[1e30].skipped_steps) == (2, 0)
+    # an epoch whose last step is skipped still ends there, its mean over the steps taken
+    run = MemberRun(resolve_member(tiny_member(
+        seed=0, train__dataset_size=16, train__stop_loss=1.5, train__skip_grad_norm=1e3)))
+    for step, took, loss in ((0, True, 1.0), (1, False, 100.0)):
+        run.took_last = took
+        stop = run.stop_rule(step, torch.tensor([loss], dtype=torch.float64))
+    assert stop and run.stopped_at == 2 and run.epoch_taken == 0
 
 
 def test_a_nan_gradient_norm_in_a_stack_spreads_as_it_does_alone():

@@ -85,6 +85,7 @@ class MemberRun:
         self.diverged_at: int | None = None
         self.stopped_at: int | None = None  # the step a stop rule ended training at
         self.epoch_loss = torch.zeros((), device=self.device, dtype=self.dtype)  # this epoch's sum
+        self.epoch_taken = 0  # ... over this many steps taken (skip_grad_norm may skip some)
         self._dataset: Batch | None = None  # the finite training set, drawn on first use
         self._order: tuple = (-1, None)  # (epoch, its permutation of the training set)
         self._fixed: Batch | None = None  # L-BFGS's fixed batch, drawn on first use
@@ -154,8 +155,7 @@ class MemberRun:
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
         """Epoch training: True at the end of an epoch whose mean loss meets `stop_loss`; a
         step skipped by skip_grad_norm is not counted in it."""
-        return bool(self.member.train.dataset_size) and self.took_last and \
-            self._epoch_end(step, losses[0])
+        return bool(self.member.train.dataset_size) and self._epoch_end(step, losses[0])
 
     def loss(self, batch: Batch, step: int) -> torch.Tensor:
         return member_loss(self.model, batch, step)
@@ -183,15 +183,19 @@ class MemberRun:
         return Batch(data.inputs[idx], data.targets[idx], data.mask)
 
     def _epoch_end(self, step: int, loss: torch.Tensor) -> bool:
-        """Accumulate this epoch's loss; at its last step, True if the stop rule fires (one
-        host read per epoch, only when a stop rule is set)."""
+        """Accumulate this epoch's loss over the steps taken (skip_grad_norm may skip some);
+        at its last step, True if their mean meets the stop rule (one host read per epoch,
+        only when a stop rule is set; an epoch with no step taken has no mean)."""
         cfg = self.member.train
-        self.epoch_loss = self.epoch_loss + loss
+        if self.took_last:
+            self.epoch_loss = self.epoch_loss + loss
+            self.epoch_taken += 1
         if (step + 1) % self.steps_per_epoch:
             return False
-        mean = self.epoch_loss / self.steps_per_epoch
+        taken, self.epoch_taken = self.epoch_taken, 0
+        mean = self.epoch_loss / taken if taken else None
         self.epoch_loss = torch.zeros_like(self.epoch_loss)
-        if cfg.stop_loss is not None and float(mean) < cfg.stop_loss:
+        if cfg.stop_loss is not None and mean is not None and float(mean) < cfg.stop_loss:
             self.stopped_at = step + 1
             return True
         return False
@@ -223,6 +227,7 @@ class MemberRun:
             "diverged_at": self.diverged_at,
             "stopped_at": self.stopped_at,
             "epoch_loss": self.epoch_loss,
+            "epoch_taken": self.epoch_taken,
             "skipped_steps": self.skipped_steps,
             "skip_streak": self.skip_streak,
             "stalled": self.stalled,
@@ -241,6 +246,9 @@ class MemberRun:
                     "train_seconds", "steps_timed", "tokens", "artifacts"):
             setattr(self, key, state[key])
         self.skip_streak = state.get("skip_streak", 0)  # checkpoints from before the rule
+        # checkpoints from before the count: every step of the epoch so far was counted
+        self.epoch_taken = state.get("epoch_taken", self.step % self.steps_per_epoch
+                                     if self.member.train.dataset_size else 0)
         self.stalled = state.get("stalled", False)
 
 
