@@ -79,11 +79,16 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_console()  # its lines (a store's coverage, warnings) on the console
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except BrokenPipeError:  # `icl list studies | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0 if argv else 2
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
-        try:
-            print(f"usage:\n{USAGE}", flush=True)
-        except BrokenPipeError:  # `icl --help | head`
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"usage:\n{USAGE}", flush=True)
         return 0 if argv else 2
     if argv[0] in ("--version", "version"):
         from icl_core import __version__
@@ -106,9 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `icl list studies | head`: the reader has all it wants
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 def _sweep(rest: list[str], command: str):

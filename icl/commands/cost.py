@@ -93,10 +93,10 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
     folder without rows or without a finished CUDA stack is a ConfigError."""
     import polars as pl
 
-    from icl_core.planning.cost import CostModel
+    from icl_core.planning.cost import CostModel, device_label
     from icl_core.planning.resources import one_gpu_seconds
 
-    model = CostModel("cuda|unmeasured", 1, rate_file=rate_file)
+    model = CostModel(device_label("cuda", 1, "unmeasured"), 1, rate_file=rate_file)
     files = sorted(folder.glob("**/rows/*.parquet"))
     if not files:
         raise ConfigError(f"--check: no rows under {folder} (a store or an evidence folder)")
@@ -140,7 +140,7 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
         print(f"  stacks' seconds: {gpu_rates.summary(wall_errors)}")
     if span_errors:
         print(f"  studies' seconds: {gpu_rates.summary(span_errors)}")
-    return all(abs(e) <= 0.25 for e in (wall_errors or step_errors) + span_errors)
+    return all(abs(e) <= gpu_rates.TOLERANCE for e in (wall_errors or step_errors) + span_errors)
 
 
 def _shape(member) -> str:

@@ -7,7 +7,7 @@ Each grid study of the preset (a search needs Ray and Optuna, which the lent mac
 costed on one GPU by the cost model: its seeds stacked, as benchmarks/run_without_ray.py runs
 them there, each stack's seconds alone (unmeasured shapes by the GPU rate model fitted to an
 H100's steps, `icl cost`), and the window's wall is what the command runs: up to
-MAX_PROCESSES processes side by side, each stack then at the measured slowdown
+SIDE_BY_SIDE processes side by side, each stack then at the measured slowdown
 (`window_seconds`). Studies are taken in order while that wall (less `STARTUP_S`) fits the
 window: first those whose claims the verdict engine leaves undecided on the committed evidence
 (partly, not testable at this scale, evidence pending; most such claims first), then those
@@ -27,12 +27,11 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
-from icl_core.planning.cost import SHARED_SLOWDOWN, SIDE_BY_SIDE
+from icl_core.planning.cost import SIDE_BY_SIDE
+from icl_core.planning.resources import longest_first, on_share
 
 STARTUP_S = 30.0  # of the window: the processes' imports and first CUDA calls
 UNDECIDED = ("partly", "not testable", "evidence pending")
-# CUDA processes side by side on one GPU (more only queue its launches): the planner's
-MAX_PROCESSES = SIDE_BY_SIDE
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Candidate:
 
     @property
     def planned_s(self) -> float:
-        """The study alone in a window: its stacks on up to MAX_PROCESSES processes."""
+        """The study alone in a window: its stacks on up to SIDE_BY_SIDE processes."""
         return window_seconds([self])
 
     @property
@@ -139,7 +138,7 @@ def choose(found: list[Candidate], window_s: float) -> list[Candidate]:
 
 
 def processes(chosen: list[Candidate]) -> dict[str, int]:
-    """Processes per job (one job per sweep file), MAX_PROCESSES in all (one a job at least):
+    """Processes per job (one job per sweep file), SIDE_BY_SIDE in all (one a job at least):
     each next one to the job with the most planned seconds per process, never more than its
     stacks, so the jobs end about together."""
     seconds: dict[str, float] = {}
@@ -148,7 +147,7 @@ def processes(chosen: list[Candidate]) -> dict[str, int]:
         seconds[c.sweep] = seconds.get(c.sweep, 0.0) + sum(c.stack_s)
         stacks[c.sweep] = stacks.get(c.sweep, 0) + c.trials
     workers = {sweep: 1 for sweep in seconds}
-    for _ in range(MAX_PROCESSES - len(workers)):
+    for _ in range(SIDE_BY_SIDE - len(workers)):
         open_jobs = [j for j in workers if workers[j] < stacks[j]]
         if not open_jobs:
             break
@@ -159,23 +158,20 @@ def processes(chosen: list[Candidate]) -> dict[str, int]:
 
 def makespan(seconds: list[float], workers: int) -> float:
     """Stacks taken longest first by the first free of `workers` processes."""
-    loads = [0.0] * max(1, workers)
-    for s in sorted(seconds, reverse=True):
-        loads[loads.index(min(loads))] += s
-    return max(loads)
+    return max(longest_first(seconds, max(1, workers))[1])
 
 
 def window_seconds(chosen: list[Candidate]) -> float:
     """The planned wall of running `chosen` as `command` runs them: each job's stacks over
     its processes, every stack at SHARED_SLOWDOWN x its time alone when more than one
-    process shares the GPU (measured on an H100 at five, icl_core.planning.cost); infinite
-    where they would need more than MAX_PROCESSES jobs (sweep files)."""
+    process shares the GPU (`on_share`; measured on an H100 at five); infinite
+    where they would need more than SIDE_BY_SIDE jobs (sweep files)."""
     workers = processes(chosen)
-    if len(workers) > MAX_PROCESSES:  # a job a sweep file, a process a job at least
+    if len(workers) > SIDE_BY_SIDE:  # a job a sweep file, a process a job at least
         return math.inf
-    slow = SHARED_SLOWDOWN if sum(workers.values()) > 1 else 1.0
-    return max((slow * makespan([s for c in chosen if c.sweep == job for s in c.stack_s], w)
-                for job, w in workers.items()), default=0.0)
+    share = 1 / max(1, sum(workers.values()))  # of the GPU, a process's
+    return max((on_share(makespan([s for c in chosen if c.sweep == job for s in c.stack_s], w),
+                         share) for job, w in workers.items()), default=0.0)
 
 
 def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None,
@@ -224,7 +220,7 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     chosen = choose(found, window_s - STARTUP_S)
     print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned by the cost "
-          f"model ({MAX_PROCESSES} processes side by side at most; `icl cost` shows its fit), "
+          f"model ({SIDE_BY_SIDE} processes side by side at most; `icl cost` shows its fit), "
           f"{STARTUP_S:.0f} s kept for start-up; + chosen")
     for c in sorted(found, key=Candidate.rank):
         mark = "+" if c in chosen else " "

@@ -175,10 +175,10 @@ class CostModel:
         return self._flop_step(member, stack), "flops"
 
     def _flop_step(self, member: MemberConfig, stack: int) -> float:
-        shape = step_shape(member)
         if self.on_gpu:
             return self._rates(member).step_seconds(member, stack)
-        compute = step_cost_flops(member) / (CPU_FLOPS * max(self.threads, 1))
+        shape = step_shape(member)
+        compute = step_cost_flops(member, shape) / (CPU_FLOPS * max(self.threads, 1))
         return stack * (CPU_STEP_FLOOR_S + CPU_LAYER_PASS_S * shape.layers + compute)
 
     def _rates(self, member: MemberConfig) -> gpu_rates.Rates:
@@ -251,8 +251,7 @@ class CostModel:
         if self.on_gpu and not known:
             rates = self._rates(member)
             floor = chunks * (EVAL_FLOOR_S + rates.layer_pass_s / 3 * shape.eval_layers)
-            per_flop = rates.s_per_flop * gpu_rates.PEAK["float32"] / gpu_rates.PEAK.get(
-                member.dtype, gpu_rates.PEAK["float32"])
+            per_flop = rates.s_per_flop * gpu_rates.flop_weight(member.dtype)
             compute = 2.0 * shape.eval_params * shape.seq * cfg.n_prompts * per_flop
             return evaluations * len(cfg.grid) * passes * max(floor, compute)
         ratio = (shape.eval_params * cfg.n_prompts) / max(

@@ -105,6 +105,18 @@ def _units(group: list[MemberConfig], stack: str, gpu: float, cost) -> list[tupl
     return units
 
 
+def longest_first(sizes: list[float], n: int) -> tuple[list[list[int]], list[float]]:
+    """Longest-processing-time packing: the indices of `sizes`, longest first, each into the
+    least-loaded of `n` bins; (the bins, their loads)."""
+    bins: list[list[int]] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        k = loads.index(min(loads))
+        bins[k].append(i)
+        loads[k] += sizes[i]
+    return bins, loads
+
+
 def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, stack: str,
                     cost, target_s: float) -> list[PlannedTrial]:
     """--pack auto: units (`_units`) into trials of about `target_s` by longest-processing-
@@ -115,12 +127,7 @@ def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, 
     alone = [u for u in units if u[2] >= target_s]
     rest = sorted((u for u in units if u[2] < target_s), key=lambda u: -u[2])
     n = max(math.ceil(sum(u[2] for u in rest) / target_s), min(slots, len(rest))) if rest else 0
-    bins: list[list] = [[] for _ in range(n)]
-    loads = [0.0] * n
-    for unit in rest:
-        k = loads.index(min(loads))
-        bins[k].append(unit)
-        loads[k] += unit[2]
+    bins = [[rest[i] for i in b] for b in longest_first([u[2] for u in rest], n)[0]]
     trials = []
     for units_of in [[u] for u in alone] + [b for b in bins if b]:
         members = [m for u, _, _ in units_of for m in u]

@@ -127,15 +127,16 @@ def step_shape(member: MemberConfig) -> StepShape:
                        json.dumps(to_plain(member.task), sort_keys=True), member.task_seed)
 
 
-def step_flops(member: MemberConfig) -> float:
+def step_flops(member: MemberConfig, shape: StepShape | None = None) -> float:
     """6 x params x tokens of one training step (the model is built on the meta device; a
-    looped block's weights count once per loop iteration, see `StepShape`)."""
-    shape = step_shape(member)
+    looped block's weights count once per loop iteration, see `StepShape`); `shape`: the
+    member's `step_shape`, where the caller has it."""
+    shape = shape or step_shape(member)
     return 6.0 * shape.params * shape.seq * member.train.batch_size
 
 
-def step_cost_flops(member: MemberConfig) -> float:
+def step_cost_flops(member: MemberConfig, shape: StepShape | None = None) -> float:
     """`step_flops` plus attention's T^2 term (forward and backward: 3 x the forward's):
     the FLOP count the cost model (icl_core.planning.cost) falls back on."""
-    shape = step_shape(member)
-    return step_flops(member) + 3.0 * shape.mix * member.train.batch_size
+    shape = shape or step_shape(member)
+    return step_flops(member, shape) + 3.0 * shape.mix * member.train.batch_size

@@ -142,15 +142,13 @@ class MemberRun:
         if cfg.grad_clip is not None or cfg.skip_grad_norm is not None:
             limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
-            if cfg.skip_grad_norm is not None:  # this branch syncs, by request of the config
-                took = not float(norm) > cfg.skip_grad_norm
-        self.took_last = took is not False
+            if cfg.skip_grad_norm is not None:  # a NaN norm is not above it: taken
+                took = torch.logical_not(norm > cfg.skip_grad_norm).reshape(1)
+        self.took_last = took is None or bool(took)  # this read syncs, by request of the config
         if self.took_last:
             self.optimizer.step()
         self.scheduler.step()
-        drawn = batch.inputs.shape[0] * batch.inputs.shape[1]
-        return loss.detach().reshape(1), drawn, \
-            None if took is None else torch.tensor([took], device=self.device)
+        return loss.detach().reshape(1), batch.inputs.shape[0] * batch.inputs.shape[1], took
 
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
         """Epoch training: True at the end of an epoch whose mean loss meets `stop_loss`; a
