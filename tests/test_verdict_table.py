@@ -20,7 +20,7 @@ from analysis.claims.evidence import (
     provenance,
     size_mb,
 )
-from analysis.verdicts import _verdict, decide_all, updated_ledger
+from analysis.verdicts import _verdict, decide_all, read_ledger, updated_ledger
 from icl.commands.verdicts import main
 from icl_core.storage.store import ROW_SCHEMA
 
@@ -40,6 +40,18 @@ def test_every_claim_is_decided_or_says_why():
     main(["--json"])  # the engine runs on every claim without raising
     for c in CLAIMS:
         assert c.paper and c.figure and (c.source or c.parts or c.kind == "exact"), c.id
+
+
+def test_the_claims_of_one_preset_are_decided_alone_to_their_ledger_verdicts():
+    """decide_all(preset=...) (what `icl plan --gpu-minutes` reads): exactly the claims with
+    rows at that preset, not the ones computed without rows, each to its ledger verdict."""
+    ledger = read_ledger()["claims"]
+    decisions = decide_all(preset="reduced")
+    expected = {c.id for c in CLAIMS if any(s.preset == "reduced" for s in c.sources())}
+    assert expected and {d.claim.id for d in decisions} == expected
+    assert any(c.kind == "exact" for c in CLAIMS if c.id not in expected)
+    for d in decisions:
+        assert d.outcome == ledger[d.claim.id]["outcome"], d.claim.id
 
 
 def test_a_claim_redeclared_after_evidence_shows_its_earlier_verdict():
