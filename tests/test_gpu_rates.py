@@ -197,15 +197,27 @@ def test_icl_cost_checks_by_the_rate_file_it_is_given(tmp_path, capsys):
 def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
     """A store's rows keep finished_at: the study's seconds from its first start to its last
     end against its stacks side by side on their GPU shares. The scale-up window's rows with
-    the times it ran at (its five stacks started together, each ended after its wall)."""
+    the times it ran at (its five stacks started together, each ended after its wall), one
+    file a member as a store writes them, then compacted (`icl compact`: no file left in
+    rows/, every row in compacted/)."""
+    import pyarrow as pa
+
+    from icl_core.storage.compaction import compact
+    from icl_core.storage.store import ROW_SCHEMA, Store
+
     rows = pl.read_parquet(ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet")
     start = 1_800_000_000
     rows = rows.with_columns(
         finished_at=pl.from_epoch((start + pl.col("wall_time_s")).cast(pl.Int64), time_unit="s")
         .dt.replace_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    store = tmp_path / "store" / "deep_optimizers" / "scaleup" / "rows"
-    store.mkdir(parents=True)
-    rows.write_parquet(store / "rows.parquet")
+    store = Store(str(tmp_path / "store"))
+    for (config_hash,), member in rows.group_by(["config_hash"]):
+        table = member.to_arrow()
+        store.write_rows(store.rows_path("deep_optimizers", "scaleup", config_hash), pa.table(
+            {n: table[n].cast(ROW_SCHEMA.field(n).type) if n in ROW_SCHEMA.names else table[n]
+             for n in table.column_names}))
+    assert compact(store, "deep_optimizers", "scaleup").merged == 5 * 3
+    assert not list((tmp_path / "store" / "deep_optimizers" / "scaleup" / "rows").iterdir())
     assert gpu_rates.study_span(rows) == pytest.approx(rows["wall_time_s"].max(), abs=1.0)
     assert gpu_rates.study_span(rows.drop("finished_at")) is None  # evidence keeps none
     assert icl(["cost", "--check", str(tmp_path / "store")]) == 0

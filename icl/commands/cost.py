@@ -91,24 +91,22 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
     the study's seconds from first start to last end against its stacks side by side on their
     GPU shares. Whether all are within 25% (the stacks', and the studies' where known); a
     folder without rows or without a finished CUDA stack is a ConfigError."""
-    import polars as pl
-
+    from analysis.reading.store import read_rows
     from icl_core.planning.cost import CostModel, device_label
     from icl_core.planning.resources import one_gpu_seconds
 
     model = CostModel(device_label("cuda", 1, "unmeasured"), 1, rate_file=rate_file)
-    files = sorted(folder.glob("**/rows/*.parquet"))
-    if not files:
+    # a study's folder holds rows/ (and a compacted store's compacted/); read as a store
+    studies = sorted({d.parent for name in ("rows", "compacted") for d in folder.glob(f"**/{name}")
+                      if d.is_dir() and any(d.glob("*.parquet"))})
+    if not studies:
         raise ConfigError(f"--check: no rows under {folder} (a store or an evidence folder)")
-    by_study: dict[str, list[pl.DataFrame]] = {}
-    for f in files:
-        by_study.setdefault(str(f.parent.parent.relative_to(folder)), []).append(
-            pl.read_parquet(f))
     step_errors, wall_errors, span_errors = [], [], []
     print(f"\nplanned / measured on {folder} (the rate model alone, fitted on "
           f"{rate_file.device_name}):")
-    for study, frames in sorted(by_study.items()):
-        rows = pl.concat(frames, how="diagonal_relaxed")
+    for where in studies:
+        study = str(where.relative_to(folder)) if where != folder else where.name
+        rows, _ = read_rows(str(where.parent.parent), where.parent.name, where.name)
         stacks = gpu_rates.stacks_of_rows(rows, study)
         if not stacks:
             continue
