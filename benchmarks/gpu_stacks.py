@@ -8,7 +8,8 @@ Polars or pytest there), about 5 minutes on an H100:
    weights of K = 8 members after 20 steps (float32), whether the graph was captured, and a
    curriculum task (relu_teacher) left eager with its reason; then a stack that skips steps
    (train.skip_grad_norm: MaskedAdam, the mask on the device) against the same stack without
-   the rule, eager and as a graph (ms/step, steps skipped).
+   the rule, eager and as a graph (ms/step, steps skipped). 1b: L-BFGS alone (torch's)
+   against a stack of 3 L-BFGS members, ms/step as the history fills and the cost per pair.
 2. A study's stacks in one process (TrialSpec.interleave): four stacks of 3 seeds (depths 1, 2,
    4, 8) trained one after another and then at once, each on its own CUDA stream, with and
    without the graph: wall time of the whole trial (evaluation included).
@@ -112,6 +113,37 @@ def graph_against_eager(device: str, steps: int) -> None:
               f"skipped) {timings['skip']:.2f} (x{timings['skip'] / timings['plain']:.2f})")
 
 
+def lbfgs_alone_against_stacked(device: str, quick: bool) -> None:
+    """L-BFGS (preconditioned_gd's reduced LSA member: history 600, 4 iterations a step, a
+    fixed batch): torch's LBFGS alone (a host read per stored pair) against a stack of 3
+    (icl_core/training/stacked_lbfgs.py), ms/step over two windows of steps as the history
+    fills; the slope per pair and walk is what icl_core.planning.cost's LBFGS_PAIR_S costs."""
+    raw = {"task": {"name": "linear_regression", "dim": 5, "n_points": 10, "layout": "fixed_n",
+                    "spectrum": [1.0, 1.0, 0.5, 0.25, 1.0], "w_law": "inverse"},
+           "model": {"name": "lsa", "layers": 3, "form": "sparse", "init_std": 1e-4},
+           "train": {"optimizer": "lbfgs", "lr": 0.1, "lbfgs_history": 600, "lbfgs_max_iter": 4,
+                     "batch_size": 200 if quick else 20_000, "steps": 10**6},
+           "eval": {"n_prompts": 1, "baselines": []}, "dtype": "float32", "device": device}
+    windows = ((2, 4), (6, 8)) if quick else ((5, 10), (25, 30))
+    for k in (1, 3):
+        runs = [MemberRun(resolve_member({**raw, "seed": s, "task_seed": s})) for s in range(k)]
+        trainer = runs[0] if k == 1 else StackedRun(runs)
+        cells = []
+        for start, end in windows:
+            trainer.train_until(start)
+            sync(device)
+            t0 = time.perf_counter()
+            trainer.train_until(end)
+            sync(device)
+            ms = (time.perf_counter() - t0) / (end - start) * 1e3
+            cells.append((ms, 4 * (start + end) / 2))  # pairs held, about: 4 a step
+        (ms0, pairs0), (ms1, pairs1) = cells
+        per_pair = (ms1 - ms0) / (pairs1 - pairs0) / (2 * 4) * 1e3
+        print(f"L-BFGS {'alone (torch)' if k == 1 else f'stack of {k}'}: ms/step "
+              f"{ms0:.1f} at ~{pairs0:.0f} pairs, {ms1:.1f} at ~{pairs1:.0f}; "
+              f"{per_pair:.1f} us per pair and walk")
+
+
 def together_against_apart(device: str, steps: int) -> None:
     """Stores in temporary folders: --out keeps a few shallow files (a lent machine returns
     those)."""
@@ -155,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     print("== 1. a stack's step as a CUDA graph against the same step eagerly")
     try:
         graph_against_eager(args.device, 5 if args.quick else 50)
+    except Exception:  # noqa: BLE001  (the next part runs)
+        traceback.print_exc()
+    print("== 1b. L-BFGS alone against a stack of L-BFGS members")
+    try:
+        lbfgs_alone_against_stacked(args.device, args.quick)
     except Exception:  # noqa: BLE001  (the next part runs)
         traceback.print_exc()
     print("== 2. a study's stacks in one process: one after another, then at once")

@@ -32,10 +32,11 @@ AHN = {
 SEEDS = {("seed", "task_seed"): [(s, s) for s in range(5)]}  # a new Σ per seed
 CPU = {"train.steps": 300, "train.batch_size": 10_000, "eval.n_prompts": 10_000}
 # One H100-class GPU (<= 20 min per study, icl_core.planning.resources.gpu_seconds): the
-# paper's batch (20,000 prompts) and test set (20,000), 3 seeds. L-BFGS does not stack and is
-# launch-bound on a GPU (its two-loop recursion reads a scalar back per stored pair: ~36 ms
-# an iteration with 600 pairs), so the step count is what the 20 minutes buy: 2000 (the
-# paper's) for one model, 400-500 for the layer and context sweeps (300 at cpu scale).
+# paper's batch (20,000 prompts) and test set (20,000), 3 seeds. L-BFGS is launch-bound on a
+# GPU (alone, its two-loop recursion reads a scalar back per stored pair: ~36 ms an iteration
+# with 600 pairs; a stack of seeds walks all its members' pairs at once), so the step count is
+# what the 20 minutes buy: 2000 (the paper's) for one model, 400-500 for the layer and context
+# sweeps (300 at cpu scale).
 GPU = {"eval.n_prompts": 20_000}
 SEEDS3 = {("seed", "task_seed"): [(s, s) for s in range(3)]}
 # reduced (docs/REPRODUCTION.md, Ahn): the two cells 300 L-BFGS iterations did not settle, L = 4

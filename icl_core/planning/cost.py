@@ -58,9 +58,12 @@ MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
 #   constants fitted to step times measured on an H100 (launch floor and per layer pass, the
 #   vmapped stack's own cost, a cost per member, the FLOPs at a fitted rate), one set per path
 #   (eager or a CUDA graph; precision), refitted by `icl cost --write`.
-#   L-BFGS (fixed batch, never stacked) runs lbfgs_max_iter closures a step, each iteration
-#   walking its history twice with a host read per stored pair (torch.optim.LBFGS passes a
-#   tensor as alpha): LBFGS_PAIR_S per pair and walk (a dot, a multiply, an axpy, the read).
+#   L-BFGS (a fixed batch) runs lbfgs_max_iter closures a step, each iteration walking its
+#   history twice: alone with a host read per stored pair (torch.optim.LBFGS passes a tensor
+#   as alpha), LBFGS_PAIR_S per pair and walk (a dot, a multiply, an axpy, the read); a stack
+#   walks every member's pairs at once with as many launches and no read
+#   (icl_core/training/stacked_lbfgs.py), costed at LBFGS_PAIR_S per pair for the whole
+#   stack until a GPU measures it (benchmarks/gpu_stacks.py).
 #   Evaluation (CostModel._eval_seconds): per evaluation point and chunk a floor of
 #   EVAL_FLOOR_S plus a third of a layer pass per layer, or its FLOPs at the rate. Plus
 #   STACK_OVERHEAD_S per stack (build, warm-up, the final evaluation's CPU baselines, rows).
@@ -218,7 +221,7 @@ class CostModel:
         step, source = self.step_seconds(first, k)
         if cfg.optimizer == "lbfgs" and source == "flops":  # a measured step holds them all
             step *= cfg.lbfgs_max_iter
-            if self.on_gpu:  # each iteration walks its history twice, a host read per pair
+            if self.on_gpu:  # each iteration walks its history twice (a stack's at once)
                 pairs = _lbfgs_mean_history(cfg.steps * cfg.lbfgs_max_iter, cfg.lbfgs_history)
                 step += cfg.lbfgs_max_iter * 2 * pairs * LBFGS_PAIR_S
         return cfg.steps * step + sum(self.rest_seconds(m, step / k, k) for m in members)

@@ -24,9 +24,10 @@ Nothing else changes for a member:
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
 checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training (with counter draws, one task seed: one task draws the stack's batches),
-on a model whose class does not opt out (`stackable = False`, e.g. `nn.GRU`, which vmap
-cannot batch).
+Adam/AdamW training (with counter draws, one task seed: one task draws the stack's batches)
+or L-BFGS on each member's own fixed batch (icl_core/training/stacked_lbfgs.py: torch's
+algorithm per member, its tests and breaks on the device), not epoch training, on a model
+whose class does not opt out (`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
 
 With train.compile a stack's vmapped forward and loss are one torch.compile'd function (the
 backward compiled with it; fused elementwise kernels where a lone member compiles only its
@@ -49,6 +50,7 @@ from icl_core.common.device import resolve_device
 from icl_core.models.base import HasTrainingLoss, VmapAware
 from icl_core.spec.config import MemberConfig, to_plain
 from icl_core.training.masked_adam import MaskedAdam
+from icl_core.training.stacked_lbfgs import StackedLBFGS
 from icl_core.training.train import (
     FIXED_BATCH,
     OPTIMIZERS,
@@ -70,7 +72,7 @@ def stack_key(member: MemberConfig) -> str | None:
     from icl_core.models import MODELS
 
     cfg = member.train
-    if cfg.optimizer in FIXED_BATCH or cfg.dataset_size:
+    if cfg.dataset_size:
         return None
     if not MODELS.builder(member.model.name).stackable:
         return None
@@ -141,13 +143,18 @@ class StackedRun:
         # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients zeroed in
         # place), captured once as a CUDA graph where it can be (icl_core.training.cuda_graph)
         self.static = cfg.cuda_graph
+        # L-BFGS on each member's fixed batch: torch's algorithm per member, on the device
+        # (icl_core.training.stacked_lbfgs); it has no step-skipping rule, as alone
+        self.fixed = cfg.optimizer in FIXED_BATCH
+        self.fixed_batch: tuple | None = None  # the members' fixed batches, stacked once
         # train.skip_grad_norm: Adam/AdamW with a step count per member, stepping only the
         # members whose gradient norm is within the limit (`took`, written in place each step)
-        self.skips = cfg.skip_grad_norm is not None
+        self.skips = cfg.skip_grad_norm is not None and not self.fixed
         self.took = torch.ones(len(runs), dtype=torch.bool, device=self.device)
-        self.optimizer = MaskedAdam.build(list(self.params.values()), cfg, self.static) \
-            if self.skips else OPTIMIZERS[cfg.optimizer](list(self.params.values()), cfg,
-                                                         static=self.static)
+        weights = list(self.params.values())
+        self.optimizer = StackedLBFGS.like(weights, runs[0].optimizer) if self.fixed else \
+            MaskedAdam.build(weights, cfg, self.static) if self.skips else \
+            OPTIMIZERS[cfg.optimizer](weights, cfg, static=self.static)
         self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, cfg))
@@ -183,8 +190,19 @@ class StackedRun:
                 {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras},
                 batches[0].mask)
 
+    def _stacked_fixed_batch(self) -> tuple:
+        """The members' L-BFGS fixed batches, each drawn as alone, stacked (made once)."""
+        if self.fixed_batch is None:
+            batches = [r.draw_fixed_batch() for r in self.runs]
+            self.fixed_batch = (torch.stack([b.inputs for b in batches]),
+                                torch.stack([b.targets for b in batches]),
+                                {k: torch.stack([b.extras[k] for b in batches])
+                                 for k in batches[0].extras}, batches[0].mask)
+        return self.fixed_batch
+
     def _losses(self, step: int) -> torch.Tensor:
-        inputs, targets, extras, mask = self._batch(step)
+        inputs, targets, extras, mask = self._stacked_fixed_batch() if self.fixed else \
+            self._batch(step)
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
         loss = self._compiled() if self.cfg.compile else None
         if loss is not None:  # step unread: a model that reads it is left eager
@@ -247,6 +265,10 @@ class StackedRun:
         (losses (K,) on the device, tokens per member, with skip_grad_norm the members that
         took the step (K,) bool, else None). With train.cuda_graph, the static step:
         replayed from its CUDA graph, or run eagerly where none can be captured."""
+        if self.fixed:  # L-BFGS: its iterations re-evaluate the losses on the fixed batches
+            losses = self.optimizer.step(lambda: self._closure(step))
+            self.scheduler.step()
+            return losses, self.tokens_per_step, None
         if self.static:
             if self.graph is None:  # made once, at the first step
                 from icl_core.training.cuda_graph import StepGraph
@@ -261,6 +283,14 @@ class StackedRun:
         self._update()
         self.scheduler.step()
         return losses.detach(), self.tokens_per_step, self._took()
+
+    def _closure(self, step: int) -> torch.Tensor:
+        """L-BFGS's closure: gradients zeroed, every member's loss on its fixed batch (K,),
+        their sum backpropagated."""
+        self.optimizer.zero_grad(set_to_none=True)
+        losses = self._losses(step)
+        losses.sum().backward()
+        return losses
 
     def _took(self) -> torch.Tensor | None:
         return self.took.clone() if self.skips else None
@@ -293,6 +323,14 @@ class StackedRun:
                 b.copy_(self.buffers[f"model.{name}"][k])
         if not optimizer:
             return run
+        if self.fixed:  # torch's own LBFGS state, from the member's slice of the stack's
+            groups = [{**own, "lr": float(g["lr"])} for own, g in
+                      zip(run.optimizer.state_dict()["param_groups"],
+                          self.optimizer.param_groups, strict=True)]
+            run.optimizer.load_state_dict({"state": self.optimizer.member_state(k),
+                                           "param_groups": groups})
+            run.scheduler.load_state_dict(self.scheduler.state_dict())
+            return run
         stacked = self.optimizer.state_dict()
         # every member gets its own tensors, its slice of each (a torch Adam's 0-dim `step` is
         # the stack's; MaskedAdam's (K,) is one per member)
@@ -313,6 +351,9 @@ class StackedRun:
         whose steps was taken yet (no state: torch's Adam makes it at its first step) starts
         from zeros, as it would alone."""
         filled = [s["state"] for s in states]
+        if self.fixed:
+            self.optimizer.load_members(filled)
+            return
         if not any(filled):
             return
         template = next(f for f in filled if f)

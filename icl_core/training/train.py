@@ -198,11 +198,15 @@ class MemberRun:
             return True
         return False
 
+    def draw_fixed_batch(self) -> Batch:
+        """L-BFGS's fixed batch, drawn from the member's own seed (the same at every call)."""
+        gen = generator(self.device, derive_seed(self.member.seed, "fixed_batch"))
+        return self.task.sample(self.member.train.batch_size, gen)
+
     def _fixed_batch_step(self, step: int) -> torch.Tensor:
         """One step of a closure optimizer (L-BFGS) on the fixed batch; returns its loss."""
         if self._fixed is None:
-            gen = generator(self.device, derive_seed(self.member.seed, "fixed_batch"))
-            self._fixed = self.task.sample(self.member.train.batch_size, gen)
+            self._fixed = self.draw_fixed_batch()
             self.tokens_per_step = self._fixed.inputs.shape[0] * self._fixed.inputs.shape[1]
 
         def closure():
