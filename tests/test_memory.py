@@ -45,11 +45,12 @@ def test_the_estimate_grows_with_what_a_member_holds():
         member_memory(wide_model, stack=2).weights * 5 / 4
     assert member_memory(skipping).weights == member_memory(wide_model).weights
     # L-BFGS: weights, gradients, a history of 2 x 5 and 2 more alone (14 copies); a stack's
-    # two-loop gathers each member's pairs, with 1/ys folded in, 4 x 5 more (34)
+    # two-loop gathers each member's pairs, with 1/ys folded in (4 x 5), and each member holds
+    # its own history from a checkpoint on (2 x 5): 44
     lbfgs = member(model__width=64, train__optimizer="lbfgs", train__lbfgs_history=5)
     assert member_memory(lbfgs).weights == member_memory(wide_model).weights * 14 / 4
     assert member_memory(lbfgs, stack=2).weights == \
-        member_memory(wide_model, stack=2).weights * 34 / 4
+        member_memory(wide_model, stack=2).weights * 44 / 4
     assert str(small).startswith(f"{small.total / 1e6:.3g} MB (runtime")
 
 

@@ -139,10 +139,11 @@ class Crash(Exception):
 def test_a_stacked_checkpoint_resumes_stacked_or_alone_to_the_same_numbers(kind, tmp_path):
     """Skipping: members with their own step counts (skip_grad_norm) resume too, stacked or
     one after another with torch's Adam, with the skip counts of an uninterrupted run.
-    L-BFGS: the sweeps' LSA members, their histories handed to torch's LBFGS and back."""
+    L-BFGS: the sweeps' LSA members, their histories handed to torch's LBFGS and back, with a
+    warmup (the learning rate a fresh and a resumed stack start at)."""
     members = float64_seeds(tiny_member(), seeds=(0, 1, 2), steps=12) if kind == "plain" \
         else skipping_members(steps=12) if kind == "skipping" else \
-        float64_seeds(lsa_member(steps=12), seeds=(0, 1, 2), steps=12)
+        float64_seeds(lsa_member(steps=12, warmup_steps=6), seeds=(0, 1, 2), steps=12)
     run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="never"))
     saved = {}
 

@@ -4,8 +4,9 @@ member that fits no node's memory, before Ray starts.
 The estimate, in bytes of the member's dtype (b: 4 for float32), for a stack of K members:
 
     K x (weights + gradients + optimizer state)   params x b x (2 + 2 Adam/AdamW, + 1 SGD,
-                                                  + 2 x history L-BFGS, + 4 x history
-                                                  more in a stack: its gathered pairs; + 1
+                                                  + 2 x history L-BFGS, + 6 x history
+                                                  more in a stack: its gathered pairs and
+                                                  each member's own at checkpoints; + 1
                                                   with skip_grad_norm: a stack's gathered
                                                   gradients)
     K x training activations   batch x seq x width x layer passes x ACT_PER_WIDTH
@@ -112,8 +113,9 @@ def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
                   else 2 * t.lbfgs_history + 2)
     if t.skip_grad_norm is not None and t.optimizer != "lbfgs" and (stack > 1 or t.cuda_graph):
         copies += 1  # a stack's MaskedAdam gathers the gradients (training/masked_adam.py)
-    if t.optimizer == "lbfgs" and stack > 1:
-        copies += 4 * t.lbfgs_history  # a stack's two-loop gathers its pairs (stacked_lbfgs.py)
+    if t.optimizer == "lbfgs" and stack > 1:  # a stack's two-loop gathers its pairs (4 x
+        # history, stacked_lbfgs.py); from a checkpoint on, each member holds its own (2 x)
+        copies += 6 * t.lbfgs_history
     weights = stack * params * copies * b
     per_prompt = seq * width * layers * ACT_PER_WIDTH \
         + (heads * seq * seq * layers * ATTN_PER_SCORE if quadratic else 0)

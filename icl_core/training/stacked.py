@@ -152,7 +152,7 @@ class StackedRun:
         self.skips = cfg.skip_grad_norm is not None and not self.fixed
         self.took = torch.ones(len(runs), dtype=torch.bool, device=self.device)
         weights = list(self.params.values())
-        self.optimizer = StackedLBFGS.like(weights, runs[0].optimizer) if self.fixed else \
+        self.optimizer = StackedLBFGS.like(weights, runs[0].optimizer, cfg.lr) if self.fixed else \
             MaskedAdam.build(weights, cfg, self.static) if self.skips else \
             OPTIMIZERS[cfg.optimizer](weights, cfg, static=self.static)
         self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
@@ -351,8 +351,9 @@ class StackedRun:
         whose steps was taken yet (no state: torch's Adam makes it at its first step) starts
         from zeros, as it would alone."""
         filled = [s["state"] for s in states]
-        if self.fixed:
+        if self.fixed:  # at the members' learning rate (the scheduler's state holds the base)
             self.optimizer.load_members(filled)
+            self.optimizer.param_groups[0]["lr"] = states[0]["param_groups"][0]["lr"]
             return
         if not any(filled):
             return

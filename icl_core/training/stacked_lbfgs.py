@@ -17,13 +17,18 @@ whose weights are stacked on a leading axis (icl_core.training.stacked.StackedRu
 - every test torch makes on the host (the curvature test, the gradient and change
   tolerances, gtd > -tolerance_change) is made per member on the device and masks that
   member's updates: a member that would have broken out of its iterations keeps its weights
-  and state for the rest of the step while the others go on. The host reads one bit per
-  iteration (whether any member still iterates), not one a stored pair;
+  and state for the rest of the step while the others go on. The host reads one bit twice an
+  iteration (whether any member still iterates: before the two-loop recursion and before the
+  closure, so a stack whose members have all broken out skips both), not one a stored pair;
 - the two-loop recursion walks each member's pairs newest first as torch does, all members
-  at once ((K, P) operations, a pair's dot a batched product with 1/ys folded in: 5 launches
-  a pair and no read, where torch alone makes 8 and 2 reads), the pairs a member does not
-  hold weighted 0. It gathers the pairs in age order once an iteration, with 1/ys folded in
-  (4 copies of the history: icl_core/planning/memory.py counts them).
+  at once ((K, P) operations, a pair's dot a batched product: about 4 launches a pair for
+  both walks and no read, where torch alone makes 8 and 2 reads), the pairs a member does
+  not hold weighted 0. It gathers the pairs in age order once an iteration, with 1/ys folded
+  into the dots' side (4 copies of the history: icl_core/planning/memory.py counts them);
+- the closure computes under the caller's precision (train.precision: bf16 autocast, TF32),
+  the optimizer's own arithmetic in the weights' dtype, as torch's `dot`s are alone;
+- a member whose loss is not finite (diverged: the driver records it) stops iterating, so
+  it does not hold the others in their iterations.
 
 Its sums run in another order than torch's dots, so a member stacked agrees with it alone
 to rounding (a test checks float64 to rtol 1e-9 over steps where the ring wraps and members
@@ -34,7 +39,22 @@ optimizer, and a lone one joins a stack.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+
+
+@contextlib.contextmanager
+def _arithmetic(device_type: str, autocast: bool, dtype: torch.dtype, tf32: tuple):
+    """Autocast on `device_type` (at `dtype`) and the TF32 flags (matmul, cudnn) as given,
+    restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        with torch.autocast(device_type=device_type, dtype=dtype, enabled=autocast):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 class StackedLBFGS(torch.optim.Optimizer):
@@ -56,13 +76,14 @@ class StackedLBFGS(torch.optim.Optimizer):
         self.reset()
 
     @classmethod
-    def like(cls, params: list, lone: torch.optim.LBFGS) -> StackedLBFGS:
-        """With the settings of a member's own torch LBFGS (`lone`)."""
+    def like(cls, params: list, lone: torch.optim.LBFGS, lr: float) -> StackedLBFGS:
+        """At `lr` (the base: a scheduler scales it), with the other settings of a member's
+        own torch LBFGS (`lone`)."""
         group = lone.param_groups[0]
         if group["line_search_fn"] is not None:
             raise ValueError(f"a stack runs L-BFGS without a line search, not "
                              f"{group['line_search_fn']!r}")
-        return cls(params, lr=group["lr"], history_size=group["history_size"],
+        return cls(params, lr=lr, history_size=group["history_size"],
                    max_iter=group["max_iter"], max_eval=group["max_eval"],
                    tolerance_grad=group["tolerance_grad"],
                    tolerance_change=group["tolerance_change"])
@@ -101,7 +122,21 @@ class StackedLBFGS(torch.optim.Optimizer):
     def step(self, closure):  # type: ignore[override]
         """One step for every member: `closure` zeroes the gradients, computes the members'
         losses (K,), backpropagates their sum and returns the losses; the losses at the step's
-        start (K,), as torch returns a member's."""
+        start (K,), as torch returns a member's. The closure runs under the caller's precision
+        (train.precision: bf16 autocast, TF32); the optimizer's own arithmetic in the weights'
+        dtype, as torch's `dot`s alone are (a batched product would follow autocast or TF32)."""
+        dev = self.device.type
+        caller = (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev),
+                  (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+
+        def evaluate():
+            with _arithmetic(dev, *caller):
+                return closure()
+
+        with _arithmetic(dev, False, caller[1], (False, False)):
+            return self._step(evaluate)
+
+    def _step(self, closure):
         group = self.param_groups[0]
         lr, max_iter, max_eval = float(group["lr"]), group["max_iter"], group["max_eval"]
         tol_grad, tol_change = group["tolerance_grad"], group["tolerance_change"]
@@ -112,11 +147,13 @@ class StackedLBFGS(torch.optim.Optimizer):
         loss = orig_loss.to(torch.float64)
         s["func_evals"] += 1
         g = self._flat_grad()
-        running = ~(g.abs().amax(1) <= tol_grad)  # torch returns at once where it holds
+        # torch returns at once where the gradient is within tolerance; a member whose loss is
+        # not finite has diverged (recorded so by the driver): it no longer holds the others
+        running = ~(g.abs().amax(1) <= tol_grad) & torch.isfinite(orig_loss)
         lanes = torch.arange(self.K, device=self.device)
         with torch.no_grad():
             for n in range(1, max_iter + 1):
-                if not bool(running.any()):  # one host read an iteration: all have broken out
+                if not bool(running.any()):  # a host read: every member has broken out
                     break
                 s["n_iter"] += running
                 first = running & (s["n_iter"] == 1)
@@ -129,6 +166,8 @@ class StackedLBFGS(torch.optim.Optimizer):
                                      s["t"])
                 gtd = torch.bmm(g.unsqueeze(1), s["d"].unsqueeze(2)).view(self.K)
                 running = running & ~(gtd > -tol_change)
+                if not bool(running.any()):  # the second read: none to update, none to evaluate
+                    break
                 step = s["d"] * s["t"][:, None]
                 self._add(torch.where(running[:, None], step, torch.zeros_like(step)))
                 if n == max_iter:
@@ -168,15 +207,21 @@ class StackedLBFGS(torch.optim.Optimizer):
         held = ages[None, :] < s["held"][:, None]
         ro = torch.where(held, s["ro"].gather(1, slots), 0.0)[:, :, None]
         stps, dirs = s["stps"][lanes[:, None], slots], s["dirs"][lanes[:, None], slots]
-        stps_ro, dirs_ro = stps * ro, dirs * ro  # ro folded in: two launches a pair, not 4
+        # each pair as (K, 1, P) rows, 1/ys folded into the dots' side: a pair's dot is one
+        # bmm (the second walk's al - dot one baddbmm) against the (K, P, 1) column view of q
+        # or r, its axpy one addcmul_ on the (K, 1, P) row view (in place: both views see it)
+        K, P = self.K, self.P
+        stps_r, dirs_r = stps.unsqueeze(2).unbind(1), dirs.unsqueeze(2).unbind(1)
+        stps_ro, dirs_ro = (stps * ro).unsqueeze(2).unbind(1), (dirs * ro).unsqueeze(2).unbind(1)
         q, al = g.neg(), []
+        column, row = q.view(K, P, 1), q.view(K, 1, P)
         for a in range(self.longest):
-            al.append(torch.bmm(stps_ro[:, a, None], q[:, :, None]).view(self.K, 1))
-            q.addcmul_(dirs[:, a], al[a], value=-1)
+            al.append(torch.bmm(stps_ro[a], column))
+            row.addcmul_(dirs_r[a], al[a], value=-1)
         r = q * s["H_diag"][:, None]
+        column, row = r.view(K, P, 1), r.view(K, 1, P)
         for a in reversed(range(self.longest)):
-            be = torch.bmm(dirs_ro[:, a, None], r[:, :, None]).view(self.K, 1)
-            r.addcmul_(stps[:, a], al[a] - be)
+            row.addcmul_(stps_r[a], torch.baddbmm(al[a], dirs_ro[a], column, alpha=-1))
         s["d"] = torch.where(running[:, None], torch.where(first[:, None], g.neg(), r), s["d"])
 
     # -- torch's own state, per member ----------------------------------------------------
@@ -215,8 +260,8 @@ class StackedLBFGS(torch.optim.Optimizer):
                 continue
             for key in ("d", "prev_flat_grad"):
                 s[key][k] = state[key]
-            for key in ("t", "H_diag", "prev_loss"):
-                s[key][k] = torch.as_tensor(state[key])
+            for key in ("t", "H_diag", "prev_loss"):  # torch's Python floats are doubles
+                s[key][k] = torch.as_tensor(state[key], dtype=torch.float64)
             held = len(state["old_dirs"])
             if held > H:
                 raise ValueError(f"member {k}: {held} L-BFGS pairs, history_size {H}")
