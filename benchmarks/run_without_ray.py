@@ -56,9 +56,8 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         done = store.finished(sweep.name, study.name)
         groups: dict = {}
         done = done | set((skip or {}).get((sweep.name, study.name), ()))
-        axes = {"seed": ",".join(str(s) for s in range(seeds))} if seeds else None
         sets = {"device": device} if device != "auto" else None
-        for m in study.members(preset, sets, sweeps=axes):
+        for m in study.members(preset, sets, num_samples=seeds):
             if m.hash not in done and selected(m, where):
                 groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
         if interleave and groups:

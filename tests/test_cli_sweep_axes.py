@@ -169,3 +169,23 @@ def test_a_zipped_axis_and_a_search_are_not_swept(tmp_path, capsys):
     assert "\n" not in err
     assert icl(["config", "hpo_lr", "--preset", "smoke", "--sweep", "model.depth=1,2"]) == 2
     assert "a search's space is searched, not swept" in capsys.readouterr().err
+
+
+def test_seeds_per_setting_follow_a_seed_zipped_one_for_one():
+    """--num-samples on a grid (and `icl plan --seeds`, run_without_ray --seeds): Ahn et al.'s
+    seed goes with task_seed one for one ((s, s): a new task per seed), so N seeds are (0, 0)
+    ... (N-1, N-1) at every setting (they were a second seed axis crossed with the zipped
+    one: 6 members a setting for 2); a plain seed axis is replaced; a seed zipped with other
+    values is refused, naming the axis."""
+    from icl_core.spec.config import ConfigError
+    from icl_core.spec.study import seed_axis
+
+    study = next(s for s in load_sweep("preconditioned_gd").studies if s.name == "lsa_dim")
+    members = study.members("cpu", num_samples=2)
+    assert len(members) == 3 * 2
+    assert sorted({(m.seed, m.task_seed) for m in members}) == [(0, 0), (1, 1)]
+    assert seed_axis({"seed": [5, 6], "model.depth": [1]}, 3) == {"seed": [0, 1, 2],
+                                                                  "model.depth": [1]}
+    with pytest.raises(ConfigError, match=r"goes with task_seed \(the zipped axis \(seed, "
+                       r"task_seed\) = \[\(0, 1\), \(1, 2\)\]\)"):
+        seed_axis({("seed", "task_seed"): [(0, 1), (1, 2)]}, 2)

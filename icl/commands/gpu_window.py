@@ -42,7 +42,8 @@ class Candidate:
     to_run: int  # of them, not in evidence yet
     stack_s: list[float]  # the cost model's seconds of each stack of those to run, alone
     claims: list[tuple[str, str]] = field(default_factory=list)  # (claim id, outcome)
-    skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a zipped seed axis)
+    skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a seed that goes
+    # with another key, not one for one)
 
     @property
     def trials(self) -> int:
@@ -104,7 +105,6 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
 
     claims = claims_by_study(preset)
     model = cost_model(1.0, 1)  # one GPU: its cached calibrations, else the H100 rate model
-    sweeps = {"seed": ",".join(str(s) for s in range(seeds))} if seeds else None
     out = []
     for name, only_study in selected(only):
         sweep = load_sweep(name)
@@ -114,7 +114,7 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
                 continue
             served_claims = claims.get((name, study.name), [])
             try:
-                members = study.members(preset, {"device": "cuda"}, sweeps=sweeps)
+                members = study.members(preset, {"device": "cuda"}, num_samples=seeds)
             except ConfigError as exc:
                 out.append(Candidate(name, study.name, 0, 0, [], served_claims, str(exc)))
                 continue

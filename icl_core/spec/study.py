@@ -104,12 +104,30 @@ class Study:
             if num_samples > MAX_SEEDS:
                 raise ConfigError(f"--num-samples: a grid takes at most {MAX_SEEDS} seeds per "
                                   f"point, got {num_samples}")
-            grid["seed"] = list(range(num_samples))
+            grid = seed_axis(grid, num_samples)
         size = math.prod(len(v) if isinstance(v, (list, tuple)) else 1 for v in grid.values())
         if size > MAX_MEMBERS:
             raise ConfigError(f"grid: {size:,} members (at most {MAX_MEMBERS:,} per study); "
                               "shrink an axis or --num-samples")
         return base, grid
+
+
+def seed_axis(grid: dict, n: int) -> dict:
+    """`grid` with seeds 0..n-1 per setting in place of its own (--num-samples on a grid,
+    --seeds of `icl plan` and run_without_ray): a plain seed axis is replaced; a seed zipped
+    with other keys is extended where each of its tuples holds the seed's value in every key
+    (Ahn et al.'s (seed, task_seed) = (s, s): a new task per seed), else refused."""
+    zipped = next((k for k in grid if isinstance(k, tuple) and "seed" in k), None)
+    if zipped is None:
+        return {**grid, "seed": list(range(n))}
+    if any(any(v != t[zipped.index("seed")] for v in t) for t in grid[zipped]):
+        others = ", ".join(k for k in zipped if k != "seed")
+        raise ConfigError(f"seeds per setting (--num-samples, --seeds): this study's seed goes "
+                          f"with {others} (the zipped axis ({', '.join(zipped)}) = "
+                          f"{[tuple(t) for t in grid[zipped]]}), not one for one; give its "
+                          "seeds with --set instead")
+    return {k: [(s,) * len(zipped) for s in range(n)] if k == zipped else v
+            for k, v in grid.items()}
 
 
 def check_preset_names(label: str, presets: dict) -> None:
