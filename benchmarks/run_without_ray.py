@@ -57,7 +57,7 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         groups: dict = {}
         done = done | set((skip or {}).get((sweep.name, study.name), ()))
         sets = {"device": device} if device != "auto" else None
-        for m in study.members(preset, sets, num_samples=seeds):
+        for m in study.members(preset, sets, num_samples=seeds or None):
             if m.hash not in done and selected(m, where):
                 groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
         if interleave and groups:

@@ -186,6 +186,9 @@ def test_seeds_per_setting_follow_a_seed_zipped_one_for_one():
     assert sorted({(m.seed, m.task_seed) for m in members}) == [(0, 0), (1, 1)]
     assert seed_axis({"seed": [5, 6], "model.depth": [1]}, 3) == {"seed": [0, 1, 2],
                                                                   "model.depth": [1]}
+    # a --set task_seed=7 holds the task: N seeds on that one task
+    one_task = study.members("cpu", {"task_seed": "7"}, num_samples=3)
+    assert sorted({(m.seed, m.task_seed) for m in one_task}) == [(0, 7), (1, 7), (2, 7)]
     with pytest.raises(ConfigError, match=r"goes with task_seed \(the zipped axis \(seed, "
                        r"task_seed\) = \[\(0, 1\), \(1, 2\)\]\)"):
         seed_axis({("seed", "task_seed"): [(0, 1), (1, 2)]}, 2)

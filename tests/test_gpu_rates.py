@@ -199,7 +199,7 @@ def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
     end against its stacks side by side on their GPU shares. The scale-up window's rows with
     the times it ran at (its five stacks started together, each ended after its wall), one
     file a member as a store writes them, then compacted (`icl compact`: no file left in
-    rows/, every row in compacted/)."""
+    rows/, every row in compacted/), and a failed re-run's record later on (not counted)."""
     import pyarrow as pa
 
     from icl_core.storage.compaction import compact
@@ -218,10 +218,23 @@ def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
              for n in table.column_names}))
     assert compact(store, "deep_optimizers", "scaleup").merged == 5 * 3
     assert not list((tmp_path / "store" / "deep_optimizers" / "scaleup" / "rows").iterdir())
+    # a member that failed on the GPU an hour later (failed/): not part of the study's span
+    failed = rows.filter(pl.col("config_hash") == rows["config_hash"][0]).with_columns(
+        config_hash=pl.lit("f" * 16), status=pl.lit("failed"), reason=pl.lit("OutOfMemory"),
+        finished_at=pl.lit("2027-01-15T09:00:00+0000")).to_arrow()
+    store.write_rows(store.rows_path("deep_optimizers", "scaleup", "f" * 16, "failed"),
+                     pa.table({n: failed[n].cast(ROW_SCHEMA.field(n).type) if n in
+                               ROW_SCHEMA.names else failed[n] for n in failed.column_names}))
     assert gpu_rates.study_span(rows) == pytest.approx(rows["wall_time_s"].max(), abs=1.0)
     assert gpu_rates.study_span(rows.drop("finished_at")) is None  # evidence keeps none
-    assert icl(["cost", "--check", str(tmp_path / "store")]) == 0
+    # a study whose only row file is unreadable is skipped with a line, the others checked
+    broken = tmp_path / "store" / "deep_optimizers" / "broken" / "rows"
+    broken.mkdir(parents=True)
+    (broken / "0123456789abcdef.parquet").write_bytes(b"not parquet")
+    with pytest.warns(UserWarning, match="skipping unreadable row file"):
+        assert icl(["cost", "--check", str(tmp_path / "store")]) == 0
     out = capsys.readouterr().out
+    assert "deep_optimizers/broken: skipped, its rows are unreadable" in out
     span = re.search(r"the study: (\d+) s from first start to last end, planned (\d+) s with "
                      r"its stacks side by side on GPU shares \(([+-]\d+)%\)", out)
     assert span and 170 <= int(span.group(1)) <= 180 and abs(int(span.group(3))) <= 25, out

@@ -91,7 +91,9 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
     the study's seconds from first start to last end against its stacks side by side on their
     GPU shares. Whether all are within 25% (the stacks', and the studies' where known); a
     folder without rows or without a finished CUDA stack is a ConfigError."""
-    from analysis.reading.store import read_rows
+    import polars as pl
+
+    from analysis.reading.store import MissingResults, read_rows
     from icl_core.planning.cost import CostModel, device_label
     from icl_core.planning.resources import one_gpu_seconds
 
@@ -106,7 +108,14 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
           f"{rate_file.device_name}):")
     for where in studies:
         study = str(where.relative_to(folder)) if where != folder else where.name
-        rows, _ = read_rows(str(where.parent.parent), where.parent.name, where.name)
+        try:
+            rows, _ = read_rows(str(where.parent.parent), where.parent.name, where.name)
+        except MissingResults as exc:
+            print(f"  {study}: skipped, its rows are unreadable ({str(exc).splitlines()[0]})")
+            continue
+        # what finished (ok, diverged, pruned): a failed member's record (failed/, written
+        # again at each re-run) would stretch the study's span past its stacks
+        rows = rows.filter(pl.col("status") != "failed")
         stacks = gpu_rates.stacks_of_rows(rows, study)
         if not stacks:
             continue

@@ -114,7 +114,7 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
                 continue
             served_claims = claims.get((name, study.name), [])
             try:
-                members = study.members(preset, {"device": "cuda"}, num_samples=seeds)
+                members = study.members(preset, {"device": "cuda"}, num_samples=seeds or None)
             except ConfigError as exc:
                 out.append(Candidate(name, study.name, 0, 0, [], served_claims, str(exc)))
                 continue

@@ -115,19 +115,24 @@ class Study:
 def seed_axis(grid: dict, n: int) -> dict:
     """`grid` with seeds 0..n-1 per setting in place of its own (--num-samples on a grid,
     --seeds of `icl plan` and run_without_ray): a plain seed axis is replaced; a seed zipped
-    with other keys is extended where each of its tuples holds the seed's value in every key
-    (Ahn et al.'s (seed, task_seed) = (s, s): a new task per seed), else refused."""
+    with other keys is extended where each other key follows the seed one for one (Ahn et
+    al.'s (seed, task_seed) = (s, s): a new task per seed) or holds one value (a --set
+    task_seed=7: one task), else refused."""
     zipped = next((k for k in grid if isinstance(k, tuple) and "seed" in k), None)
     if zipped is None:
         return {**grid, "seed": list(range(n))}
-    if any(any(v != t[zipped.index("seed")] for v in t) for t in grid[zipped]):
+    tuples, at = [tuple(t) for t in grid[zipped]], zipped.index("seed")
+    follows = [all(t[i] == t[at] for t in tuples) for i in range(len(zipped))]
+    held = [len({repr(t[i]) for t in tuples}) == 1 for i in range(len(zipped))]
+    if not all(f or h for f, h in zip(follows, held, strict=True)):
         others = ", ".join(k for k in zipped if k != "seed")
         raise ConfigError(f"seeds per setting (--num-samples, --seeds): this study's seed goes "
-                          f"with {others} (the zipped axis ({', '.join(zipped)}) = "
-                          f"{[tuple(t) for t in grid[zipped]]}), not one for one; give its "
-                          "seeds with --set instead")
-    return {k: [(s,) * len(zipped) for s in range(n)] if k == zipped else v
-            for k, v in grid.items()}
+                          f"with {others} (the zipped axis ({', '.join(zipped)}) = {tuples}), "
+                          "neither one for one nor at one value; give each member's seeds "
+                          "with --set seed=S (and its partners) instead")
+    extended = [tuple(s if follows[i] else tuples[0][i] for i in range(len(zipped)))
+                for s in range(n)]
+    return {k: extended if k == zipped else v for k, v in grid.items()}
 
 
 def check_preset_names(label: str, presets: dict) -> None:
