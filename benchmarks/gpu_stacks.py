@@ -125,6 +125,7 @@ def lbfgs_alone_against_stacked(device: str, quick: bool) -> None:
                      "batch_size": 200 if quick else 20_000, "steps": 10**6},
            "eval": {"n_prompts": 1, "baselines": []}, "dtype": "float32", "device": device}
     windows = ((2, 4), (6, 8)) if quick else ((5, 10), (25, 30))
+    iters = raw["train"]["lbfgs_max_iter"]
     for k in (1, 3):
         runs = [MemberRun(resolve_member({**raw, "seed": s, "task_seed": s})) for s in range(k)]
         trainer = runs[0] if k == 1 else StackedRun(runs)
@@ -136,9 +137,9 @@ def lbfgs_alone_against_stacked(device: str, quick: bool) -> None:
             trainer.train_until(end)
             sync(device)
             ms = (time.perf_counter() - t0) / (end - start) * 1e3
-            cells.append((ms, 4 * (start + end) / 2))  # pairs held, about: 4 a step
+            cells.append((ms, iters * (start + end) / 2))  # pairs held, about: one an iteration
         (ms0, pairs0), (ms1, pairs1) = cells
-        per_pair = (ms1 - ms0) / (pairs1 - pairs0) / (2 * 4) * 1e3
+        per_pair = (ms1 - ms0) / (pairs1 - pairs0) / (2 * iters) * 1e3
         print(f"L-BFGS {'alone (torch)' if k == 1 else f'stack of {k}'}: ms/step "
               f"{ms0:.1f} at ~{pairs0:.0f} pairs, {ms1:.1f} at ~{pairs1:.0f}; "
               f"{per_pair:.1f} us per pair and walk")

@@ -189,6 +189,9 @@ def test_seeds_per_setting_follow_a_seed_zipped_one_for_one():
     # a --set task_seed=7 holds the task: N seeds on that one task
     one_task = study.members("cpu", {"task_seed": "7"}, num_samples=3)
     assert sorted({(m.seed, m.task_seed) for m in one_task}) == [(0, 7), (1, 7), (2, 7)]
+    # ... whatever the preset's tuples (smoke's one (0, 0) would also read as one for one)
+    held = study.members("smoke", {"task_seed": "0"}, num_samples=3)
+    assert sorted({(m.seed, m.task_seed) for m in held}) == [(0, 0), (1, 0), (2, 0)]
     with pytest.raises(ConfigError, match=r"goes with task_seed \(the zipped axis \(seed, "
                        r"task_seed\) = \[\(0, 1\), \(1, 2\)\]\)"):
         seed_axis({("seed", "task_seed"): [(0, 1), (1, 2)]}, 2)

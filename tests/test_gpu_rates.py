@@ -211,20 +211,23 @@ def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
         finished_at=pl.from_epoch((start + pl.col("wall_time_s")).cast(pl.Int64), time_unit="s")
         .dt.replace_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S%z"))
     store = Store(str(tmp_path / "store"))
+
+    def as_rows(frame: pl.DataFrame) -> pa.Table:  # the store's column types
+        table = frame.to_arrow()
+        return pa.table({n: table[n].cast(ROW_SCHEMA.field(n).type) if n in ROW_SCHEMA.names
+                         else table[n] for n in table.column_names})
+
     for (config_hash,), member in rows.group_by(["config_hash"]):
-        table = member.to_arrow()
-        store.write_rows(store.rows_path("deep_optimizers", "scaleup", config_hash), pa.table(
-            {n: table[n].cast(ROW_SCHEMA.field(n).type) if n in ROW_SCHEMA.names else table[n]
-             for n in table.column_names}))
+        store.write_rows(store.rows_path("deep_optimizers", "scaleup", config_hash),
+                         as_rows(member))
     assert compact(store, "deep_optimizers", "scaleup").merged == 5 * 3
     assert not list((tmp_path / "store" / "deep_optimizers" / "scaleup" / "rows").iterdir())
     # a member that failed on the GPU an hour later (failed/): not part of the study's span
     failed = rows.filter(pl.col("config_hash") == rows["config_hash"][0]).with_columns(
         config_hash=pl.lit("f" * 16), status=pl.lit("failed"), reason=pl.lit("OutOfMemory"),
-        finished_at=pl.lit("2027-01-15T09:00:00+0000")).to_arrow()
+        finished_at=pl.lit("2027-01-15T09:00:00+0000"))
     store.write_rows(store.rows_path("deep_optimizers", "scaleup", "f" * 16, "failed"),
-                     pa.table({n: failed[n].cast(ROW_SCHEMA.field(n).type) if n in
-                               ROW_SCHEMA.names else failed[n] for n in failed.column_names}))
+                     as_rows(failed))
     assert gpu_rates.study_span(rows) == pytest.approx(rows["wall_time_s"].max(), abs=1.0)
     assert gpu_rates.study_span(rows.drop("finished_at")) is None  # evidence keeps none
     # a study whose only row file is unreadable is skipped with a line, the others checked

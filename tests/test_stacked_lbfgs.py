@@ -114,9 +114,12 @@ def test_a_member_at_its_optimum_stays_while_the_others_step():
     assert int(opt.s["func_evals"][2]) == 3 and opt.member_state(2) == {
         0: {"func_evals": 3, "n_iter": 0}}
     assert all(int(opt.s["n_iter"][k]) > 0 for k in (0, 1, 3))
+    # where no member iterates, no two-loop recursion is walked (the host read before it)
+    _, _, opt = stacked_run(A, b, torch.linalg.solve(A, b), 3)
+    assert opt.longest == 0 and opt.s["n_iter"].tolist() == [0] * K
 
 
-def test_a_stacks_step_reads_the_host_once_an_iteration_whatever_its_history():
+def test_a_stacks_step_reads_the_host_twice_an_iteration_whatever_its_history():
     """torch's LBFGS reads a scalar per stored pair; the stack's step dispatches the same
     number of operations for 2 members as for 16, and no `item` past two reads an iteration."""
     from torch.profiler import ProfilerActivity, profile
@@ -136,6 +139,7 @@ def test_a_stacks_step_reads_the_host_once_an_iteration_whatever_its_history():
 
         for _ in range(4):  # the history filled past a few pairs
             opt.step(closure)
+        assert int(opt.s["held"].min()) >= 8
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             opt.step(closure)
         names = [e.name for e in prof.events() if e.name.startswith("aten::")]

@@ -96,10 +96,11 @@ def check(folder: Path, rate_file: gpu_rates.RateFile) -> bool:
     from analysis.reading.store import MissingResults, read_rows
     from icl_core.planning.cost import CostModel, device_label
     from icl_core.planning.resources import one_gpu_seconds
+    from icl_core.storage.store import COMPACTED
 
     model = CostModel(device_label("cuda", 1, "unmeasured"), 1, rate_file=rate_file)
     # a study's folder holds rows/ (and a compacted store's compacted/); read as a store
-    studies = sorted({d.parent for name in ("rows", "compacted") for d in folder.glob(f"**/{name}")
+    studies = sorted({d.parent for name in ("rows", COMPACTED) for d in folder.glob(f"**/{name}")
                       if d.is_dir() and any(d.glob("*.parquet"))})
     if not studies:
         raise ConfigError(f"--check: no rows under {folder} (a store or an evidence folder)")

@@ -43,7 +43,7 @@ class Candidate:
     stack_s: list[float]  # the cost model's seconds of each stack of those to run, alone
     claims: list[tuple[str, str]] = field(default_factory=list)  # (claim id, outcome)
     skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a seed that goes
-    # with another key, not one for one)
+    # with another key neither one for one nor at one value)
 
     @property
     def trials(self) -> int:

@@ -61,7 +61,8 @@ MEMORY_HEADROOM = 1.25  # a share holds the member's measured peak memory x this
 #   L-BFGS (a fixed batch) runs lbfgs_max_iter closures a step, each iteration walking its
 #   history twice: alone with a host read per stored pair (torch.optim.LBFGS passes a tensor
 #   as alpha), LBFGS_PAIR_S per pair and walk (a dot, a multiply, an axpy, the read); a stack
-#   walks every member's pairs at once with as many launches and no read
+#   walks every member's pairs at once with about half a lone member's launches (4 a pair,
+#   both walks) and no read
 #   (icl_core/training/stacked_lbfgs.py), costed at LBFGS_PAIR_S per pair for the whole
 #   stack until a GPU measures it (benchmarks/gpu_stacks.py).
 #   Evaluation (CostModel._eval_seconds): per evaluation point and chunk a floor of

@@ -104,7 +104,7 @@ class Study:
             if num_samples > MAX_SEEDS:
                 raise ConfigError(f"--num-samples: a grid takes at most {MAX_SEEDS} seeds per "
                                   f"point, got {num_samples}")
-            grid = seed_axis(grid, num_samples)
+            grid = seed_axis(grid, num_samples, held=set(sets or ()))
         size = math.prod(len(v) if isinstance(v, (list, tuple)) else 1 for v in grid.values())
         if size > MAX_MEMBERS:
             raise ConfigError(f"grid: {size:,} members (at most {MAX_MEMBERS:,} per study); "
@@ -112,19 +112,25 @@ class Study:
         return base, grid
 
 
-def seed_axis(grid: dict, n: int) -> dict:
+def _zipped_axis(grid: dict, key: str) -> tuple | None:
+    """The zipped axis (a tuple of keys) of `grid` that holds `key`, or None."""
+    return next((k for k in grid if isinstance(k, tuple) and key in k), None)
+
+
+def seed_axis(grid: dict, n: int, held: set = frozenset()) -> dict:
     """`grid` with seeds 0..n-1 per setting in place of its own (--num-samples on a grid,
     --seeds of `icl plan` and run_without_ray): a plain seed axis is replaced; a seed zipped
     with other keys is extended where each other key follows the seed one for one (Ahn et
-    al.'s (seed, task_seed) = (s, s): a new task per seed) or holds one value (a --set
-    task_seed=7: one task), else refused."""
-    zipped = next((k for k in grid if isinstance(k, tuple) and "seed" in k), None)
+    al.'s (seed, task_seed) = (s, s): a new task per seed) or holds one value (`held`: keys
+    a --set gave, e.g. task_seed=7: one task), else refused."""
+    zipped = _zipped_axis(grid, "seed")
     if zipped is None:
         return {**grid, "seed": list(range(n))}
     tuples, at = [tuple(t) for t in grid[zipped]], zipped.index("seed")
-    follows = [all(t[i] == t[at] for t in tuples) for i in range(len(zipped))]
-    held = [len({repr(t[i]) for t in tuples}) == 1 for i in range(len(zipped))]
-    if not all(f or h for f, h in zip(follows, held, strict=True)):
+    follows = [i == at or (zipped[i] not in held and all(t[i] == t[at] for t in tuples))
+               for i in range(len(zipped))]
+    one = [len({repr(t[i]) for t in tuples}) == 1 for i in range(len(zipped))]
+    if not all(f or o for f, o in zip(follows, one, strict=True)):
         others = ", ".join(k for k in zipped if k != "seed")
         raise ConfigError(f"seeds per setting (--num-samples, --seeds): this study's seed goes "
                           f"with {others} (the zipped axis ({', '.join(zipped)}) = {tuples}), "
@@ -160,7 +166,7 @@ def apply_preset(base, grid, presets, preset, sets=None, sweeps=None) -> tuple[d
     grid = {**grid, **chosen.grid}
     for key, text in (sets or {}).items():
         value = parse_override(base, key, text)
-        zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
+        zipped = _zipped_axis(grid, key)
         if key in grid:
             grid[key] = [value]
         elif zipped is not None:
@@ -173,7 +179,7 @@ def apply_preset(base, grid, presets, preset, sets=None, sweeps=None) -> tuple[d
             raise ConfigError(f"--sweep {key}: also given to --set; give a key to one of them "
                               "(--set: one value, --sweep: an axis)")
         values = parse_axis(base, key, text)
-        zipped = next((k for k in grid if isinstance(k, tuple) and key in k), None)
+        zipped = _zipped_axis(grid, key)
         if zipped is not None:
             raise ConfigError(f"--sweep {key}: part of the zipped grid axis ({', '.join(zipped)}), "
                               "whose values go together; --set one value of it instead")

@@ -111,6 +111,14 @@ def stack_groups(members: list[MemberConfig], mode: str) -> list[list[int]]:
     return out
 
 
+def _stacked(batches: list[Batch]) -> tuple:
+    """The members' batches with a leading K axis (inputs, targets, extras) and the shared
+    mask."""
+    return (torch.stack([b.inputs for b in batches]), torch.stack([b.targets for b in batches]),
+            {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras},
+            batches[0].mask)
+
+
 class _Loss(torch.nn.Module):
     """The member's training loss as a module, so functional_call can swap its weights."""
 
@@ -184,20 +192,13 @@ class StackedRun:
         if self.keys is not None:
             batch = train_batch(self.runs[0].task, self.cfg.batch_size, self.keys, step)
             return batch.inputs, batch.targets, batch.extras, batch.mask
-        batches = [train_batch(r.task, self.cfg.batch_size, r.data_gen, step) for r in self.runs]
-        return (torch.stack([b.inputs for b in batches]),
-                torch.stack([b.targets for b in batches]),
-                {k: torch.stack([b.extras[k] for b in batches]) for k in batches[0].extras},
-                batches[0].mask)
+        return _stacked([train_batch(r.task, self.cfg.batch_size, r.data_gen, step)
+                         for r in self.runs])
 
     def _stacked_fixed_batch(self) -> tuple:
         """The members' L-BFGS fixed batches, each drawn as alone, stacked (made once)."""
         if self.fixed_batch is None:
-            batches = [r.draw_fixed_batch() for r in self.runs]
-            self.fixed_batch = (torch.stack([b.inputs for b in batches]),
-                                torch.stack([b.targets for b in batches]),
-                                {k: torch.stack([b.extras[k] for b in batches])
-                                 for k in batches[0].extras}, batches[0].mask)
+            self.fixed_batch = _stacked([r.draw_fixed_batch() for r in self.runs])
         return self.fixed_batch
 
     def _losses(self, step: int) -> torch.Tensor:
@@ -324,22 +325,15 @@ class StackedRun:
         if not optimizer:
             return run
         if self.fixed:  # torch's own LBFGS state, from the member's slice of the stack's
-            groups = [{**own, "lr": float(g["lr"])} for own, g in
-                      zip(run.optimizer.state_dict()["param_groups"],
-                          self.optimizer.param_groups, strict=True)]
-            run.optimizer.load_state_dict({"state": self.optimizer.member_state(k),
-                                           "param_groups": groups})
-            run.scheduler.load_state_dict(self.scheduler.state_dict())
-            return run
-        stacked = self.optimizer.state_dict()
-        # every member gets its own tensors, its slice of each (a torch Adam's 0-dim `step` is
-        # the stack's; MaskedAdam's (K,) is one per member)
-        state = {i: {key: (v[k] if v.dim() else v).clone() if torch.is_tensor(v) else v
-                     for key, v in slots.items()}
-                 for i, slots in stacked["state"].items()}
+            state = self.optimizer.member_state(k)
+        else:  # every member gets its own tensors, its slice of each (a torch Adam's 0-dim
+            # `step` is the stack's; MaskedAdam's (K,) is one per member)
+            state = {i: {key: (v[k] if v.dim() else v).clone() if torch.is_tensor(v) else v
+                         for key, v in slots.items()}
+                     for i, slots in self.optimizer.state_dict()["state"].items()}
         # a member's own optimizer (its kind, flags, a float lr) at the stack's learning rate
         groups = [{**own, "lr": float(g["lr"])} for own, g in
-                  zip(run.optimizer.state_dict()["param_groups"], stacked["param_groups"],
+                  zip(run.optimizer.state_dict()["param_groups"], self.optimizer.param_groups,
                       strict=True)]
         run.optimizer.load_state_dict({"state": state, "param_groups": groups})
         run.scheduler.load_state_dict(self.scheduler.state_dict())

@@ -160,16 +160,18 @@ class StackedLBFGS(torch.optim.Optimizer):
                 self._direction(g, running, first, lanes, H)
                 s["prev_flat_grad"] = torch.where(running[:, None], g, s["prev_flat_grad"])
                 s["prev_loss"] = torch.where(running, loss, s["prev_loss"])
-                inv = 1.0 / g.abs().sum(1)
-                t0 = torch.where(inv < 1.0, inv, torch.ones_like(inv)) * lr
-                s["t"] = torch.where(running, torch.where(first, t0, torch.full_like(t0, lr)),
-                                     s["t"])
+                if n == 1:  # a member's first iteration ever is a step's first
+                    inv = 1.0 / g.abs().sum(1)
+                    t = torch.where(first, torch.where(inv < 1.0, inv, 1.0) * lr, lr)
+                else:
+                    t = lr
+                s["t"] = torch.where(running, t, s["t"])
                 gtd = torch.bmm(g.unsqueeze(1), s["d"].unsqueeze(2)).view(self.K)
                 running = running & ~(gtd > -tol_change)
                 if not bool(running.any()):  # the second read: none to update, none to evaluate
                     break
                 step = s["d"] * s["t"][:, None]
-                self._add(torch.where(running[:, None], step, torch.zeros_like(step)))
+                self._add(torch.where(running[:, None], step, 0.0))
                 if n == max_iter:
                     break
                 new_loss = closure().detach().to(torch.float64)
