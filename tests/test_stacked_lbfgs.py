@@ -6,6 +6,7 @@ reads the host twice an iteration, not once a stored pair."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from icl_core.training.stacked_lbfgs import StackedLBFGS
@@ -32,10 +33,11 @@ def loss_of(A, b, w) -> torch.Tensor:
     return 0.5 * torch.einsum("...p,...pq,...q->...", w, A, w) - (b * w).sum(-1)
 
 
-def lone_run(A, b, w0, steps: int, state: dict | None = None) -> tuple[list, torch.Tensor, dict]:
+def lone_run(A, b, w0, steps: int, state: dict | None = None,
+             settings: dict = SETTINGS) -> tuple[list, torch.Tensor, dict]:
     """torch's LBFGS on one quadratic: the loss it returns each step, the weights, its state."""
     w = w0.clone().requires_grad_()
-    opt = torch.optim.LBFGS([w], **SETTINGS)
+    opt = torch.optim.LBFGS([w], **settings)
     if state is not None:
         opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
 
@@ -49,9 +51,9 @@ def lone_run(A, b, w0, steps: int, state: dict | None = None) -> tuple[list, tor
     return losses, w.detach(), opt.state_dict()["state"]
 
 
-def stacked_run(A, b, w0, steps: int, states: list | None = None):
+def stacked_run(A, b, w0, steps: int, states: list | None = None, settings: dict = SETTINGS):
     w = w0.clone().requires_grad_()
-    opt = StackedLBFGS([w], **SETTINGS)
+    opt = StackedLBFGS([w], **settings)
     if states is not None:
         opt.load_members(states)
 
@@ -82,6 +84,25 @@ def test_each_member_steps_as_torchs_lbfgs_alone():
     iterations = opt.s["n_iter"].tolist()
     assert len(set(iterations)) > 1 and max(iterations) < 4 * steps
     assert int(opt.s["held"].max()) == SETTINGS["history_size"]
+
+
+@pytest.mark.parametrize("max_iter, max_eval, history", [(1, None, 1), (2, 2, 5), (7, None, 2),
+                                                         (7, 3, 5)])
+def test_other_settings_step_as_torchs_too(max_iter, max_eval, history):
+    """Iterations a step, evaluations allowed (torch's max_eval: 5/4 of max_iter by default)
+    and history sizes the sweeps do not use, with tolerances that break members out early:
+    counts exactly torch's, values to rounding."""
+    settings = {"lr": 0.7, "history_size": history, "max_iter": max_iter, "max_eval": max_eval,
+                "tolerance_change": 1e-4, "tolerance_grad": 1e-3}
+    A, b, w0 = quadratics()
+    stacked, w, opt = stacked_run(A, b, w0, 10, settings=settings)
+    for k in range(K):
+        losses, wk, state = lone_run(A[k], b[k], w0[k], 10, settings=settings)
+        torch.testing.assert_close(torch.tensor([s[k] for s in stacked]), torch.tensor(losses),
+                                   rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(w[k], wk, rtol=1e-9, atol=1e-12)
+        assert (int(opt.s["n_iter"][k]), int(opt.s["func_evals"][k]), int(opt.s["held"][k])) \
+            == (state[0]["n_iter"], state[0]["func_evals"], len(state[0]["old_dirs"]))
 
 
 def test_a_stacked_member_resumes_alone_and_a_lone_one_joins_a_stack():
