@@ -16,7 +16,7 @@ from conftest import tiny_member
 from analysis.reading.store import read_rows
 from icl import catalog
 from icl_core.running.trial import TrialSpec, run_trial
-from icl_core.spec.config import resolve_member, set_path
+from icl_core.spec.config import ConfigError, resolve_member, set_path
 from icl_core.spec.search import Search
 from icl_core.training.stacked import StackedRun, stack_groups, stack_key
 from icl_core.training.train import MemberRun
@@ -336,16 +336,18 @@ def test_a_stacked_member_that_stalls_ends_as_it_does_alone(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # no step ever taken
-def test_skip_grad_norm_leaves_lbfgs_and_an_epochs_stop_rule_as_they_were():
-    """The rule skips online steps only: an L-BFGS member (a fixed batch, the rule never
-    applies) records no skipped step, its loss and its tokens. Epoch training: a member every
-    step of which is skipped has met no stop rule (its epoch has no loss), while the same
-    member whose steps are taken stops at its first epoch's end; an epoch's mean is over its
-    steps taken, and it ends at its last step taken or not."""
-    lbfgs = MemberRun(resolve_member(tiny_member(
-        seed=0, train__optimizer="lbfgs", train__skip_grad_norm=1e-30)))
-    lbfgs.train_until(4)
-    assert lbfgs.skipped_steps == 0 and lbfgs.tokens > 0 and math.isfinite(lbfgs.rows[-1]["value"])
+def test_skip_grad_norm_is_refused_with_lbfgs_and_leaves_an_epochs_stop_rule_as_it_was():
+    """The rule skips online steps only: with L-BFGS (which has no step skipping, gradient
+    clipping or weight decay) it is refused before anything trains, naming the field, where it
+    was silently unused. Epoch training: a member every step of which is skipped has met no
+    stop rule (its epoch has no loss), while the same member whose steps are taken stops at
+    its first epoch's end; an epoch's mean is over its steps taken, and it ends at its last
+    step taken or not."""
+    for over in ({"train__skip_grad_norm": 1e3}, {"train__grad_clip": 1.0},
+                 {"train__weight_decay": 0.1}):
+        field = next(iter(over)).split("__")[1]
+        with pytest.raises(ConfigError, match=rf"train\.{field}: L-BFGS has no .*; leave it"):
+            resolve_member(tiny_member(seed=0, train__optimizer="lbfgs", **over))
     epochs = {limit: MemberRun(resolve_member(tiny_member(
         seed=0, train__dataset_size=16, train__stop_loss=1e9, train__skip_grad_norm=limit)))
         for limit in (1e-30, 1e30)}

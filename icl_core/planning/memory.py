@@ -111,7 +111,7 @@ def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
     layers = step_shape(member).layers
     copies = 2 + (OPTIMIZER_COPIES.get(t.optimizer, 2) if t.optimizer != "lbfgs"
                   else 2 * t.lbfgs_history + 2)
-    if t.skip_grad_norm is not None and t.optimizer != "lbfgs" and (stack > 1 or t.cuda_graph):
+    if t.skip_grad_norm is not None and (stack > 1 or t.cuda_graph):
         copies += 1  # a stack's MaskedAdam gathers the gradients (training/masked_adam.py)
     if t.optimizer == "lbfgs" and stack > 1:  # a stack's two-loop gathers its pairs (4 x
         # history, stacked_lbfgs.py); from a checkpoint on, each member holds its own (2 x)

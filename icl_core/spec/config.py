@@ -129,6 +129,12 @@ class TrainConfig:
 
         if self.optimizer not in OPTIMIZERS:
             raise unknown(f"{path}.optimizer", "", self.optimizer, sorted(OPTIMIZERS))
+        if self.optimizer == "lbfgs":  # torch's L-BFGS has none of these: never silently unused
+            for name, what, unset in (("grad_clip", "gradient clipping", None),
+                                      ("skip_grad_norm", "step skipping", None),
+                                      ("weight_decay", "weight decay", 0.0)):
+                require(getattr(self, name) == unset, f"{path}.{name}",
+                        f"L-BFGS has no {what}; leave it at {unset} with optimizer='lbfgs'")
         if self.cuda_graph:
             why = ("needs draws='counter' (a member's generator cannot be replayed)"
                    if self.draws != "counter" else

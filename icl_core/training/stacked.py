@@ -152,12 +152,12 @@ class StackedRun:
         # place), captured once as a CUDA graph where it can be (icl_core.training.cuda_graph)
         self.static = cfg.cuda_graph
         # L-BFGS on each member's fixed batch: torch's algorithm per member, on the device
-        # (icl_core.training.stacked_lbfgs); it has no step-skipping rule, as alone
+        # (icl_core.training.stacked_lbfgs)
         self.fixed = cfg.optimizer in FIXED_BATCH
         self.fixed_batch: tuple | None = None  # the members' fixed batches, stacked once
         # train.skip_grad_norm: Adam/AdamW with a step count per member, stepping only the
         # members whose gradient norm is within the limit (`took`, written in place each step)
-        self.skips = cfg.skip_grad_norm is not None and not self.fixed
+        self.skips = cfg.skip_grad_norm is not None
         self.took = torch.ones(len(runs), dtype=torch.bool, device=self.device)
         weights = list(self.params.values())
         self.optimizer = StackedLBFGS.like(weights, runs[0].optimizer, cfg.lr) if self.fixed else \
