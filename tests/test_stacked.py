@@ -101,6 +101,24 @@ def test_stacked_equals_one_after_another(label, tmp_path):
     assert_same_numbers(alone, stacked)
 
 
+def test_members_that_differ_only_in_label_noise_stack_to_their_numbers_alone(tmp_path):
+    """AlgoFormer's vs_newton sweeps the label noise: with generator draws each member draws
+    from its own task, so the noise levels of a seed stack (one stack, not one a level) and
+    each writes the rows it writes alone; counter draws (one task draws the stack's batches)
+    keep them apart."""
+    members = [m for noise in (0.0, 0.1, 1.0)
+               for m in float64_seeds(tiny_member(task__noise_std=noise), seeds=(0, 1))]
+    assert stack_groups([resolve_member(m) for m in members], "always") == [list(range(6))]
+    counter = [resolve_member(tiny_member(task__noise_std=noise, train__draws="counter"))
+               for noise in (0.0, 0.1)]
+    assert stack_groups(counter, "always") == [[0], [1]]
+    for stack in ("never", "always"):
+        run_trial(TrialSpec("s", "t", str(tmp_path / stack), members, stack=stack))
+    alone, stacked = rows_sorted(tmp_path / "never"), rows_sorted(tmp_path / "always")
+    assert set(stacked["stack_size"]) == {6}
+    assert_same_numbers(alone, stacked)
+
+
 def test_per_member_gradient_clipping_matches(tmp_path):
     members = float64_seeds(tiny_member(train__grad_clip=0.05), seeds=(0, 1, 2), steps=20)
     for stack in ("never", "always"):

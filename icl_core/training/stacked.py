@@ -6,6 +6,9 @@ config) train as one `StackedRun`: their weights are stacked along a leading mem
 (`torch.func.stack_module_state`), one vmapped forward and backward
 (`torch.func.functional_call`) and one optimizer step train all of them.
 
+Members whose tasks differ only in a field that never changes a batch's shapes
+(`SHAPE_FREE_TASK_FIELDS`: the label noise) stack too, with generator draws.
+
 Nothing else changes for a member:
 - it is initialised by its own `MemberRun` (same seed, same weights as alone) and sees the
   data it would see alone: with train.draws = "generator" (the default) each member's batch is
@@ -64,6 +67,9 @@ from icl_core.training.train import (
 )
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
+# task fields that change a batch's values, never its shapes: with generator draws each member
+# draws from its own task, so members that differ only in these (and their seeds) stack
+SHAPE_FREE_TASK_FIELDS = frozenset({"noise_std"})
 logger = logging.getLogger(__name__)
 
 
@@ -77,9 +83,13 @@ def stack_key(member: MemberConfig) -> str | None:
     if not MODELS.builder(member.model.name).stackable:
         return None
     plain = to_plain(member)
-    # counter draws: one task draws the stack's batches, so its members share the task seed
+    # counter draws: one task draws the stack's batches, so its members share the task (and
+    # its seed); generator draws: each member's own task, of the same shapes
     fields = ("model", "train", "task", "dtype", "device") + \
         (("task_seed",) if cfg.draws == "counter" else ())
+    if cfg.draws != "counter":
+        plain["task"] = {k: v for k, v in plain["task"].items()
+                         if k not in SHAPE_FREE_TASK_FIELDS}
     return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
 
 
