@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 from conftest import tiny_member
 
@@ -81,6 +82,12 @@ def test_rows_teach_the_step_time_of_their_shape(tmp_path):
     measured = rows["step_time_s"][0]
     assert source == "rows" and seconds == pytest.approx(measured)
     assert cost.learn_from_rows(cost.CostModel("cuda|x", 1), rows) == 0  # other device kind
+    # an older store's row whose config this code refuses (L-BFGS with weight decay, accepted
+    # and unused before) teaches nothing and stops nothing
+    refused = json.loads(rows["config_json"][0])
+    refused["train"].update(optimizer="lbfgs", weight_decay=0.1)
+    old = rows.head(1).with_columns(config_json=pl.lit(json.dumps(refused)))
+    assert cost.learn_from_rows(cpu_model(), pl.concat([old, rows])) == 1
 
 
 def test_balanced_packing_longest_first_to_the_target():

@@ -199,6 +199,9 @@ def test_grouping_rule():
     gru = resolve_member({"task": {"name": "qstr", "n_points": 4, "dim": 3},
                           "model": {"name": "bigru", "hidden": 8}})
     assert stack_key(epochs) is None and stack_key(gru) is None
+    # the evaluation points set the model's positions: a longer test prompt, another shape
+    longer = member(seed=1, eval={"n_prompts": 50, "grid": [{"n_points": 12}]})
+    assert stack_groups([seeds[0], longer], "always") == [[0], [1]]
     # L-BFGS members stack (icl_core/training/stacked_lbfgs.py), each on its own fixed batch
     assert stack_groups([lbfgs, member(seed=1, train__optimizer="lbfgs")], "always") == [[0, 1]]
     skipping = [member(seed=s, train__skip_grad_norm=1e3) for s in range(2)]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from icl_core.planning import gpu_rates
-from icl_core.spec.config import MemberConfig, to_plain
+from icl_core.spec.config import ConfigError, MemberConfig, to_plain
 from icl_core.training.flops import step_cost_flops, step_shape, supervised_positions
 
 CPU_FLOPS = 2e10  # training FLOP/s of one CPU core, roughly (throughput records: 1-4e10)
@@ -354,7 +354,10 @@ def learn_from_rows(model: CostModel, rows) -> int:
     for config, step, size, device, threads, *more in rows.select(columns).unique().iter_rows():
         if step is None or device != kind or (kind == "cpu" and threads != model.threads):
             continue
-        member = resolve_member(json.loads(config))
+        try:
+            member = resolve_member(json.loads(config))
+        except ConfigError:  # an older store's config this code refuses: it teaches nothing
+            continue
         key = shape_key(member)
         members[key] = member
         times.setdefault((key, int(size or 1)), []).append(float(step))

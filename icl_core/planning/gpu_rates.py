@@ -27,12 +27,15 @@ against the step times and stack walls of studies run on that GPU (icl.commands.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_path, to_plain
 from icl_core.training.flops import step_cost_flops, step_shape
+
+logger = logging.getLogger(__name__)
 
 RATES_FILE = Path(__file__).resolve().with_name("gpu_rates.json")
 TERMS = ("floor_s", "layer_pass_s", "stack_floor_s", "stack_layer_pass_s", "member_s",
@@ -262,7 +265,13 @@ def stacks_of_rows(rows, source: str) -> list[tuple[Measured, float | None, int]
     out = []
     for _, group in finished.group_by(keys, maintain_order=True):
         first = group.row(0, named=True)
-        member = member_of_row(first)
+        try:
+            member = member_of_row(first)
+        except ConfigError as exc:  # an older store's config this code refuses, or that no
+            # longer rebuilds to its hash: no stack to plan against, said once
+            logger.warning(f"[{source}] a stack's rows left out (trial "
+                           f"{first['trial_id']}): {exc}")
+            continue
         walls = [w for w in group["wall_time_s"].to_list() if w is not None] \
             if "wall_time_s" in group.columns else []
         out.append((Measured(member, int(first["stack_size"] or 1), float(first["step_time_s"]),

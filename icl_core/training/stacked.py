@@ -87,6 +87,8 @@ def stack_key(member: MemberConfig) -> str | None:
     # its seed); generator draws: each member's own task, of the same shapes
     fields = ("model", "train", "task", "dtype", "device") + \
         (("task_seed",) if cfg.draws == "counter" else ())
+    # the evaluation points set the model's positions (eval_max_len): equal grids, equal shapes
+    plain["eval_grid"], fields = plain["eval"]["grid"], fields + ("eval_grid",)
     if cfg.draws != "counter":
         plain["task"] = {k: v for k, v in plain["task"].items()
                          if k not in SHAPE_FREE_TASK_FIELDS}
