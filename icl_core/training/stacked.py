@@ -83,12 +83,12 @@ def stack_key(member: MemberConfig) -> str | None:
     if not MODELS.builder(member.model.name).stackable:
         return None
     plain = to_plain(member)
+    # the evaluation points set the model's positions (eval_max_len): equal grids, equal shapes
+    plain["eval_grid"] = plain["eval"]["grid"]
     # counter draws: one task draws the stack's batches, so its members share the task (and
     # its seed); generator draws: each member's own task, of the same shapes
-    fields = ("model", "train", "task", "dtype", "device") + \
+    fields = ("model", "train", "task", "dtype", "device", "eval_grid") + \
         (("task_seed",) if cfg.draws == "counter" else ())
-    # the evaluation points set the model's positions (eval_max_len): equal grids, equal shapes
-    plain["eval_grid"], fields = plain["eval"]["grid"], fields + ("eval_grid",)
     if cfg.draws != "counter":
         plain["task"] = {k: v for k, v in plain["task"].items()
                          if k not in SHAPE_FREE_TASK_FIELDS}
