@@ -76,12 +76,13 @@ def held_eager(run: StackedRun) -> StackedRun:
     return run
 
 
-def ms_per_step(run: StackedRun, device: str, steps: int) -> float:
-    """After 5 steps (a graph is captured by then), the next `steps` timed."""
-    run.train_until(5)
+def ms_per_step(run, device: str, steps: int, start: int = 5) -> float:
+    """After `start` steps (a graph is captured by then), the next `steps` timed (a stack or
+    a lone member)."""
+    run.train_until(start)
     sync(device)
     t0 = time.perf_counter()
-    run.train_until(5 + steps)
+    run.train_until(start + steps)
     sync(device)
     return (time.perf_counter() - t0) / steps * 1e3
 
@@ -131,12 +132,7 @@ def lbfgs_alone_against_stacked(device: str, quick: bool) -> None:
         trainer = runs[0] if k == 1 else StackedRun(runs)
         cells = []
         for start, end in windows:
-            trainer.train_until(start)
-            sync(device)
-            t0 = time.perf_counter()
-            trainer.train_until(end)
-            sync(device)
-            ms = (time.perf_counter() - t0) / (end - start) * 1e3
+            ms = ms_per_step(trainer, device, end - start, start)
             cells.append((ms, iters * (start + end) / 2))  # pairs held, about: one an iteration
         (ms0, pairs0), (ms1, pairs1) = cells
         per_pair = (ms1 - ms0) / (pairs1 - pairs0) / (2 * iters) * 1e3

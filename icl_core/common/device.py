@@ -38,12 +38,19 @@ def precision_scope(precision: str, device: torch.device):
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
             yield
         return
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    with tf32_flags((True, True)):
+        yield
+
+
+@contextlib.contextmanager
+def tf32_flags(allowed: tuple[bool, bool]):
+    """CUDA's TF32 switches (matmul, cudnn) set to `allowed`, restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = allowed
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def derive_seed(*parts) -> int:

@@ -125,7 +125,7 @@ def balanced_trials(group: list[MemberConfig], res: TrialResources, slots: int, 
     units = [(u, stacked, cost.unit_seconds(u) if stacked else cost.member_seconds(u[0]))
              for u, stacked in _units(group, stack, res.gpu, cost)]
     alone = [u for u in units if u[2] >= target_s]
-    rest = sorted((u for u in units if u[2] < target_s), key=lambda u: -u[2])
+    rest = [u for u in units if u[2] < target_s]  # longest_first takes them longest first
     n = max(math.ceil(sum(u[2] for u in rest) / target_s), min(slots, len(rest))) if rest else 0
     bins = [[rest[i] for i in b] for b in longest_first([u[2] for u in rest], n)[0]]
     trials = []

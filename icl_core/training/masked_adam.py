@@ -53,12 +53,13 @@ class MaskedAdam(torch.optim.Optimizer):
         self._flat.clear()  # gathered again from the loaded tensors at the next step
 
     @torch.no_grad()
-    def step(self, took: torch.Tensor) -> None:  # the closure of torch's: none
-        """One step of the members where `took` (K,) bool holds; the others are unchanged."""
+    def step(self, took: torch.Tensor, scale: torch.Tensor | None = None) -> None:
+        """One step of the members where `took` (K,) bool holds; the others are unchanged.
+        `scale` (K,): each member's gradients times it first (its clipping coefficient)."""
         for index, group in enumerate(self.param_groups):
             params = [p for p in group["params"] if p.grad is not None]
             if params:
-                self._group_step(index, group, params, took)
+                self._group_step(index, group, params, took, scale)
 
     def _flat_state(self, index: int, params: list, took: torch.Tensor) -> dict:
         """The group's moments as (K, P) matrices whose column blocks each parameter's state
@@ -94,7 +95,8 @@ class MaskedAdam(torch.optim.Optimizer):
         self._flat[index] = flat
         return flat
 
-    def _group_step(self, index: int, group: dict, params: list, took: torch.Tensor) -> None:
+    def _group_step(self, index: int, group: dict, params: list, took: torch.Tensor,
+                    scale: torch.Tensor | None) -> None:
         beta1, beta2 = group["betas"]
         lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
         flat = self._flat_state(index, params, took)
@@ -105,13 +107,16 @@ class MaskedAdam(torch.optim.Optimizer):
         # torch's arithmetic for bfloat16 weights)
         factor = torch.promote_types(dtype, torch.float32)
         on = took.to(torch.float64)
-        n = torch.where(took, count.double() + 1, count.double().clamp(min=1))
+        counted = count.double()
+        n = torch.where(took, counted + 1, counted.clamp(min=1))
         step_size = (lr / (1 - torch.pow(beta1, n)) * on).to(factor)[:, None]  # 0: skipped
         root2 = torch.sqrt(1 - torch.pow(beta2, n)).to(factor)[:, None]
         keep1 = ((1 - beta1) * on).to(factor)[:, None]  # lerp weight 0 keeps a skipped m
         keep2 = torch.where(took, torch.full_like(on, beta2), 1.0).to(factor)[:, None]  # v kept
         # in place past the one (K, P) buffer that gathers the gradients: memory.py counts it
         grad = torch.cat([p.grad.reshape(K, -1) for p in params], 1)
+        if scale is not None:
+            grad.mul_(scale[:, None])
         if decay and not self.decoupled:  # Adam's L2 decay: in the gradient (g + decay * w)
             for p, (a, b) in zip(params, flat["columns"], strict=True):
                 grad[:, a:b].add_(p.reshape(K, -1), alpha=decay)

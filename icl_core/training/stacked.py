@@ -172,7 +172,8 @@ class StackedRun:
         self.skips = cfg.skip_grad_norm is not None
         self.took = torch.ones(len(runs), dtype=torch.bool, device=self.device)
         weights = list(self.params.values())
-        self.optimizer = StackedLBFGS.like(weights, runs[0].optimizer, cfg.lr) if self.fixed else \
+        self.optimizer = StackedLBFGS(weights, lr=cfg.lr, history_size=cfg.lbfgs_history,
+                                      max_iter=cfg.lbfgs_max_iter) if self.fixed else \
             MaskedAdam.build(weights, cfg, self.static) if self.skips else \
             OPTIMIZERS[cfg.optimizer](weights, cfg, static=self.static)
         self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
@@ -257,13 +258,13 @@ class StackedRun:
         # alone, skip_grad_norm clips at inf: a NaN norm makes every gradient NaN there too
         limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
         coef = (limit / (norm + 1e-6)).clamp(max=1.0)  # (K,)
-        for g in grads:
-            g.mul_(coef.view(K, *([1] * (g.dim() - 1))))
         if not self.skips:
+            for g in grads:
+                g.mul_(coef.view(K, *([1] * (g.dim() - 1))))
             self.optimizer.step()
             return
         torch.logical_not(norm > cfg.skip_grad_norm, out=self.took)
-        self.optimizer.step(self.took)
+        self.optimizer.step(self.took, scale=coef)  # scaled in its one (K, P) gradient buffer
 
     def train_until(self, target_step: int) -> list[float]:
         """Train every member up to `target_step`; per member, the mean loss over these steps
@@ -306,7 +307,7 @@ class StackedRun:
         return losses
 
     def _took(self) -> torch.Tensor | None:
-        return self.took.clone() if self.skips else None
+        return self.took if self.skips else None  # read within the step, before the next
 
     def static_step(self, step: torch.Tensor) -> torch.Tensor:
         """The body of a captured step, at the step held in a 0-dim device tensor: the

@@ -43,18 +43,16 @@ import contextlib
 
 import torch
 
+from icl_core.common.device import tf32_flags
+
 
 @contextlib.contextmanager
 def _arithmetic(device_type: str, autocast: bool, dtype: torch.dtype, tf32: tuple):
     """Autocast on `device_type` (at `dtype`) and the TF32 flags (matmul, cudnn) as given,
     restored after."""
-    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
-    try:
-        with torch.autocast(device_type=device_type, dtype=dtype, enabled=autocast):
-            yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    with tf32_flags(tf32), torch.autocast(device_type=device_type, dtype=dtype,
+                                          enabled=autocast):
+        yield
 
 
 class StackedLBFGS(torch.optim.Optimizer):
@@ -67,26 +65,14 @@ class StackedLBFGS(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "max_iter": max_iter, "max_eval": max_eval,
                                   "tolerance_grad": tolerance_grad,
                                   "tolerance_change": tolerance_change,
-                                  "history_size": history_size, "line_search_fn": None})
+                                  "history_size": history_size})
         self._params = self.param_groups[0]["params"]
         first = self._params[0]
         self.K = first.shape[0]
         self.P = sum(p[0].numel() for p in self._params)
         self.dtype, self.device = first.dtype, first.device
+        self.lanes = torch.arange(self.K, device=self.device)  # a member's row, to index by
         self.reset()
-
-    @classmethod
-    def like(cls, params: list, lone: torch.optim.LBFGS, lr: float) -> StackedLBFGS:
-        """At `lr` (the base: a scheduler scales it), with the other settings of a member's
-        own torch LBFGS (`lone`)."""
-        group = lone.param_groups[0]
-        if group["line_search_fn"] is not None:
-            raise ValueError(f"a stack runs L-BFGS without a line search, not "
-                             f"{group['line_search_fn']!r}")
-        return cls(params, lr=lr, history_size=group["history_size"],
-                   max_iter=group["max_iter"], max_eval=group["max_eval"],
-                   tolerance_grad=group["tolerance_grad"],
-                   tolerance_change=group["tolerance_change"])
 
     def reset(self) -> None:
         """Every member before its first step (torch: an empty state)."""
@@ -150,14 +136,14 @@ class StackedLBFGS(torch.optim.Optimizer):
         # torch returns at once where the gradient is within tolerance; a member whose loss is
         # not finite has diverged (recorded so by the driver): it no longer holds the others
         running = ~(g.abs().amax(1) <= tol_grad) & torch.isfinite(orig_loss)
-        lanes = torch.arange(self.K, device=self.device)
+        step = None  # the last iteration's d * t, the pair's s of the next
         with torch.no_grad():
             for n in range(1, max_iter + 1):
                 if not bool(running.any()):  # a host read: every member has broken out
                     break
                 s["n_iter"] += running
                 first = running & (s["n_iter"] == 1)
-                self._direction(g, running, first, lanes, H)
+                self._direction(g, running, first, H, step)
                 s["prev_flat_grad"] = torch.where(running[:, None], g, s["prev_flat_grad"])
                 s["prev_loss"] = torch.where(running, loss, s["prev_loss"])
                 if n == 1:  # a member's first iteration ever is a step's first
@@ -185,13 +171,15 @@ class StackedLBFGS(torch.optim.Optimizer):
                     & ~((loss - s["prev_loss"]).abs() < tol_change)
         return orig_loss
 
-    def _direction(self, g, running, first, lanes, H: int) -> None:
+    def _direction(self, g, running, first, H: int, stp: torch.Tensor | None) -> None:
         """The members' new directions where `running`: at a member's first iteration -g
         (its history emptied, H_diag 1), else the pair (s, y) of the last iteration joins its
         history where ys > 1e-10 and the two-loop recursion over its pairs gives d."""
         s = self.s
         y = g - s["prev_flat_grad"]
-        stp = s["d"] * s["t"][:, None]
+        if stp is None:  # else the last iteration's step d * t, both unchanged since
+            stp = s["d"] * s["t"][:, None]
+        lanes = self.lanes
         ys = torch.bmm(y.unsqueeze(1), stp.unsqueeze(2)).view(self.K)
         push = running & ~first & (ys > 1e-10)
         at = s["head"]
