@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig, refuse_causal
+from icl_core.models.mixers import attend
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,24 @@ class MHAMLP(ModelBase):
         self.mlp = nn.Sequential(nn.Linear(d_in, cfg.mlp_width), nn.ReLU(),
                                  nn.Linear(cfg.mlp_width, d_out))
 
+    stacked = False  # set on a stack's copy (icl_core.training.stacked): the model runs under vmap
+
     def forward(self, z_BxNxE: torch.Tensor) -> torch.Tensor:
-        h, _ = self.attn(z_BxNxE, z_BxNxE, z_BxNxE, need_weights=False)
+        if self.stacked:  # the same attention from the module's own weights, vmap-friendly
+            h = self._attention(z_BxNxE)
+        else:
+            h, _ = self.attn(z_BxNxE, z_BxNxE, z_BxNxE, need_weights=False)
         return self.mlp(h)
+
+    def _attention(self, z_BxNxE: torch.Tensor) -> torch.Tensor:
+        """nn.MultiheadAttention's self-attention (no dropout, no mask) in plain matmuls: its
+        SDPA kernels have no vmap batching rule, so under vmap torch would loop the members."""
+        B, N, E = z_BxNxE.shape
+        H = self.attn.num_heads
+        qkv = F.linear(z_BxNxE, self.attn.in_proj_weight, self.attn.in_proj_bias)
+        q, k, v = (t.view(B, N, H, E // H).transpose(1, 2) for t in qkv.split(E, dim=-1))
+        y = attend(q, k, v, causal=False)  # (B, H, N, E/H)
+        return self.attn.out_proj(y.transpose(1, 2).reshape(B, N, E))
 
     def artifacts(self) -> dict[str, torch.Tensor]:
         """qk (H, E, E): head h's scores are z_iᵀ (W_Q^hᵀ W_K^h / √(E/H)) z_j + bias terms."""

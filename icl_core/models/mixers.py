@@ -26,6 +26,15 @@ def causal_keep(q: torch.Tensor) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
 
 
+def attend(q, k, v, causal: bool) -> torch.Tensor:
+    """Scaled dot-product softmax attention in plain matmuls, (..., T, d) each: what
+    F.scaled_dot_product_attention computes, with a batching rule under vmap (a stack's path)."""
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        scores = scores.masked_fill(~causal_keep(q), float("-inf"))
+    return scores.softmax(-1) @ v
+
+
 @register_mixer("attention")
 class SoftmaxAttention(nn.Module):
     """Multi-head softmax attention (Liu et al. Eq. 1), causal when the task needs it."""
@@ -49,10 +58,7 @@ class SoftmaxAttention(nn.Module):
     def attend(self, q, k, v) -> torch.Tensor:
         """(B, H, T, W/H) queries, keys, values -> (B, H, T, W/H) mixed values."""
         if self.stacked:  # vmap has no batching rule for every SDPA kernel: plain matmuls
-            scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-            if self.causal:
-                scores = scores.masked_fill(~causal_keep(q), float("-inf"))
-            return scores.softmax(-1) @ v
+            return attend(q, k, v, self.causal)
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 
