@@ -29,7 +29,13 @@ from analysis.figures.registry import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGUR
 from analysis.fitting.fit import Fit, compare_forms
 from analysis.reading.frames import cell_regime, final_eval, member_counts
 from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
-from analysis.reading.store import MissingResults, locate, missing_message, read_rows
+from analysis.reading.store import (
+    MissingArtifact,
+    MissingResults,
+    locate,
+    missing_message,
+    read_rows,
+)
 from icl_core.storage.store import ROW_SCHEMA, read_manifest
 
 logger = logging.getLogger(__name__)
@@ -260,7 +266,7 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
     lookup: where the studies come from when not from the store's manifests (see
     `study_manifests`)."""
     check_name(sweep)
-    summaries, missing = [], []
+    summaries, missing, unreadable = [], [], []
     for s in study_manifests(storage, sweep, study, preset, lookup):
         name, figure = s["study"], s["figure"]
         label = f"{sweep}/{name}"
@@ -282,8 +288,15 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
                         f"{', '.join(coverage.missing[:10])}")
         out_dir = Path(out) / sweep / name
         if figure in FIGURES:
-            summary = FIGURES[figure](rows, out_dir, name=figure, n_boot=n_boot,
-                                      storage=locate(storage).uri, **s["figure_args"])
+            try:
+                summary = FIGURES[figure](rows, out_dir, name=figure, n_boot=n_boot,
+                                          storage=locate(storage).uri, **s["figure_args"])
+            except MissingArtifact as exc:  # a weight-space figure on a store of rows only
+                if study:
+                    raise
+                logger.warning(f"[{label}] {figure} figure skipped: {exc}")
+                unreadable.append(exc)
+                continue
         else:
             why = f" (figure {figure!r} is not one of: {', '.join(FIGURES)})" if figure else ""
             logger.info(f"no figure registered for {label}{why}")
@@ -295,6 +308,8 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
         logger.info(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
                     "members excluded")
         summaries.append(summary)
+    if unreadable and not summaries:
+        raise unreadable[0]
     if missing and not summaries:
         raise MissingResults(missing_message(sweep, None, locate(storage).uri, storage=storage))
     for name in missing:

@@ -26,3 +26,22 @@ def test_a_reduced_study_redraws_its_committed_figure(tmp_path, sweep, study):
     assert drawn, f"{sweep}/{study}: no {figure}*.png drawn from the evidence"
     committed = {p.name.removeprefix(f"{study}__") for p in DOCS.glob(f"{study}__{figure}*.png")}
     assert committed <= drawn, f"committed but not redrawn: {sorted(committed - drawn)}"
+
+
+def test_a_weight_space_figure_is_not_drawn_from_rows_only_and_the_rest_go_on(tmp_path, capsys,
+                                                                               caplog):
+    """evidence/ keeps rows, not the members' recorded arrays: the LSA figure (A, B over
+    training) asked of it is refused in one line naming the array (exit 2, no traceback);
+    regenerating the whole sweep skips that figure with a warning and draws the others."""
+    cpu = str(EVIDENCE / "cpu")
+    argv = ["--storage", cpu, "--out", str(tmp_path), "--n-boot", "20"]
+    assert regenerate(["preconditioned_gd", "--study", "fig1_sparse", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no 'A' artifact of member ") and err.count("\n") == 1
+    assert "preconditioned_gd/fig1_sparse/artifacts/" in err and "Traceback" not in err
+    assert regenerate(["preconditioned_gd", *argv]) == 0
+    skipped = [r.message for r in caplog.records if "figure skipped" in r.message]
+    assert skipped and all("lsa_convergence figure skipped: no 'A' artifact" in m
+                           for m in skipped), skipped
+    drawn = {p.parent.name for p in (tmp_path / "preconditioned_gd").rglob("*.png")}
+    assert drawn and "fig1_sparse" not in drawn, drawn

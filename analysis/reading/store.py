@@ -50,7 +50,10 @@ from analysis.reading.coverage import (  # noqa: F401  (re-exported)
     missing_message,
     produce_command,
 )
-from icl_core.storage.artifacts import load_artifact  # noqa: F401  (re-exported: arrays per member)
+from icl_core.storage.artifacts import (  # noqa: F401  (re-exported: arrays per member)
+    MissingArtifact,
+    load_artifact,
+)
 from icl_core.storage.store import (
     COMPACTED,
     COMPACTED_KEY,
@@ -62,8 +65,8 @@ from icl_core.storage.store import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FOLDERS", "Coverage", "Location", "MissingResults", "concat_rows", "load_artifact",
-           "load_rows", "locate", "member_statuses", "missing_message", "produce_command", "read_rows", "row_files",
+__all__ = ["FOLDERS", "Coverage", "Location", "MissingArtifact", "MissingResults", "concat_rows",
+           "load_artifact", "load_rows", "locate", "member_statuses", "missing_message", "produce_command", "read_rows", "row_files",
            "scan_rows"]
 
 

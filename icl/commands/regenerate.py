@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from analysis.reading.store import MissingResults, locate
+from analysis.reading.store import MissingArtifact, MissingResults, locate
 from analysis.regenerate import regenerate, stored_sweeps
 
 
@@ -50,16 +50,21 @@ def main(argv: list[str] | None = None, prog: str = "icl regenerate") -> int:
     if not names:
         print(f"no results under {locate(args.storage).redacted}", file=sys.stderr)
         return 2
-    done, missing = 0, []
+    done, missing, undrawn = 0, [], 0
     for name in names:
         try:
             done += len(regenerate(name, args.study, args.storage, args.out, args.n_boot,
                                    args.preset, lookup, args.scale))
         except MissingResults as exc:
             missing.append((name, str(exc)))
+        except MissingArtifact as exc:  # the study asked for, or every one of the sweep
+            print(f"error: {exc}", file=sys.stderr)
+            if args.study:
+                return 2
+            undrawn += 1
         except ValueError as exc:  # unknown sweep, study or figure (ConfigError included)
             print(f"error: {exc}", file=sys.stderr)
             return 2
     for name, message in missing:
         print(f"[{name}] skipped: no results" if done else message, file=sys.stderr)
-    return 2 if missing and not done else 0
+    return 2 if (missing or undrawn) and not done else 0

@@ -31,9 +31,23 @@ def save_artifacts(store: Store, sweep: str, study: str, config_hash: str, serie
         store.write_bytes(artifact_path(store, sweep, study, config_hash, name), buf.getvalue())
 
 
+class MissingArtifact(FileNotFoundError):
+    """A member's recorded array series is not in the store (e.g. a folder of rows only, as
+    the committed evidence/ is): the figures that read it cannot be drawn from there."""
+
+
 def load_artifact(storage: str, sweep: str, study: str, config_hash: str, name: str):
-    """(steps (S,), values (S, ...)) of one recorded array series."""
+    """(steps (S,), values (S, ...)) of one recorded array series; MissingArtifact if the
+    store does not hold it."""
     store = Store(storage)
-    with store.fs.open_input_file(artifact_path(store, sweep, study, config_hash, name)) as f:
+    path = artifact_path(store, sweep, study, config_hash, name)
+    try:
+        f = store.fs.open_input_file(path)
+    except FileNotFoundError as exc:
+        raise MissingArtifact(
+            f"no {name!r} artifact of member {config_hash} in {store.redacted} "
+            f"({sweep}/{study}/artifacts/{config_hash}/{name}.npz); a store of rows only, as "
+            "evidence/ is, keeps none: draw this figure from the store the study ran in") from exc
+    with f:
         data = np.load(io.BytesIO(f.read()))
         return data["steps"], data["values"]
