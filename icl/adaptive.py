@@ -23,7 +23,7 @@ measured members' wall times (seconds = c x^k: analysis.forecasts.adaptive_desig
 two x are measured, or with `cost_weighted=False`), and they run
 through Ray Tune (icl_core.running.ray_launch.run_tune), one member per trial. Members are keyed by
 config hash as in a grid: a finished config is never rerun. Every round is planned into the
-rounds log `<storage>/<sweep>/<study>/adaptive.json` before it runs and marked done after, so
+rounds log `<storage>/<sweep>/<study>/adaptive-<preset>.json` before it runs and marked done after, so
 re-running the command resumes: an unfinished round is finished first, then rounds go on from
 the rows. The choice is deterministic for the rows and the round (its seed is the round index).
 """
@@ -38,6 +38,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import polars as pl
 
 from analysis.forecasts.adaptive_design import (
     assess,
@@ -50,7 +51,8 @@ from icl_core.spec.adaptive import Adaptive, Goal, Measure, member_at  # noqa: F
 from icl_core.spec.config import MemberConfig
 from icl_core.storage.store import Store
 
-LOG = "adaptive.json"
+LOG = "adaptive-{preset}.json"  # one rounds log per preset
+OLD_LOG = "adaptive.json"  # the one log of earlier versions (its "preset" says whose)
 
 logger = logging.getLogger(__name__)
 
@@ -62,23 +64,29 @@ logger = logging.getLogger(__name__)
 # ------------------------------------------------------------------------ rows and the log
 
 
-def log_path(store: Store, sweep: str, name: str) -> str:
-    return f"{store.study_dir(sweep, name)}/{LOG}"
+def log_path(store: Store, sweep: str, name: str, preset: str) -> str:
+    """A preset's rounds log: each preset's rounds (and rows) are their own study's."""
+    return f"{store.study_dir(sweep, name)}/{LOG.format(preset=preset)}"
 
 
-def read_log(store: Store, sweep: str, name: str) -> dict:
+def read_log(store: Store, sweep: str, name: str, preset: str) -> dict:
+    """The preset's rounds log ({"rounds": []} before round 0); a log of one file for every
+    preset (`adaptive.json`, as written before) is read where it is this preset's."""
     import pyarrow.fs as pafs
 
-    path = log_path(store, sweep, name)
-    if store.fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return {"rounds": []}
-    with store.fs.open_input_stream(path) as f:
-        return json.loads(f.read().decode())
+    for path in (log_path(store, sweep, name, preset), f"{store.study_dir(sweep, name)}/{OLD_LOG}"):
+        if store.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            continue
+        with store.fs.open_input_stream(path) as f:
+            log = json.loads(f.read().decode())
+        if log.get("preset", preset) == preset:
+            return log
+    return {"rounds": []}
 
 
 def write_log(store: Store, sweep: str, name: str, log: dict) -> None:
     text = json.dumps(log, indent=1, sort_keys=True, default=float)
-    store.write_bytes(log_path(store, sweep, name), text.encode())
+    store.write_bytes(log_path(store, sweep, name, log["preset"]), text.encode())
 
 
 @dataclass
@@ -106,8 +114,10 @@ class Spent:
         return max(0, adaptive.budget_trials - self.trials)
 
 
-def read_state(store: Store, sweep: str, adaptive: Adaptive):
-    """(x, y, seed) of the measured members, and the budget spent (from the rows)."""
+def read_state(store: Store, sweep: str, adaptive: Adaptive, base: dict):
+    """(x, y, seed) of the preset's measured members, and the budget spent (from the rows).
+    A member is the preset's where its config is `member_at(base, x, seed)`: the rows of
+    another preset run into the same study folder are not its points, nor its budget."""
     from analysis.reading.store import MissingResults, read_rows
 
     empty = np.empty(0)
@@ -117,6 +127,7 @@ def read_state(store: Store, sweep: str, adaptive: Adaptive):
             rows, _ = read_rows(store.uri, sweep, adaptive.name)
     except MissingResults:
         return (empty, empty, empty), Spent()
+    rows = rows.filter(pl.col("config_hash").is_in(_own_hashes(rows, adaptive, base)))
     per = member_seconds(rows, adaptive.axis)
     spent = Spent(per.height, float(per["seconds"].sum()) / 3600.0,
                   per["x"].fill_null(np.nan).to_numpy(), per["seconds"].to_numpy(),
@@ -124,6 +135,15 @@ def read_state(store: Store, sweep: str, adaptive: Adaptive):
     if adaptive.axis not in rows.columns:
         return (empty, empty, empty), spent
     return member_points(rows, adaptive.axis, adaptive.measure), spent
+
+
+def _own_hashes(rows, adaptive: Adaptive, base: dict) -> list[str]:
+    """The config hashes among the rows that are the preset's members (at their axis value
+    and seed); [] where the rows do not carry the axis."""
+    if adaptive.axis not in rows.columns:
+        return []
+    pairs = rows.select(adaptive.axis, "seed").drop_nulls().unique().iter_rows()
+    return [member_at(base, adaptive, x, s).hash for x, s in pairs]
 
 
 # ------------------------------------------------------------------------------- running
@@ -204,7 +224,7 @@ def run_adaptive(sweep: str, adaptive: Adaptive, preset: str, store: Store,
     base, _ = adaptive.study.base_and_grid(preset)
     label = f"{sweep}/{adaptive.name}"
     write_manifest(store, sweep, adaptive)
-    log = {**read_log(store, sweep, adaptive.name), **_header(adaptive, preset)}
+    log = {**read_log(store, sweep, adaptive.name, preset), **_header(adaptive, preset)}
     if not log["rounds"]:
         log["rounds"].append({"round": 0, "done": False,
                               "trials": [list(t) for t in adaptive.round0()]})
@@ -224,7 +244,7 @@ def run_adaptive(sweep: str, adaptive: Adaptive, preset: str, store: Store,
             current.update(done=True, hashes=[m.hash for m in members],
                            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             ran += 1
-        state, spent = read_state(store, sweep, adaptive)
+        state, spent = read_state(store, sweep, adaptive, base)
         summary, stop = _next_round(adaptive, state, spent, len(log["rounds"]))
         plan = summary.pop("plan", None)
         current["after"] = summary
@@ -263,7 +283,7 @@ def dry_run(sweep: str, adaptive: Adaptive, preset: str, store: Store) -> None:
         f"{adaptive.budget_trials} trials" if adaptive.budget_trials is not None else "",
         f"{adaptive.budget_hours:g} device-hours" if adaptive.budget_hours is not None else "")
         if part)
-    rounds = read_log(store, sweep, adaptive.name)["rounds"]
+    rounds = read_log(store, sweep, adaptive.name, preset)["rounds"]
     print(f"{sweep}/{adaptive.name} [{preset}]: adaptive over {adaptive.axis} in "
           f"{list(adaptive.bounds)}, law {adaptive.form}, goal: {adaptive.goal.describe()}\n"
           f"  round 0: {len(members)} trials ({adaptive.axis} = {adaptive.initial} x "

@@ -133,7 +133,7 @@ def row_mtimes(root) -> dict[str, float]:
 
 
 def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path, capsys):
-    from icl.adaptive import main, read_log, run_adaptive
+    from icl.adaptive import main, read_log, read_state, run_adaptive
     from sweeps.adaptive_depth import ADAPTIVE, LEAST_SQUARES_ADAPTIVE
 
     store = Store(str(tmp_path))
@@ -148,7 +148,7 @@ def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path
     assert log["stopped"].startswith("paused")
     first = row_mtimes(tmp_path)
     assert len(first) == 5
-    on_disk = read_log(store, "adaptive_depth", "least_squares_adaptive")
+    on_disk = read_log(store, "adaptive_depth", "least_squares_adaptive", "smoke")
     assert on_disk["rounds"][-1]["done"] is False  # round 2 planned, not run: resumable
 
     log = run_adaptive("adaptive_depth", LEAST_SQUARES_ADAPTIVE, "smoke", store)
@@ -160,6 +160,27 @@ def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path
     rows, _ = read_rows(str(tmp_path), "adaptive_depth", "least_squares_adaptive")
     assert set(rows["model.depth"].unique().to_list()) <= {1, 2, 3}
     assert rows["status"].unique().to_list() == ["ok"]
+
+    # another preset in the same study folder starts from its own round 0: the smoke rounds
+    # are not its rounds, the smoke members neither its points nor its budget
+    cpu = LEAST_SQUARES_ADAPTIVE.for_preset("cpu")
+    base, _ = cpu.study.base_and_grid("cpu")
+    assert read_log(store, "adaptive_depth", "least_squares_adaptive", "cpu") == {"rounds": []}
+    (x, _, _), spent = read_state(store, "adaptive_depth", cpu, base)
+    assert x.size == 0 and spent.trials == 0
+    smoke = LEAST_SQUARES_ADAPTIVE.for_preset("smoke")
+    (x, _, _), spent = read_state(store, "adaptive_depth", smoke,
+                                  smoke.study.base_and_grid("smoke")[0])
+    assert x.size == 6 and spent.trials == 6
+    assert main("adaptive_depth", ADAPTIVE, ["--preset", "cpu", "--dry-run",
+                                              "--storage", str(tmp_path)]) == 0
+    assert "rounds logged so far: 0" in capsys.readouterr().out
+    # a log of the one-file layout before (adaptive.json, its preset named) is read as the
+    # preset's own, and not as another's
+    folder = tmp_path / "adaptive_depth" / "least_squares_adaptive"
+    (folder / "adaptive-smoke.json").rename(folder / "adaptive.json")
+    assert read_log(store, "adaptive_depth", "least_squares_adaptive", "smoke") == log
+    assert read_log(store, "adaptive_depth", "least_squares_adaptive", "cpu") == {"rounds": []}
 
 
 def test_status_command_reads_a_store(tmp_path, capsys):
@@ -258,6 +279,6 @@ def test_ctrl_c_ends_an_adaptive_study_with_its_round_left_to_run(ray_session, t
             os.killpg(driver.pid, signal.SIGKILL)
     assert driver.returncode == 130, err[-2000:]
     assert "[adaptive_depth/least_squares_adaptive] interrupted (Ctrl-C)" in err, err[-1500:]
-    log = read_log(Store(str(tmp_path)), "adaptive_depth", "least_squares_adaptive")
+    log = read_log(Store(str(tmp_path)), "adaptive_depth", "least_squares_adaptive", "smoke")
     assert [r["done"] for r in log["rounds"]] == [False]  # re-running the command resumes it
     assert "after round 0" not in out
