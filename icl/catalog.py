@@ -135,8 +135,12 @@ def main(argv: list[str] | None = None, prog: str = "icl catalog") -> int:
     from icl.cli import add_log_args, logging_of
 
     parser = argparse.ArgumentParser(
-        prog=prog, description="Plan every sweep file (a dry run of all), or run them as one pool (--run).")
-    parser.add_argument("--preset", default="paper", help=f"one of {', '.join(PRESETS)}")
+        prog=prog, description="Plan every sweep file (a dry run of all), or run them as one "
+        "pool (--run). Every other option is the sweep files' own (e.g. --storage, --dry-run, "
+        "--plan-gpus N, --pack, --stack: `python sweeps/depth_scaling.py --help`), handed to "
+        "each of them.")
+    parser.add_argument("--preset", default="paper",
+                        help=f"one of {', '.join(PRESETS)} (default: paper)")
     parser.add_argument("--only", nargs="+", metavar="SWEEP[/STUDY]",
                         help="these files or studies only (default: every file)")
     parser.add_argument("--run", action="store_true",

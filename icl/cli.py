@@ -45,7 +45,8 @@ def add_log_args(parser) -> None:
                      help="warnings and errors only (no progress, no plan lines)")
     how.add_argument("-v", "--verbose", action="store_true", help="debug lines too")
     parser.add_argument("--log-file", metavar="FILE",
-                        help="also append every line, with its time, level and logger, to FILE")
+                        help="also append every line of the run's level (--quiet: warnings "
+                        "and errors), with its time, level and logger, to FILE")
 
 
 def logging_of(args: argparse.Namespace):
@@ -94,7 +95,8 @@ def build_parser(sweep) -> argparse.ArgumentParser:
     add("--num-samples", type=int, default=None,
         help="grids: seeds 0..K-1 (replaces the seed axis); searches: trials per search")
     add("--pack", type=pack_arg, default="auto",
-        help="members per trial, or auto (default): about 4 trials per CPU/GPU slot, so "
+        help="members per trial, or auto (default): members (or stacks) packed by the cost "
+        "model into trials of about --trial-minutes, at least one trial per CPU/GPU slot, so "
         "start-up is paid once per trial, not per member; gpu: one trial per whole GPU, "
         "holding whole stacks that fit its memory, trained at once in one process")
     add("--stack", choices=STACK_MODES, default="auto",

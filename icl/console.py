@@ -103,6 +103,10 @@ def _dispatch(argv: list[str]) -> int:
 
         print(f"error: {unknown('icl', 'command', command, commands)}", file=sys.stderr)
         return 2
+    if rest[:1] in (["-h"], ["--help"]) and (command not in ELSEWHERE or command == "levels"):
+        # a command whose first argument is a sweep (its own --help comes after the sweep)
+        print(command_help(command), flush=True)
+        return 0
     try:
         if command in ELSEWHERE:  # a command whose parser lives in its own module
             module, function = ELSEWHERE[command].split(":")
@@ -111,6 +115,21 @@ def _dispatch(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def command_help(command: str) -> str:
+    """`icl <command> --help` for a command without a parser of its own: its lines of the
+    usage above; a command on a sweep (or adaptive) file takes that file's options."""
+    lines, keep = [], False
+    for line in USAGE.splitlines():
+        if line.startswith("    icl "):
+            keep = line.split()[1] == command
+        if keep:
+            lines.append(line)
+    if command in ("run", "plan", "adaptive"):
+        lines.append(f"\nthe sweep file's options: icl {command} <sweep> --help "
+                     "(= python sweeps/<sweep>.py --help)")
+    return "usage:\n" + "\n".join(lines)
 
 
 def _sweep(rest: list[str], command: str):

@@ -122,6 +122,12 @@ def test_icl_help_lists_every_command_and_each_answers_its_own_help(capsys):
             icl([command, "--help"])
         assert exc.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: icl {command}"), command
+    # a command whose first argument is a sweep: its usage lines, not "name a sweep"
+    for command in ("run", "plan", "list", "config", "levels", "claims", "compact", "adaptive"):
+        assert icl([command, "--help"]) == 0, command
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage:\n    icl {command} "), (command, out)
+        assert not [c for c in commands if c != command and f"    icl {c} " in out], out
     # adaptive studies by their file's name, as the runs of grid files
     assert icl(["adaptive", "adaptive_depth", "--preset", "smoke", "--dry-run"]) == 0
     assert "budget: 6 trials" in capsys.readouterr().out
