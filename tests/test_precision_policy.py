@@ -75,3 +75,36 @@ def test_bf16_autocast_changes_training_only():
     assert not torch.is_autocast_enabled("cpu")  # evaluation afterwards runs in float32
     x = torch.randn(2, 7, 4)
     assert bf16.model(x).dtype == torch.float32
+
+
+def test_bf16_steps_read_the_weights_of_their_own_step():
+    """Under bf16 autocast each step casts the weights as they are then: one call of 8 steps
+    trains exactly as 8 calls of one (autocast's weight cache would keep the first step's
+    bf16 copy for every step of a call, so a lone member's result hung on report_every)."""
+    once, stepwise = (MemberRun(resolve_member(tiny_member(train__steps=8,
+                                                           train__precision="bf16")))
+                      for _ in range(2))
+    once.train_until(8)
+    for step in range(1, 9):
+        stepwise.train_until(step)
+    for a, b in zip(once.model.parameters(), stepwise.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_fp32_and_evaluation_turn_cudnns_tf32_off_and_restore_it():
+    """torch leaves cuDNN's TF32 on for convolutions (BaseConv's): fp32 training and every
+    evaluation compute in full float32 all the same, and the flags come back after."""
+    from icl_core.common.device import full_float32
+
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True  # torch's default
+        for precision in ("fp32", "bf16"):
+            with precision_scope(precision, torch.device("cpu")):
+                assert not torch.backends.cudnn.allow_tf32
+                assert not torch.backends.cuda.matmul.allow_tf32
+        with full_float32():
+            assert not torch.backends.cudnn.allow_tf32
+        assert torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -27,19 +27,28 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 
 @contextlib.contextmanager
 def precision_scope(precision: str, device: torch.device):
-    """Training steps under `precision`: "fp32" as they are; "tf32" with CUDA's TF32 matmuls and
+    """Training steps under `precision`: "fp32" in full float32 (CUDA's TF32 switches off,
+    cuDNN's too, which torch leaves on for convolutions); "tf32" with TF32 matmuls and
     convolutions allowed (a no-op on a CPU); "bf16" under bfloat16 autocast (on the member's
-    device type). The global TF32 flags are restored after, so a member trained next in the same
-    process, or an evaluation, computes in full float32."""
-    if precision == "fp32":
-        yield
-        return
-    if precision == "bf16":
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+    device type) without autocast's weight cache, which would keep the first step's bf16 copy
+    of each weight for every step of the scope. The global TF32 flags are restored after.
+    Evaluation runs under `full_float32` whatever the training precision."""
+    if precision == "tf32":
+        with tf32_flags((True, True)):
             yield
         return
-    with tf32_flags((True, True)):
+    with full_float32():
+        if precision == "bf16":
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                                cache_enabled=False):
+                yield
+            return
         yield
+
+
+def full_float32():
+    """CUDA's TF32 switches (matmuls, cuDNN convolutions) off for the block, restored after."""
+    return tf32_flags((False, False))
 
 
 @contextlib.contextmanager

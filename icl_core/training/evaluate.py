@@ -24,7 +24,7 @@ import torch
 from icl_core.algorithms.baselines import Tuned
 from icl_core.algorithms.floor import FLOOR
 from icl_core.algorithms.registry import BASELINES
-from icl_core.common.device import derive_seed, generator
+from icl_core.common.device import derive_seed, full_float32, generator
 from icl_core.models.base import LoopOutputs
 from icl_core.spec.config import MemberConfig
 from icl_core.tasks import build_task
@@ -140,6 +140,12 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     predictors (`trivial_rows`) and the task's floor (`floor_rows`) are measured on the same
     prompts.
     """
+    with full_float32():  # cuDNN's TF32 is on by default: a convolution would round
+        return _evaluate(model, member, device, dtype, step, baselines, prompts)
+
+
+def _evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: bool,
+              prompts: list | None) -> list[dict]:
     cfg = member.eval
     was_training = model.training
     model.eval()
