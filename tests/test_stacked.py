@@ -489,3 +489,39 @@ def test_a_compiled_stack_trains_to_the_numbers_of_the_eager_stack():
     for name, weights in compiled.params.items():
         np.testing.assert_allclose(weights.detach().numpy(),
                                    eager.params[name].detach().numpy(), rtol=1e-8, atol=1e-12)
+
+
+def test_bfloat16_stacks_step_maskedadam_and_static_lr_tensors_keep_float32():
+    """bfloat16 weights: a skipping stack (MaskedAdam) trains as its members alone do, to
+    bf16 rounding (its moments' lerp in float32, as torch's bf16 kernel; it raised on the
+    weight dtype before); a static step's lr tensor is float32, not rounded to bf16. On CUDA
+    a captured step of non-float32 weights steps MaskedAdam (fused Adam reads a float32 lr)."""
+    from icl_core.algorithms.optimizers import OPTIMIZERS
+    from icl_core.training.masked_adam import MaskedAdam, steps_masked
+
+    raw = tiny_member(train__skip_grad_norm=1e3, train__grad_clip=100.0, train__steps=12)
+    members = []
+    for seed in (0, 1):
+        m = resolve_member(raw).to_dict()
+        m.update(seed=seed, dtype="bfloat16", device="cpu")
+        members.append(resolve_member(m))
+    alone = [MemberRun(m) for m in members]
+    for run in alone:
+        run.train_until(12)
+    stack = StackedRun([MemberRun(m) for m in members])
+    stack.train_until(12)
+    for k, run in enumerate(alone):
+        mine = stack.sync_member(k, optimizer=False)
+        for a, b in zip(run.model.parameters(), mine.model.parameters(), strict=True):
+            torch.testing.assert_close(b, a, rtol=0.05, atol=0.02)
+    cfg = members[0].train
+    w = [torch.zeros(2, 3, dtype=torch.bfloat16, requires_grad=True)]
+    assert MaskedAdam.build(w, cfg, static=True).param_groups[0]["lr"].dtype == torch.float32
+    assert OPTIMIZERS["adam"](w, cfg, static=True).param_groups[0]["lr"].dtype == torch.float32
+    plain = resolve_member(tiny_member(train__cuda_graph=True, train__draws="counter")).train
+    assert steps_masked(plain, "float64", cuda=True, stacked=True)
+    assert steps_masked(plain, "bfloat16", cuda=True, stacked=False)
+    assert not steps_masked(plain, "float32", cuda=True, stacked=True)
+    assert not steps_masked(plain, "float64", cuda=False, stacked=True)
+    assert steps_masked(cfg, "float32", cuda=False, stacked=True)
+    assert not steps_masked(cfg, "float32", cuda=False, stacked=False)

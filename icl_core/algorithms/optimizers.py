@@ -26,7 +26,8 @@ def _adam_family(cls):
         if not static:
             return cls(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
                        weight_decay=cfg.weight_decay, **_fused(params))
-        lr = torch.tensor(cfg.lr, dtype=params[0].dtype, device=params[0].device)
+        lr = torch.tensor(cfg.lr, dtype=torch.promote_types(params[0].dtype, torch.float32),
+                          device=params[0].device)  # bf16 weights: the lr not rounded to bf16
         on_device = {"fused": True, "capturable": True} if _fused(params) else {"foreach": False}
         return cls(params, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps,
                    weight_decay=cfg.weight_decay, **on_device)

@@ -103,6 +103,7 @@ def _model_dims(model_json: str, task_json: str, task_seed: int) -> tuple:
 def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
     """The peak memory of `member` trained (a stack of `stack` such members), then evaluated."""
     from icl_core.training.flops import step_shape, supervised_positions
+    from icl_core.training.masked_adam import steps_masked
 
     params, width, heads, quadratic, d_in, d_out, seq_len, seq, fixed, ridge = _model_dims(
         json.dumps(to_plain(member.model), sort_keys=True),
@@ -111,7 +112,7 @@ def member_memory(member: MemberConfig, stack: int = 1) -> MemoryEstimate:
     layers = step_shape(member).layers
     copies = 2 + (OPTIMIZER_COPIES.get(t.optimizer, 2) if t.optimizer != "lbfgs"
                   else 2 * t.lbfgs_history + 2)
-    if t.skip_grad_norm is not None and (stack > 1 or t.cuda_graph):
+    if steps_masked(t, member.dtype, cuda=True, stacked=stack > 1):
         copies += 1  # a stack's MaskedAdam gathers the gradients (training/masked_adam.py)
     if t.optimizer == "lbfgs" and stack > 1:  # a stack's two-loop gathers its pairs (4 x
         # history, stacked_lbfgs.py); from a checkpoint on, each member holds its own (2 x)

@@ -28,6 +28,15 @@ import torch
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
+def steps_masked(train, dtype: str, cuda: bool, stacked: bool) -> bool:
+    """Whether a step's optimizer is MaskedAdam: a stack's (or a captured step's) with
+    train.skip_grad_norm; and a captured step's on CUDA whose weights are not float32, where
+    torch's fused capturable Adam would read its lr tensor as float32 (and refuse another)."""
+    if train.optimizer not in ("adam", "adamw") or not (stacked or train.cuda_graph):
+        return False
+    return train.skip_grad_norm is not None or (train.cuda_graph and cuda and dtype != "float32")
+
+
 class MaskedAdam(torch.optim.Optimizer):
     """Adam (L2 weight decay) or, with `decoupled`, AdamW over stacked (K, ...) parameters."""
 
@@ -43,8 +52,8 @@ class MaskedAdam(torch.optim.Optimizer):
         """From a member's TrainConfig (adam: L2 weight decay; adamw: decoupled). `static`
         (a step captured as a CUDA graph): the learning rate is a tensor the scheduler fills
         in place, as icl_core.algorithms.optimizers makes it for torch's Adam."""
-        lr = torch.tensor(cfg.lr, dtype=params[0].dtype, device=params[0].device) \
-            if static else cfg.lr
+        lr = torch.tensor(cfg.lr, dtype=torch.promote_types(params[0].dtype, torch.float32),
+                          device=params[0].device) if static else cfg.lr
         return cls(params, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps,
                    weight_decay=cfg.weight_decay, decoupled=cfg.optimizer == "adamw")
 
@@ -122,7 +131,10 @@ class MaskedAdam(torch.optim.Optimizer):
                 grad[:, a:b].add_(p.reshape(K, -1), alpha=decay)
         grad.masked_fill_(~took[:, None], 0)
         exp_avg, exp_avg_sq = flat["exp_avg"], flat["exp_avg_sq"]
-        exp_avg.lerp_(grad, keep1)
+        if exp_avg.dtype == factor:
+            exp_avg.lerp_(grad, keep1)
+        else:  # bfloat16 moments: lerp in float32, as torch's kernel computes a bf16 lerp
+            exp_avg.copy_(exp_avg.to(factor).lerp_(grad.to(factor), keep1))
         exp_avg_sq.mul_(keep2).addcmul_(grad, grad, value=1 - beta2)
         update = torch.sqrt(exp_avg_sq, out=grad).div_(root2).add_(eps)  # the denominator
         torch.div(exp_avg, update, out=update).mul_(step_size)

@@ -52,7 +52,7 @@ from icl_core.common.batch import Batch
 from icl_core.common.device import resolve_device
 from icl_core.models.base import HasTrainingLoss, VmapAware
 from icl_core.spec.config import MemberConfig, to_plain
-from icl_core.training.masked_adam import MaskedAdam
+from icl_core.training.masked_adam import MaskedAdam, steps_masked
 from icl_core.training.stacked_lbfgs import StackedLBFGS
 from icl_core.training.train import (
     FIXED_BATCH,
@@ -171,10 +171,12 @@ class StackedRun:
         # members whose gradient norm is within the limit (`took`, written in place each step)
         self.skips = cfg.skip_grad_norm is not None
         self.took = torch.ones(len(runs), dtype=torch.bool, device=self.device)
+        # MaskedAdam also for a captured step of non-float32 weights on CUDA (steps_masked)
+        self.masked = steps_masked(cfg, runs[0].member.dtype, self.device.type == "cuda", True)
         weights = list(self.params.values())
         self.optimizer = StackedLBFGS(weights, lr=cfg.lr, history_size=cfg.lbfgs_history,
                                       max_iter=cfg.lbfgs_max_iter) if self.fixed else \
-            MaskedAdam.build(weights, cfg, self.static) if self.skips else \
+            MaskedAdam.build(weights, cfg, self.static) if self.masked else \
             OPTIMIZERS[cfg.optimizer](weights, cfg, static=self.static)
         self.lr = self.optimizer.param_groups[0]["lr"] if self.static else None
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -250,7 +252,10 @@ class StackedRun:
         steps, as alone), on the device."""
         cfg = self.cfg
         if cfg.grad_clip is None and not self.skips:
-            self.optimizer.step()
+            if self.masked:
+                self.optimizer.step(self.took)
+            else:
+                self.optimizer.step()
             return
         grads = [p.grad for p in self.trainable if p.grad is not None]
         K = self.size
@@ -258,12 +263,13 @@ class StackedRun:
         # alone, skip_grad_norm clips at inf: a NaN norm makes every gradient NaN there too
         limit = cfg.grad_clip if cfg.grad_clip is not None else math.inf
         coef = (limit / (norm + 1e-6)).clamp(max=1.0)  # (K,)
-        if not self.skips:
+        if not self.masked:
             for g in grads:
                 g.mul_(coef.view(K, *([1] * (g.dim() - 1))))
             self.optimizer.step()
             return
-        torch.logical_not(norm > cfg.skip_grad_norm, out=self.took)
+        if self.skips:
+            torch.logical_not(norm > cfg.skip_grad_norm, out=self.took)
         self.optimizer.step(self.took, scale=coef)  # scaled in its one (K, P) gradient buffer
 
     def train_until(self, target_step: int) -> list[float]:
@@ -371,7 +377,7 @@ class StackedRun:
             i: {key: torch.stack([f[i][key] for f in filled]).to(self.device)
                 if key != "step" else
                 torch.stack([f[i][key] for f in filled]).to(self.device, torch.float32)
-                if self.skips else v
+                if self.masked else v
                 for key, v in slots.items()}
             for i, slots in filled[0].items()
         }
