@@ -22,6 +22,7 @@ chain-of-thought (vector targets on the intermediate tokens).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -81,6 +82,12 @@ class TaskBase:
     pool_tokens: ClassVar[bool] = False
     trivial_ridge: ClassVar[bool] = True
     baseline_names: ClassVar[tuple[str, ...] | None] = None
+
+    @functools.cached_property
+    def device_mask(self) -> torch.Tensor:
+        """`mask` on the task's device, copied once: a drawn batch's mask without a host-to-
+        device copy at every draw (a copy a CUDA graph's capture refuses; on a CPU, `mask`)."""
+        return self.mask.to(self.device)
 
 
 # ----------------------------------------------------------------------------- capabilities

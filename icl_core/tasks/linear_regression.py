@@ -117,7 +117,7 @@ class LinearRegression(DrawnBatches, TaskBase):
             targets[:, -1, 0] = ys[:, -1]
         else:
             inputs, targets = interleave(xs, ys)
-        mask = self.mask.to(self.device)
+        mask = self.device_mask
         return Batch(inputs, targets, mask, extras={"xs": xs, "ys": ys, "w": w})
 
     def regression_problems(self, batch: Batch) -> list[RegressionProblem]:

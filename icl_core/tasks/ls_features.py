@@ -113,7 +113,7 @@ class LSFeatures(DrawnBatches, TaskBase):
         goal = w if self.cfg.target == "w" else ls_grad(w0, xs, ys)
         targets = xs.new_zeros(B, N + 1, D)
         targets[:, -1] = goal
-        return Batch(self.tokens(xs, ys, w0), targets, self.mask.to(self.device),
+        return Batch(self.tokens(xs, ys, w0), targets, self.device_mask,
                      extras={"xs": xs, "ys": ys, "w": w, "w0": w0})
 
     # -- evaluation hooks (icl_core.training.evaluate) -------------------------------------------

@@ -105,5 +105,5 @@ class Primitives(DrawnBatches, TaskBase):
             y_BxNxO = (u_BxNxD @ self.h).unsqueeze(-1)
         else:
             y_BxNxO = u_BxNxD[..., : D // 2] * u_BxNxD[..., D // 2 :]
-        mask = self.mask.to(self.device)
+        mask = self.device_mask
         return Batch(u_BxNxD, y_BxNxO, mask, extras={"u": u_BxNxD})

@@ -200,5 +200,5 @@ class SparseRetrieval(DrawnBatches, TaskBase):
         own = self.codes.unsqueeze(0).expand(B, N, -1)  # w_i at position i
         pointed = self.codes[t].flatten(2)  # (B, N, q d_e): w_{t_i1}, ..., w_{t_iq}
         inputs = torch.cat([x, own, pointed], dim=-1)
-        mask = self.mask.to(self.device)
+        mask = self.device_mask
         return Batch(inputs, self.labels(x, t), mask, extras={"x": x, "t": t})

@@ -201,7 +201,7 @@ class ReLUTeacher(TaskBase):
         ys = network_forward(weights, xs)  # (B, N+1)
         inputs, targets = interleave(xs, ys)
         extras = {"xs": xs, "ys": ys, **{f"teacher_{i}": W for i, W in enumerate(weights)}}
-        return Batch(inputs, targets, self.mask.to(self.device), extras)
+        return Batch(inputs, targets, self.device_mask, extras)
 
     @staticmethod
     def teacher(batch: Batch) -> list[torch.Tensor]:

@@ -152,7 +152,7 @@ class RepRegression(DrawnBatches, TaskBase):
         if noisy:
             ys = ys + cfg.noise_std * noise[0]
         inputs, targets = interleave(xs, ys)
-        return Batch(inputs, targets, self.mask.to(self.device),
+        return Batch(inputs, targets, self.device_mask,
                      {"xs": xs, "ys": ys, "feats": feats, "A": A})
 
     def regression_problems(self, batch: Batch) -> list[RegressionProblem]:
@@ -240,7 +240,7 @@ class RepAR(DrawnBatches, TaskBase):
         inputs = xs[:, :-1]
         targets = torch.zeros_like(inputs)
         targets[:, cfg.q - 1:] = xs[:, cfg.q:]  # token i predicts x_{i+2} (1-based)
-        return Batch(inputs, targets, self.mask.to(self.device), {"xs": xs, "A": A})
+        return Batch(inputs, targets, self.device_mask, {"xs": xs, "A": A})
 
     def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]:
         """Per supervised token (position k): the k earlier transitions, window (q·d) ->
@@ -313,7 +313,7 @@ class CoTMLP(DrawnBatches, TaskBase):
         targets = torch.zeros_like(chain)
         targets[:, :, :L] = chain[:, :, 1:]  # each state predicts the next
         targets = targets.reshape(B, self.seq_len, cfg.dim)
-        return Batch(inputs, targets, self.mask.to(self.device),
+        return Batch(inputs, targets, self.device_mask,
                      {f"mlp_{i}": W for i, W in enumerate(weights)})
 
     def context_problems(self, inputs: torch.Tensor) -> list[RegressionProblem]:
