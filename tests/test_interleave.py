@@ -105,3 +105,35 @@ def test_pack_gpu_without_a_gpu_is_one_line_naming_the_choices(capsys):
     assert sweep.main(["--preset", "smoke", "--study", "least_squares", "--pack", "gpu",
                        "--dry-run", "--plan-gpus", "1"]) == 0
     assert "1 CPU + 1 GPU per trial" in capsys.readouterr().out
+
+
+def test_a_checkpoint_holds_each_groups_state_as_it_was_when_that_group_saved_it(tmp_path):
+    """Groups checkpointing at different steps (a lone member every 4, a stack every 2): a
+    checkpoint the stack reports carries the lone member's state of its own last checkpoint,
+    not its weights trained on since (held by reference, they were: a resume from such a
+    checkpoint paired step 4's rows with later weights and Adam moments)."""
+    import copy
+
+    lone = float64_seeds(tiny_member(train__draws="counter"), seeds=(0,), steps=12)
+    pair = float64_seeds(tiny_member(model__depth=1, train__draws="counter"), seeds=(0, 1),
+                         steps=12)
+    for m, every in [(m, 4) for m in lone] + [(m, 2) for m in pair]:
+        m["train"].update(report_every=2, checkpoint_every=every)
+    members = lone + pair
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="always"))
+    saved: dict = {}
+
+    def crash_at_the_stacks_step_6_checkpoint(metrics, state):
+        if state is not None:
+            saved.clear()
+            saved.update(copy.deepcopy(state))  # what Tune's checkpoint writes at once
+            if metrics["member"] == 1 and metrics["step"] == 6:
+                raise Crash
+
+    spec = TrialSpec("s", "t", str(tmp_path / "crashed"), members, stack="always",
+                     interleave=True)
+    with pytest.raises(Crash):
+        run_trial(spec, crash_at_the_stacks_step_6_checkpoint)
+    assert sorted(s["step"] for s in saved["runs"].values()) == [4, 6, 6]
+    run_trial(spec, None, saved)
+    assert_same_numbers(rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / "crashed"))

@@ -11,6 +11,7 @@ Each member writes its own row file, so packing members changes nothing else.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -328,7 +329,8 @@ class Group:
         states = {self.members[k][1].hash: self.runs[k].state_dict() for k in live} \
             if checkpoint else None
         if states is not None and self.saved is not None:  # with the other groups' latest
-            self.saved.update(states)
+            # a copy: this group trains on in place while the others report their checkpoints
+            self.saved.update(copy.deepcopy(states))
             states = dict(self.saved)
         self.work.report(
             # ("done" is reserved by Tune: it would end the whole trial)
