@@ -525,3 +525,33 @@ def test_bfloat16_stacks_step_maskedadam_and_static_lr_tensors_keep_float32():
     assert not steps_masked(plain, "float64", cuda=False, stacked=True)
     assert steps_masked(cfg, "float32", cuda=False, stacked=True)
     assert not steps_masked(cfg, "float32", cuda=False, stacked=False)
+
+
+def test_a_stack_resumed_before_any_member_took_a_step_goes_on_at_their_learning_rate():
+    """Members resumed at step 4 of a warm-up with every step so far skipped (no Adam state
+    yet): the stack starts at the members' learning rate (5/8 of the base), as each alone
+    does, not at the scheduler's first; their weights then match alone (float64)."""
+    def member(seed, skip):
+        raw = tiny_member(train__steps=12, train__warmup_steps=8, train__grad_clip=100.0,
+                          train__skip_grad_norm=skip)
+        raw.update(seed=seed, device="cpu", dtype="float64")
+        return resolve_member(raw)
+
+    def resumed(seed):
+        first = MemberRun(member(seed, 1e-30))  # every step skipped
+        first.train_until(4)
+        assert first.skipped_steps == 4 and not first.optimizer.state_dict()["state"]
+        run = MemberRun(member(seed, 1e30))
+        run.load_state_dict(first.state_dict())
+        return run
+
+    alone = [resumed(s) for s in (0, 1)]
+    stack = StackedRun([resumed(s) for s in (0, 1)])
+    assert stack.optimizer.param_groups[0]["lr"] == alone[0].optimizer.param_groups[0]["lr"]
+    for run in alone:
+        run.train_until(8)
+    stack.train_until(8)
+    for k, run in enumerate(alone):
+        mine = stack.sync_member(k, optimizer=False)
+        for a, b in zip(run.model.parameters(), mine.model.parameters(), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)

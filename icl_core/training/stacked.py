@@ -368,7 +368,12 @@ class StackedRun:
             self.optimizer.load_members(filled)
             self.optimizer.param_groups[0]["lr"] = states[0]["param_groups"][0]["lr"]
             return
-        if not any(filled):
+        lr = states[0]["param_groups"][0]["lr"]  # the members' (the scheduler's state: its base)
+        if not any(filled):  # no step taken yet by any member: their learning rate all the same
+            if self.static:
+                self.lr.fill_(lr)
+            else:
+                self.optimizer.param_groups[0]["lr"] = lr
             return
         template = next(f for f in filled if f)
         filled = [f or {i: {key: torch.zeros_like(v) for key, v in slots.items()}
@@ -383,7 +388,6 @@ class StackedRun:
         }
         # the stack's own optimizer (its kind and flags; the lr tensor a graph reads) at the
         # members' learning rate
-        lr = states[0]["param_groups"][0]["lr"]
         if self.static:
             self.lr.fill_(lr)
         groups = [{**ours, "lr": self.lr if self.static else lr}

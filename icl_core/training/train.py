@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Protocol
 
 import torch
@@ -147,7 +148,11 @@ class MemberRun:
         self.took_last = took is None or bool(took)  # this read syncs, by request of the config
         if self.took_last:
             self.optimizer.step()
-        self.scheduler.step()
+            self.scheduler.step()
+        else:  # a skipped step advances the schedule all the same (torch warns at a first one)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)
+                self.scheduler.step()
         return loss.detach().reshape(1), batch.inputs.shape[0] * batch.inputs.shape[1], took
 
     def stop_rule(self, step: int, losses: torch.Tensor) -> bool:
