@@ -555,3 +555,17 @@ def test_a_stack_resumed_before_any_member_took_a_step_goes_on_at_their_learning
         mine = stack.sync_member(k, optimizer=False)
         for a, b in zip(run.model.parameters(), mine.model.parameters(), strict=True):
             torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_a_checkpoint_holding_some_of_a_stacks_members_resumes_them_apart(tmp_path):
+    """A stack's checkpoint without one member (its rows kept from the store by a fault, it
+    starts again at 0) and with its mate at step 4: each trains from its own step and both
+    write the rows of an uninterrupted run (one stack needs one step: it failed every retry)."""
+    members = float64_seeds(tiny_member(), seeds=(0, 1), steps=8)
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), members, stack="always"))
+    mate = MemberRun(resolve_member(members[1]))
+    mate.train_until(4)
+    state = {"runs": {mate.member.hash: mate.state_dict()}}
+    spec = TrialSpec("s", "t", str(tmp_path / "resumed"), members, stack="always")
+    assert set(run_trial(spec, None, state).values()) == {"ok"}
+    assert_same_numbers(rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / "resumed"))

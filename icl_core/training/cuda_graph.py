@@ -54,6 +54,7 @@ class StepGraph:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.losses: torch.Tensor | None = None  # what the graph writes
         self.warm = 0
+        self._side = None  # the warm-up steps' side stream, made at the first
         if self.why_eager and run.device.type == "cuda":
             logger.info(f"train.cuda_graph: eager steps ({self.why_eager})")
 
@@ -76,17 +77,23 @@ class StepGraph:
         return self.losses.clone()
 
     def _side_stream_step(self) -> torch.Tensor:
+        """A warm-up step on a side stream (as torch's capture needs), its losses handed to
+        the current stream (recorded there, so their memory is not reused under its reads)."""
         device = self.run.device
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
+        current = torch.cuda.current_stream(device)
+        if self._side is None:
+            self._side = torch.cuda.Stream(device)
+        self._side.wait_stream(current)
+        with torch.cuda.stream(self._side):
             losses = self.run.static_step(self.step)
-        torch.cuda.current_stream(device).wait_stream(stream)
+        current.wait_stream(self._side)
+        losses.record_stream(current)
         return losses
 
     def _capture(self) -> None:
-        """Record one static step (recording runs nothing: the replay after it trains)."""
+        """Record one static step (recording runs nothing: the replay after it trains), on the
+        member's device (torch.cuda.graph captures on the current one)."""
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.device(self.run.device), torch.cuda.graph(graph):
             self.losses = self.run.static_step(self.step)
         self.graph = graph
