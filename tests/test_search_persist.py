@@ -172,3 +172,30 @@ def test_a_search_another_driver_holds_is_refused_in_one_line_before_anything_ru
     with search_lease(str(tmp_path), "hpo_lr", "width_lr", journal, "l"):
         assert json.loads(claim.read_text())["pid"] == os.getpid()  # taken over at once
     assert not claim.exists()
+
+
+def test_a_trial_the_journal_finished_before_tune_saved_its_state_is_taken_as_finished(tmp_path):
+    """A driver killed between the journal recording a trial's end and Tune saving its own
+    state: the restored searcher sees that trial as running. Its next result and completion
+    leave the study's trial as the journal holds it (Optuna refused the result before, so
+    every --resume failed), and a trial still open in the study is told as usual."""
+    from icl_core.running.optuna_searcher import HashedOptunaSearch, open_study
+    from icl_core.running.search import tune_space
+
+    search = load_sweep("hpo_lr").study("width_lr").for_preset("smoke")
+    (point,) = search.points("smoke")
+    storage = journal_storage(str(tmp_path / "optuna.journal"))
+    open_study(storage, "s", search.mode, {})
+    searcher = HashedOptunaSearch(point, metric="loss", mode="min", seed=0, storage=storage,
+                                  study_name="s", space=tune_space(search))
+    assert searcher.suggest("a") and searcher.suggest("b")
+    study = optuna.load_study(study_name="s", storage=storage)
+    first = study.trials[0].number
+    study.tell(first, 1.5)  # recorded by the journal before the kill
+    searcher.on_trial_result("a", {"loss": 9.0, "training_iteration": 3})
+    searcher.on_trial_complete("a", {"loss": 9.0, "training_iteration": 3})
+    searcher.on_trial_result("b", {"loss": 2.0, "training_iteration": 1})
+    searcher.on_trial_complete("b", {"loss": 2.0, "training_iteration": 1})
+    values = {t.number: (t.state.name, t.value) for t in optuna.load_study(
+        study_name="s", storage=storage).trials}
+    assert values == {first: ("COMPLETE", 1.5), first + 1: ("COMPLETE", 2.0)}

@@ -102,11 +102,34 @@ def finished_trials(path: str, name: str) -> int:
 
 
 class HashedOptunaSearch(OptunaSearch):
-    """OptunaSearch that tags each Optuna trial with its member's config hash."""
+    """OptunaSearch that tags each Optuna trial with its member's config hash, and takes a
+    trial its Optuna study has already finished as finished: a driver killed after the
+    journal recorded a trial's end but before Tune saved its own state restores that trial as
+    running (Optuna refused its next result: UpdateFinishedTrialError, on every --resume)."""
 
     def __init__(self, point: MemberConfig, **kwargs):
         super().__init__(**kwargs)
         self._point = point
+
+    def _ended_in_study(self, trial_id: str) -> bool:
+        ot_trial = self._ot_trials.get(trial_id)
+        if ot_trial is None or isinstance(self.metric, list):
+            return False
+        frozen = self._ot_study._storage.get_trial(ot_trial._trial_id)
+        return frozen.state.is_finished()
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if self._ended_in_study(trial_id):  # its outcome stands, as the journal holds it
+            self._completed_trials.add(trial_id)
+            return
+        super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        if self._ended_in_study(trial_id):  # finished in the study before this driver
+            self._completed_trials.add(trial_id)  # restored it: nothing to tell
+            return
+        super().on_trial_complete(trial_id, result, error)
 
     def suggest(self, trial_id: str):
         params = super().suggest(trial_id)
