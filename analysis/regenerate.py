@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 FALLBACK = "icl regenerate --from-sweeps"  # the same command, studies read from sweeps/
 
 
+TUNE = "tune"  # Ray Tune's own folder in a sweep's (icl_core.running.plans), not a study
+
+
 def _folders(loc, folder: str) -> list[str]:
     selector = pafs.FileSelector(folder, allow_not_found=True)
     return sorted(info.path.rstrip("/").rsplit("/", 1)[-1]
@@ -61,7 +64,8 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
     if lookup is not None:
         manifests = lookup(sweep, preset)
     else:
-        folders = _folders(loc, f"{loc.root}/{sweep}")
+        # a sweep's folder: its studies, and Tune's state of a run of the file alone (tune/)
+        folders = [name for name in _folders(loc, f"{loc.root}/{sweep}") if name != TUNE]
         found = {name: read_manifest(loc.fs, loc.study_dir(sweep, name)) for name in folders}
         manifests = sorted((m for m in found.values() if m), key=lambda m: m["order"])
         bare = [name for name, m in found.items() if m is None and (not study or name == study)]

@@ -44,6 +44,7 @@ def _cases():
         (d + ["--set", 'eval.grid=[{"n_points": }]'], "--set eval.grid: expected a list"),
         (d + ["--plan-gpus", "-2"], "--plan-gpus: must be a number of GPUs >= 0, got -2"),
         (d + ["--plan-gpus", "nan"], "--plan-gpus: must be a number of GPUs >= 0"),
+        (d + ["--trial-minutes", "-1"], "--trial-minutes: must be a number of minutes > 0, got -1"),
         (d + ["--seed", "3"], "--seed: seeds an Optuna search's sampler, and no chosen study is "
          "a search; a grid's seeds are --num-samples K"),
         (d + ["--set", "seed=1", "--set", "seed=2"],

@@ -45,3 +45,22 @@ def test_a_weight_space_figure_is_not_drawn_from_rows_only_and_the_rest_go_on(tm
                            for m in skipped), skipped
     drawn = {p.parent.name for p in (tmp_path / "preconditioned_gd").rglob("*.png")}
     assert drawn and "fig1_sparse" not in drawn, drawn
+
+
+def test_a_study_its_file_does_not_declare_is_refused_and_tunes_folder_is_no_study(
+        tmp_path, capsys, caplog):
+    """`--study` misspelled: exit 2 with the file's studies and the near one (it printed how to
+    produce rows for it, a command that fails); a sweep folder's tune/ (Ray Tune's state of a
+    run of the file alone) is not a study without a manifest."""
+    import shutil
+
+    argv = ["--storage", str(EVIDENCE / "cpu"), "--out", str(tmp_path / "f"), "--n-boot", "20"]
+    assert regenerate(["depth_scaling", "--study", "constructoin", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'construction'?" in err and err.count("\n") == 1
+    store = tmp_path / "store" / "depth_scaling"
+    shutil.copytree(EVIDENCE / "cpu" / "depth_scaling" / "construction", store / "construction")
+    (store / "tune" / "search-x").mkdir(parents=True)
+    assert regenerate(["depth_scaling", "--storage", str(tmp_path / "store"), "--out",
+                       str(tmp_path / "f"), "--n-boot", "20"]) == 0
+    assert not [r.message for r in caplog.records if "tune" in r.message], caplog.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from icl_core.spec.study import PRESETS
 from icl_core.storage.store import redacted
 
 FOLDERS = ("rows", "failed")  # finished (ok / diverged) and failed members
@@ -71,6 +72,6 @@ def produce_command(sweep: str, study: str | None = None, preset: str | None = N
 def missing_message(sweep: str, study: str | None, uri: str, preset: str | None = None,
                     storage: str | None = None, detail: str = "") -> str:
     label = f"{sweep}/{study}" if study else sweep
-    hint = "" if preset else "  (choose --preset smoke | cpu | paper; the default is cpu)"
+    hint = "" if preset else f"  (choose --preset {' | '.join(PRESETS)}; the default is cpu)"
     return (f"no result rows for {label} under {redacted(uri)}{detail}. Produce them with:\n"
             f"  {produce_command(sweep, study, preset, storage)}{hint}")

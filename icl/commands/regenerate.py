@@ -50,6 +50,14 @@ def main(argv: list[str] | None = None, prog: str = "icl regenerate") -> int:
     if not names:
         print(f"no results under {locate(args.storage).redacted}", file=sys.stderr)
         return 2
+    if args.study and args.sweep in sweep_names():  # a study its file does not declare
+        from icl.catalog import load_sweep
+        from icl_core.common.validation import unknown
+
+        studies = [s.name for s in load_sweep(args.sweep).studies]
+        if args.study not in studies:
+            print(f"error: {unknown('--study', '', args.study, studies)}", file=sys.stderr)
+            return 2
     done, missing, undrawn = 0, [], 0
     for name in names:
         try:

@@ -114,6 +114,11 @@ class Launch:
     optuna_journal: str | None = None  # searches without Ray
     figures: str | None = None  # where figures go (said as the run starts; drawn by `draw`)
 
+    def __post_init__(self):
+        minutes = self.trial_minutes
+        if minutes is not None and not 0 < minutes < math.inf:
+            raise ConfigError(f"--trial-minutes: must be a number of minutes > 0, got {minutes:g}")
+
     @property
     def target_s(self) -> float | None:
         return self.trial_minutes * 60 if self.trial_minutes else None

@@ -133,8 +133,8 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
             todo.append((index, member))
     work = Work(spec, store, report, len(todo),
                 diverged=sum(1 for r in results.values() if r.status == "diverged"))
-    groups = [[todo[i] for i in g] for g in stack_groups([m for _, m in todo], spec.stack)]
-    groups = [part for g in groups for part in at_one_step(g, resumed)]
+    steps = [resumed.get(m.hash, {}).get("step", 0) for _, m in todo]  # a stack: one step
+    groups = [[todo[i] for i in g] for g in stack_groups([m for _, m in todo], spec.stack, steps)]
     if spec.interleave and len(groups) > 1:
         run_together(work, groups, resumed)
     else:
@@ -144,16 +144,6 @@ def run_trial_results(spec: TrialSpec, report: Reporter | None = None,
     if work.failures:
         raise TrialFailed("; ".join(work.failures))
     return results
-
-
-def at_one_step(group: list, resumed: dict) -> list[list]:
-    """A stack's members split by the step they resume at (a stack trains at one step): a
-    member the checkpoint does not hold (e.g. one whose rows a storage fault kept from the
-    store) starts again at 0 apart from its mates resumed later."""
-    parts: dict[int, list] = {}
-    for item in group:
-        parts.setdefault(resumed.get(item[1].hash, {}).get("step", 0), []).append(item)
-    return list(parts.values())
 
 
 def saved_runs(state: dict | None) -> dict:

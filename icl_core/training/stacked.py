@@ -105,17 +105,21 @@ def trial_stack_mode(mode: str, gpu_share: float) -> str:
     return "always" if mode == "always" or (mode == "auto" and gpu_share > 0) else "never"
 
 
-def stack_groups(members: list[MemberConfig], mode: str) -> list[list[int]]:
+def stack_groups(members: list[MemberConfig], mode: str, steps: list[int] | None = None
+                 ) -> list[list[int]]:
     """Indices of `members` grouped into stacks (groups of one train alone), in order; `auto`
-    stacks members whose device resolves to CUDA."""
+    stacks members whose device resolves to CUDA. `steps`: the step each resumes at, where a
+    checkpoint holds some at others' (e.g. a member a storage fault sent back to 0): a stack
+    trains at one step, so members at different steps stack apart."""
     check_stack_mode(mode)
-    groups: dict[str, list[int]] = {}
+    groups: dict[tuple, list[int]] = {}
     out: list[list[int]] = []
     for i, member in enumerate(members):
         key = None if mode == "never" else stack_key(member)
         if key is None or (mode == "auto" and resolve_device(member.device).type != "cuda"):
             out.append([i])
             continue
+        key = (key, steps[i] if steps else 0)
         if key not in groups:
             groups[key] = []
             out.append(groups[key])
