@@ -40,11 +40,6 @@ COLUMNS = ("model.depth",)  # the depth figure's, besides SHARED_COLUMNS
 NARROW_COLUMNS = True  # it reads no HELPER_COLUMNS (tests/test_sweep_e2e.py, test_figure_columns.py)
 
 
-MIN_FIT_DEPTHS = 3
-COLUMNS = ("model.depth",)  # the depth figure's, besides SHARED_COLUMNS
-NARROW_COLUMNS = True  # it reads no HELPER_COLUMNS (tests/test_sweep_e2e.py, test_figure_columns.py)
-
-
 def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(seed-level: depth, seed, median, q25, q75; depth-level: medians over seeds)."""
     model = final.filter((pl.col("predictor") == "model") & pl.col("statistic").is_in(STATS))
@@ -54,8 +49,13 @@ def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .agg(pl.col("value").median(), pl.col("config_hash").n_unique().alias("n_configs"))
     )
     if seeds.height and seeds["n_configs"].max() > 1:
-        warnings.warn("several configs share a (depth, seed): they differ in other columns; "
-                      "taking the median over them", stacklevel=3)
+        shared = model.group_by("depth", "seed").agg(pl.col("config_hash").unique().sort())
+        depth, seed, hashes = shared.filter(pl.col("config_hash").list.len() > 1).row(0)
+        warnings.warn(f"several configs share a (depth, seed), e.g. depth {depth:g}, seed "
+                      f"{seed}: {', '.join(hashes)}, set apart by settings this figure does "
+                      "not read (runs with other --set values in one store?): it takes the "
+                      "median over them; regenerate from a store of one setting to keep them "
+                      "apart", stacklevel=3)
     seeds = seeds.pivot(on="statistic", index=["depth", "seed"], values="value")
     seeds = seeds.with_columns(
         [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in seeds.columns]
