@@ -75,12 +75,13 @@ ELSEWHERE = {  # command -> "module:function(argv) -> exit status", imported whe
 
 
 def main(argv: list[str] | None = None) -> int:
-    from icl_core.common.log import ensure_console
+    from icl_core.common.log import ensure_console, warning_lines
 
     ensure_console()  # its lines (a store's coverage, warnings) on the console
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _dispatch(argv)
+        with warning_lines():  # Python warnings too, one line each
+            return _dispatch(argv)
     except BrokenPipeError:  # `icl list studies | head`: the reader has all it wants
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0 if argv else 2

@@ -163,3 +163,21 @@ def test_a_notebook_sets_every_packages_level_at_once(capsys, monkeypatch):
     finally:
         for name, level in saved.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_a_commands_python_warnings_are_one_line_of_its_log(tmp_path, capsys):
+    """A warning raised during a command (a figure pooling configs, a skipped row file) reads
+    as the run's other warnings: one line on stderr and in --log-file, not a source location
+    and a quoted line of code; outside a command, Python's own display comes back."""
+    import warnings
+
+    log = tmp_path / "run.log"
+    with configured(logging.INFO, str(log)), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("several configs share a (depth, seed)", UserWarning, stacklevel=1)
+        warnings.warn("an old path", DeprecationWarning, stacklevel=1)
+    err = capsys.readouterr().err
+    assert err == ("warning: several configs share a (depth, seed)\n"
+                   "warning: DeprecationWarning: an old path\n")
+    assert "WARNING icl: warning: several configs share" in log.read_text()
+    assert warnings.showwarning.__module__ == "warnings"

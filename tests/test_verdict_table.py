@@ -121,3 +121,7 @@ def test_pending_lists_the_command_of_every_study_without_evidence(capsys):
     assert committed("reduced", "algoformer", "vs_newton")  # evidence in this tree
     assert not any("--only algoformer/vs_newton " in line and "reduced" in line
                    for line in lines)
+    # a mistyped --evidence: refused in one line (every claim read "evidence pending" before)
+    assert main(["--evidence", "evidnce"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --evidence: no folder at evidnce") and err.count("\n") == 1

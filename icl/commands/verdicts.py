@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None, prog: str = "icl verdicts") -> int:
     parser.add_argument("--evidence", type=Path, default=None,
                         help=f"the evidence folder (default: {EVIDENCE})")
     args = parser.parse_args(argv)
+    if args.evidence is not None and not args.evidence.is_dir():
+        print(f"error: --evidence: no folder at {args.evidence} (a folder of evidence/<preset>/ "
+              f"studies, as {EVIDENCE} is)", file=sys.stderr)
+        return 2
     decisions = decide_all(args.evidence)
     ledger = read_ledger(args.evidence)
     if args.json:

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import sys
+import warnings
 
 PACKAGES = ("icl", "icl_core", "analysis")
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -67,6 +68,23 @@ def ensure_console() -> None:
             logger.propagate = False  # one console line, not a second from a root handler
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning during a command: one line of the run's log (and its file), as the
+    run's other warnings read, not a source location and a quoted line of code."""
+    name = "" if category is UserWarning else f"{category.__name__}: "
+    logging.getLogger("icl").warning(f"warning: {name}{message}")
+
+
+@contextlib.contextmanager
+def warning_lines():
+    """A command's Python warnings as lines of its log (`_warning_line`), restored after."""
+    saved, warnings.showwarning = warnings.showwarning, _warning_line
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
+
+
 @contextlib.contextmanager
 def configured(level: int = logging.INFO, log_file: str | None = None):
     """A command's set-up, undone as it ends (a notebook or a test process runs the next
@@ -88,7 +106,8 @@ def configured(level: int = logging.INFO, log_file: str | None = None):
         if handler is not None:
             lg.addHandler(handler)
     try:
-        yield
+        with warning_lines():
+            yield
     finally:
         if handler is not None:
             handler.close()
