@@ -312,7 +312,7 @@ def regenerate(sweep: str, study: str | None = None, storage: str = "results",
         logger.info(f"{first}: {describe(summary)}; {summary.get('excluded', 0)} "
                     "members excluded")
         summaries.append(summary)
-    if unreadable and not summaries:
+    if unreadable and not summaries and not missing:
         raise unreadable[0]
     if missing and not summaries:
         raise MissingResults(missing_message(sweep, None, locate(storage).uri, storage=storage))

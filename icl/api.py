@@ -72,6 +72,7 @@ class Options:
         """What planning takes (icl_core.running.plans.PlanRequest)."""
         from icl_core.running.plans import PlanRequest
 
+        self.launch()  # its own checks (--trial-minutes) too, before anything is planned
         return PlanRequest(
             preset=self.preset, study=self.study, sets=tuple(self.set), sweeps=tuple(self.sweep),
             num_samples=self.num_samples, seed=self.seed, optuna_journal=self.optuna_journal,

@@ -104,8 +104,7 @@ def _dispatch(argv: list[str]) -> int:
 
         print(f"error: {unknown('icl', 'command', command, commands)}", file=sys.stderr)
         return 2
-    if rest[:1] in (["-h"], ["--help"]) and (command not in ELSEWHERE or command == "levels"):
-        # a command whose first argument is a sweep (its own --help comes after the sweep)
+    if rest[:1] in (["-h"], ["--help"]) and command in SWEEP_FIRST:
         print(command_help(command), flush=True)
         return 0
     try:
@@ -118,9 +117,13 @@ def _dispatch(argv: list[str]) -> int:
         return 2
 
 
+# commands whose parser is the sweep's (or comes after the sweep): their --help alone is here
+SWEEP_FIRST = ("run", "plan", "list", "config", "levels", "claims", "adaptive")
+
+
 def command_help(command: str) -> str:
-    """`icl <command> --help` for a command without a parser of its own: its lines of the
-    usage above; a command on a sweep (or adaptive) file takes that file's options."""
+    """`icl <command> --help` before a sweep is named (SWEEP_FIRST): its lines of the usage
+    above; a command on a sweep (or adaptive) file takes that file's options."""
     lines, keep = [], False
     for line in USAGE.splitlines():
         if line.startswith("    icl "):

@@ -123,7 +123,7 @@ def test_icl_help_lists_every_command_and_each_answers_its_own_help(capsys):
         assert exc.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: icl {command}"), command
     # a command whose first argument is a sweep: its usage lines, not "name a sweep"
-    for command in ("run", "plan", "list", "config", "levels", "claims", "compact", "adaptive"):
+    for command in ("run", "plan", "list", "config", "levels", "claims", "adaptive"):
         assert icl([command, "--help"]) == 0, command
         out = capsys.readouterr().out
         assert out.startswith(f"usage:\n    icl {command} "), (command, out)

@@ -97,14 +97,16 @@ def test_fp32_and_evaluation_turn_cudnns_tf32_off_and_restore_it():
     from icl_core.common.device import full_float32
 
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    cuda = torch.device("cuda")  # the switches are plain settings: no GPU needed to read them
     try:
         torch.backends.cudnn.allow_tf32 = True  # torch's default
-        for precision in ("fp32", "bf16"):
-            with precision_scope(precision, torch.device("cpu")):
-                assert not torch.backends.cudnn.allow_tf32
-                assert not torch.backends.cuda.matmul.allow_tf32
-        with full_float32():
+        with precision_scope("fp32", cuda):
+            assert not torch.backends.cudnn.allow_tf32
+            assert not torch.backends.cuda.matmul.allow_tf32
+        with full_float32(cuda):
             assert not torch.backends.cudnn.allow_tf32
         assert torch.backends.cudnn.allow_tf32
+        with full_float32(torch.device("cpu")):  # nothing to switch on a CPU
+            assert torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

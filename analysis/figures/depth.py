@@ -3,7 +3,6 @@ law MSE(depth) (analysis.fitting.fit) and the reference predictors' levels."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -32,6 +31,7 @@ from analysis.reading.frames import (
     labels,
     member_counts,
     var_y,
+    warn_pooled,
 )
 from analysis.reading.regime import regime_notes
 
@@ -48,14 +48,7 @@ def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         model.group_by("depth", "seed", "statistic")
         .agg(pl.col("value").median(), pl.col("config_hash").n_unique().alias("n_configs"))
     )
-    if seeds.height and seeds["n_configs"].max() > 1:
-        shared = model.group_by("depth", "seed").agg(pl.col("config_hash").unique().sort())
-        depth, seed, hashes = shared.filter(pl.col("config_hash").list.len() > 1).row(0)
-        warnings.warn(f"several configs share a (depth, seed), e.g. depth {depth:g}, seed "
-                      f"{seed}: {', '.join(hashes)}, set apart by settings this figure does "
-                      "not read (runs with other --set values in one store?): it takes the "
-                      "median over them; regenerate from a store of one setting to keep them "
-                      "apart", stacklevel=3)
+    warn_pooled(seeds.rename({"n_configs": "configs"}), ["depth"])
     seeds = seeds.pivot(on="statistic", index=["depth", "seed"], values="value")
     seeds = seeds.with_columns(
         [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in seeds.columns]

@@ -33,7 +33,7 @@ HELPER_COLUMNS = ("member", "task_seed", "prompt_len", "eval.seed", "model.name"
 PLAIN_HUES = ("model.mixer", "model.name", "task.op", "dtype", "predictor")
 __all__ = ["BASE_COLUMNS", "GD", "HELPER_COLUMNS", "OLS", "REFERENCES", "SHARED_COLUMNS", "STATS", "cell_regime", "excluded_note",
            "final_eval", "labels", "last_step", "levels", "member_counts", "members", "number",
-           "reference_levels", "require", "short", "var_y", "with_hue"]
+           "reference_levels", "require", "short", "var_y", "warn_pooled", "with_hue"]
 
 
 def member_counts(rows: pl.DataFrame) -> tuple[int, int]:
@@ -172,7 +172,7 @@ def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
     per_stat = stats.group_by(*keys, unit, "statistic").agg(
         pl.col("value").median(), *([pl.col("config_hash").n_unique().alias("configs")] if count else []))
     if count:
-        _warn_pooled(per_stat, keys)
+        warn_pooled(per_stat, keys)
     per_unit = per_stat.select(*keys, unit, "statistic", "value").pivot(
         on="statistic", index=[*keys, unit], values="value")
     per_unit = per_unit.with_columns(
@@ -184,7 +184,7 @@ def levels(frame: pl.DataFrame, keys: list[str], unit: str = "seed"
     return per_unit, table
 
 
-def _warn_pooled(per_stat: pl.DataFrame, keys: list[str]) -> None:
+def warn_pooled(per_stat: pl.DataFrame, keys: list[str]) -> None:
     """Warn when a seed's value in a cell is a median over several configs (`per_stat`: per
     keys, seed and statistic, its `configs`): they differ in a column the cell's keys do not
     hold (a figure's undrawn axis, e.g. the learning rate), so the figure draws their mix as
@@ -197,8 +197,9 @@ def _warn_pooled(per_stat: pl.DataFrame, keys: list[str]) -> None:
         where = ", ".join(f"{k}={first[k]}" for k in keys)
         warnings.warn(f"{pooled.height} (cell, seed) pair(s) pool several configs (up to "
                       f"{pooled['configs'].max()}; e.g. {where}, seed {first['seed']}): they differ "
-                      f"in a column the figure does not draw, and each seed's value is their "
-                      f"median", stacklevel=3)
+                      f"in a column the figure does not draw (runs of other --set values in "
+                      f"one store?), and each seed's value is their median; regenerate from a "
+                      f"store of one setting to keep them apart", stacklevel=3)
 
 
 def cell_regime(final: pl.DataFrame, keys: list[str], statistic: str = "median",

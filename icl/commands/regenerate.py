@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None, prog: str = "icl regenerate") -> int:
         except MissingResults as exc:
             missing.append((name, str(exc)))
         except MissingArtifact as exc:  # the study asked for, or every one of the sweep
-            print(f"error: {exc}", file=sys.stderr)
-            if args.study:
+            if args.study:  # (without --study each was said as it was skipped)
+                print(f"error: {exc}", file=sys.stderr)
                 return 2
             undrawn += 1
         except ValueError as exc:  # unknown sweep, study or figure (ConfigError included)

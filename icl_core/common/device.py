@@ -37,7 +37,7 @@ def precision_scope(precision: str, device: torch.device):
         with tf32_flags((True, True)):
             yield
         return
-    with full_float32():
+    with full_float32(device):
         if precision == "bf16":
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16,
                                 cache_enabled=False):
@@ -46,9 +46,10 @@ def precision_scope(precision: str, device: torch.device):
         yield
 
 
-def full_float32():
-    """CUDA's TF32 switches (matmuls, cuDNN convolutions) off for the block, restored after."""
-    return tf32_flags((False, False))
+def full_float32(device: torch.device):
+    """CUDA's TF32 switches (matmuls, cuDNN convolutions) off for the block on a CUDA device,
+    restored after; elsewhere nothing (they switch nothing there)."""
+    return tf32_flags((False, False)) if device.type == "cuda" else contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -60,6 +61,13 @@ def tf32_flags(allowed: tuple[bool, bool]):
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def host_copy(state):
+    """A copy of a (checkpoint) state whose tensors are CPU copies, its dicts and lists new
+    (a resume moves the tensors back to the device)."""
+    return torch.utils._pytree.tree_map(
+        lambda v: v.detach().to("cpu", copy=True) if torch.is_tensor(v) else v, state)
 
 
 def derive_seed(*parts) -> int:

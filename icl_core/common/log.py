@@ -89,8 +89,9 @@ def warning_lines():
 def configured(level: int = logging.INFO, log_file: str | None = None):
     """A command's set-up, undone as it ends (a notebook or a test process runs the next
     command as if this one had not): the packages' level (also for the workers of a local Ray
-    started meanwhile, through $ICL_LOG_LEVEL), the console handler, and `log_file` (appended
-    to; every line with its time, level and logger) when given."""
+    started meanwhile, through $ICL_LOG_LEVEL), the console handler, `log_file` (appended
+    to; every line with its time, level and logger) when given, and Python's warnings as
+    lines of the log (`warning_lines`)."""
     loggers = [logging.getLogger(name) for name in PACKAGES]
     saved = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
     saved_env = os.environ.get(LEVEL_ENV)

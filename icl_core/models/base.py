@@ -144,8 +144,8 @@ class LoopsBlock(Protocol):
 
 @runtime_checkable
 class VmapAware(Protocol):
-    """A layer with a vmap-friendly path (models/mixers.py), switched on by setting `stacked`
-    on a stack's copy of the model (icl_core.training.stacked)."""
+    """A layer or model with a vmap-friendly path (models/mixers.py, mha_mlp.py), switched on
+    by setting `stacked` on a stack's copy of the model (icl_core.training.stacked)."""
 
     stacked: bool
 

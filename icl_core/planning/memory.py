@@ -7,8 +7,8 @@ The estimate, in bytes of the member's dtype (b: 4 for float32), for a stack of 
                                                   + 2 x history L-BFGS, + 6 x history
                                                   more in a stack: its gathered pairs and
                                                   each member's own at checkpoints; + 1
-                                                  with skip_grad_norm: a stack's gathered
-                                                  gradients)
+                                                  where a stack steps MaskedAdam
+                                                  (steps_masked): its gathered gradients)
     K x training activations   batch x seq x width x layer passes x ACT_PER_WIDTH
                                + batch x heads x seq^2 x layer passes x ATTN_PER_SCORE
                                (softmax attention keeps its T^2 scores per head for backward)

@@ -12,6 +12,7 @@ the journal file is mirrored (icl_core.storage.journal).
 
 from __future__ import annotations
 
+from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.search.optuna import OptunaSearch
 
 from icl_core.common.validation import to_plain
@@ -111,23 +112,22 @@ class HashedOptunaSearch(OptunaSearch):
         super().__init__(**kwargs)
         self._point = point
 
-    def _ended_in_study(self, trial_id: str) -> bool:
-        ot_trial = self._ot_trials.get(trial_id)
-        if ot_trial is None or isinstance(self.metric, list):
-            return False
-        frozen = self._ot_study._storage.get_trial(ot_trial._trial_id)
-        return frozen.state.is_finished()
+    def _ended(self) -> set[str]:
+        """Restored trials the study had already finished (kept in the searcher's own state,
+        which Tune pickles; a searcher pickled before it had none)."""
+        return self.__dict__.setdefault("_ended_trials", set())
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        if self._ended_in_study(trial_id):  # its outcome stands, as the journal holds it
-            self._completed_trials.add(trial_id)
-            return
-        super().on_trial_result(trial_id, result)
+        try:
+            super().on_trial_result(trial_id, result)
+        except UpdateFinishedTrialError:  # its outcome stands, as the journal holds it
+            self._ended().add(trial_id)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
-        if self._ended_in_study(trial_id):  # finished in the study before this driver
-            self._completed_trials.add(trial_id)  # restored it: nothing to tell
+        if trial_id in self._ended():  # finished in the study before this driver restored it
+            self._ended().discard(trial_id)
+            self._completed_trials.add(trial_id)
             return
         super().on_trial_complete(trial_id, result, error)
 

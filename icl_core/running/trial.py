@@ -11,7 +11,6 @@ Each member writes its own row file, so packing members changes nothing else.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from icl_core.common.device import resolve_device
+from icl_core.common.device import host_copy, resolve_device
 from icl_core.models import num_params
 from icl_core.spec.config import flatten, resolve_member
 from icl_core.storage.claims import holder
@@ -330,8 +329,8 @@ class Group:
         states = {self.members[k][1].hash: self.runs[k].state_dict() for k in live} \
             if checkpoint else None
         if states is not None and self.saved is not None:  # with the other groups' latest
-            # a copy: this group trains on in place while the others report their checkpoints
-            self.saved.update(copy.deepcopy(states))
+            # a copy on the host: this group trains on in place while the others report theirs
+            self.saved.update(host_copy(states))
             states = dict(self.saved)
         self.work.report(
             # ("done" is reserved by Tune: it would end the whole trial)

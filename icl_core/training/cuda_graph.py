@@ -5,8 +5,8 @@ for in Python and in a launch. Replaying a captured graph is one launch a step. 
 graph records is `StackedRun.static_step`: the step held in a 0-dim device tensor (filled
 before each replay), the batches drawn by counter from it (icl_core/tasks/draws.py: no
 generator state to advance), the vmapped forward and backward into gradients zeroed in place,
-per-member clipping and a capturable Adam/AdamW (with train.skip_grad_norm, MaskedAdam and the
-members' skip mask, both on the device) whose learning rate is a tensor the scheduler fills
+per-member clipping and a capturable Adam/AdamW (with train.skip_grad_norm, or for float64 and
+bfloat16 weights, MaskedAdam: training/masked_adam.steps_masked; its skip mask on the device) whose learning rate is a tensor the scheduler fills
 between replays. The losses (K,) come back in a tensor the graph writes; train_until
 reads them once per report, as it reads an eager stack's, so divergence and stop rules see
 the same numbers.

@@ -140,7 +140,7 @@ def evaluate(model, member: MemberConfig, device, dtype, step: int, baselines: b
     predictors (`trivial_rows`) and the task's floor (`floor_rows`) are measured on the same
     prompts.
     """
-    with full_float32():  # cuDNN's TF32 is on by default: a convolution would round
+    with full_float32(torch.device(device)):  # cuDNN's TF32 is on by default: a conv rounds
         return _evaluate(model, member, device, dtype, step, baselines, prompts)
 
 

@@ -161,7 +161,7 @@ class StackedRun:
         self.buffers = {f"model.{k}": v for k, v in buffers.items()}
         self.loss_module = _Loss(copy.deepcopy(runs[0].model))  # structure; weights swapped in
         for module in self.loss_module.modules():
-            if isinstance(module, VmapAware):  # a layer with a vmap-friendly path (mixers.py)
+            if isinstance(module, VmapAware):  # a vmap-friendly path (mixers.py, mha_mlp.py)
                 module.stacked = True
         self.trainable = [p for p in self.params.values() if p.requires_grad]
         # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients zeroed in
@@ -373,10 +373,10 @@ class StackedRun:
             self.optimizer.param_groups[0]["lr"] = states[0]["param_groups"][0]["lr"]
             return
         lr = states[0]["param_groups"][0]["lr"]  # the members' (the scheduler's state: its base)
+        if self.static:
+            self.lr.fill_(lr)  # the tensor a graph reads
         if not any(filled):  # no step taken yet by any member: their learning rate all the same
-            if self.static:
-                self.lr.fill_(lr)
-            else:
+            if not self.static:
                 self.optimizer.param_groups[0]["lr"] = lr
             return
         template = next(f for f in filled if f)
@@ -392,8 +392,6 @@ class StackedRun:
         }
         # the stack's own optimizer (its kind and flags; the lr tensor a graph reads) at the
         # members' learning rate
-        if self.static:
-            self.lr.fill_(lr)
         groups = [{**ours, "lr": self.lr if self.static else lr}
                   for ours in self.optimizer.state_dict()["param_groups"]]
         self.optimizer.load_state_dict({"state": stacked, "param_groups": groups})

@@ -148,8 +148,9 @@ class MemberRun:
         self.took_last = took is None or bool(took)  # this read syncs, by request of the config
         if self.took_last:
             self.optimizer.step()
+        if self.took_last or self.scheduler._step_count > 1:
             self.scheduler.step()
-        else:  # a skipped step advances the schedule all the same (torch warns at a first one)
+        else:  # a skipped first step advances the schedule all the same (torch would warn)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)
                 self.scheduler.step()
