@@ -364,7 +364,7 @@ def _main(sweep: str, adaptives: list[Adaptive], args) -> int:
             check_loggers(args.logger, store.uri)
             probe_address(args.address)
             try:
-                store.check_writable()
+                store.check_writable(sweep)
             except OSError as exc:
                 raise ConfigError(f"--storage: cannot write to {store.redacted!r} ({exc})") from None
     except (ConfigError, ValueError) as exc:

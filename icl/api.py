@@ -295,8 +295,8 @@ def preflight(sweep, args: Options):
         check_loggers(args.logger, store.uri)
         if not args.optuna_journal:
             probe_address(args.address)
-        try:  # last of the checks that write nothing: this one creates the storage folder
-            store.check_writable()
+        try:  # last of the checks that write nothing: this one creates the sweep's folder
+            store.check_writable(sweep.name)
         except OSError as exc:
             raise ConfigError(f"--storage: cannot write to {store.redacted!r} ({exc})") from None
         if not args.optuna_journal:

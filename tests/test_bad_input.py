@@ -68,6 +68,8 @@ def _cases():
          "--num-samples: a grid takes at most 1000 seeds per point, got 20000"),
         (["--figures", "{tmp}/a_file/figures"],
          "--figures: cannot write to '{tmp}/a_file/figures' ({tmp}/a_file is not a folder)"),
+        # the sweep's own folder in the store is a file: refused before Ray (it failed after)
+        (["--storage", "{tmp}/s"], "--storage: cannot write to '{tmp}/s' ("),
     ]
 
 
@@ -77,6 +79,8 @@ def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, capsys, argv, mes
     import ray
 
     (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "depth_scaling").write_text("not a folder")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     message = message.replace("{tmp}", str(tmp_path))
     figures = tmp_path / "figs"

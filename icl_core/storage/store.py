@@ -384,9 +384,9 @@ class Store:
         text = json.dumps(manifest, indent=1, sort_keys=True, default=str)
         self.write_bytes(f"{self.study_dir(sweep, study)}/{MANIFEST}", text.encode())
 
-    def check_writable(self) -> None:
-        """Fail before launch if the storage cannot be written."""
-        probe = f"{self.root}/.write-probe-{uuid.uuid4().hex[:8]}"
+    def check_writable(self, folder: str = "") -> None:
+        """Fail before launch if the storage (its `folder`, e.g. a sweep's) cannot be written."""
+        probe = f"{self.root}/{folder + '/' if folder else ''}.write-probe-{uuid.uuid4().hex[:8]}"
         self.write_bytes(probe, b"ok")
         self.fs.delete_file(probe)
 
