@@ -385,10 +385,15 @@ class Store:
         self.write_bytes(f"{self.study_dir(sweep, study)}/{MANIFEST}", text.encode())
 
     def check_writable(self, folder: str = "") -> None:
-        """Fail before launch if the storage (its `folder`, e.g. a sweep's) cannot be written."""
-        probe = f"{self.root}/{folder + '/' if folder else ''}.write-probe-{uuid.uuid4().hex[:8]}"
+        """Fail before launch if the storage (its `folder`, e.g. a sweep's) cannot be written;
+        a folder the probe made is removed with it (the storage's own is kept)."""
+        where = f"{self.root}/{folder}" if folder else self.root
+        made = bool(folder) and self.fs.get_file_info(where).type == pafs.FileType.NotFound
+        probe = f"{where}/.write-probe-{uuid.uuid4().hex[:8]}"
         self.write_bytes(probe, b"ok")
         self.fs.delete_file(probe)
+        if made:
+            self.fs.delete_dir(where)
 
 
 def check_member(path: str, table: pa.Table, config_hash: str) -> tuple[str, str | None]:
