@@ -303,3 +303,13 @@ def test_the_reduced_preset_is_optional(tmp_path, capsys):
         Study("s", base={}, grid={}, presets={p: Preset() for p in
                                               ("smoke", "cpu", "gpu", "paper", "tiny")})
     assert not any(tmp_path.iterdir())
+
+
+def test_trial_minutes_is_checked_for_a_file_of_searches_only_too(tmp_path, capsys):
+    """--trial-minutes is a launch option, checked as the plan is made: a dry run of a file
+    whose studies are all searches (no grid trial to pack) refuses it all the same."""
+    argv = ["--preset", "smoke", "--storage", str(tmp_path / "r"), "--dry-run",
+            "--trial-minutes", "0"]
+    assert load_sweep("hpo_lr").main(argv) == 2
+    assert capsys.readouterr().err.strip() == \
+        "error: --trial-minutes: must be a number of minutes > 0, got 0"
