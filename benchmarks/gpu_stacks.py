@@ -1,5 +1,6 @@
 """Issue 46's GPU checks in one prepared run for a lent machine (torch and pyarrow only: no Ray,
-Polars or pytest there), about 5 minutes on an H100:
+Polars or pytest there), about 6 minutes on an H100 (first run 2026-11-28: parts 1-2 in about
+2 minutes, part 3 in 3.4; `--parts 1,3` skips what an earlier window measured):
 
     python benchmarks/gpu_stacks.py --out $OUT            # on the GPU machine
     python benchmarks/gpu_stacks.py --device cpu --quick  # the same script, dry-run on a CPU
@@ -13,10 +14,12 @@ Polars or pytest there), about 5 minutes on an H100:
 2. A study's stacks in one process (TrialSpec.interleave): four stacks of 3 seeds (depths 1, 2,
    4, 8) trained one after another and then at once, each on its own CUDA stream, with and
    without the graph: wall time of the whole trial (evaluation included).
-3. benchmarks/stack_scaling.py, as a separate process: ms/step, member-steps/s, share of the
-   measured peak and aten operations per step, for generator draws, counter draws and counter
-   draws with the graph, at K = 1 ... 512 (cpu size) and 1 ... 128 (paper size), fp32 then
-   TF32, with the reference (../shared/tools/ref_stack.py) beside it; its JSON in --out.
+3. benchmarks/stack_scaling.py, a separate process per size: ms/step, member-steps/s, share
+   of the measured peak and aten operations per step, for generator draws, counter draws and
+   counter draws with the graph, at issue 46's target cells: K = 1, 2, 32, 512 at the cpu size
+   (fp32) and K = 1, 8, 128 at the paper size (fp32, then TF32), with the reference beside it
+   (--ref; default ../shared/tools/ref_stack.py, which a lent machine does not have: carry a
+   copy); JSON in --out (stack.json, stack_paper.json).
 4. With --compile (about 3 more minutes: a compile per cell): a stack's loss compiled
    (train.compile) against the same stack eager, counter draws, fp32, at issue 46's two
    fused-kernel targets (cpu size K = 512, paper size K = 128) and K = 1, 8; JSON in --out.
@@ -26,7 +29,8 @@ Back here, the steps of part 3 refit the GPU rate model the planner costs GPU st
 of constants per path: generator, counter or graph; fp32 or tf32), and check it against
 what the window ran (icl.commands.cost):
 
-    icl cost --add <files_at>/stack.json [<files_at>/compile_*.json] --write --check evidence/reduced
+    icl cost --add <files_at>/stack.json <files_at>/stack_paper.json \\
+        [<files_at>/compile_*.json] --write --check evidence/reduced
 """
 
 from __future__ import annotations
@@ -176,52 +180,80 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small K, few steps (a dry run)")
     parser.add_argument("--compile", action="store_true",
                         help="part 4: compiled stacks against eager (~3 min more)")
+    parser.add_argument("--ref", default=None,
+                        help="part 3's reference script (stack_scaling.py --ref): on a lent "
+                             "machine, a copy carried inside the checkout (../shared stays here)")
+    parser.add_argument("--parts", default="1,1b,2,3",
+                        help="which parts to run (default 1,1b,2,3; --compile adds 4): a later "
+                             "window can skip what an earlier one measured")
     args = parser.parse_args(argv)
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if parts - {"1", "1b", "2", "3"}:
+        parser.error(f"--parts: {args.parts!r}; valid choices: 1, 1b, 2, 3")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"== machine: {name}, torch {torch.__version__}")
-    print("== 1. a stack's step as a CUDA graph against the same step eagerly")
-    try:
-        graph_against_eager(args.device, 5 if args.quick else 50)
-    except Exception:  # noqa: BLE001  (the next part runs)
-        traceback.print_exc()
-    print("== 1b. L-BFGS alone against a stack of L-BFGS members")
-    try:
-        lbfgs_alone_against_stacked(args.device, args.quick)
-    except Exception:  # noqa: BLE001  (the next part runs)
-        traceback.print_exc()
-    print("== 2. a study's stacks in one process: one after another, then at once")
-    try:
-        together_against_apart(args.device, 30 if args.quick else 300)
-    except Exception:  # noqa: BLE001  (the next part runs)
-        traceback.print_exc()
-    print("== 3. stack scaling: generator, counter, graph; fp32 then TF32; the reference beside")
-    scaling = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device",
-               args.device, "--draws", "generator,counter,graph", "--json",
-               str(out / "stack.json")]
-    if args.quick:
-        scaling += ["--ks", "1,2", "--sizes", "cpu", "--steps", "3", "--ref", "none"]
-    elif args.device == "cuda":
-        scaling += ["--tf32", "--budget-s", "60"]
-    try:
-        subprocess.run(scaling, timeout=240 if not args.quick else 120, check=False)
-    except subprocess.TimeoutExpired:
-        print("stack scaling: past its 240 s; the cells done are printed above")
+    for part, title, run in (
+            ("1", "1. a stack's step as a CUDA graph against the same step eagerly",
+             lambda: graph_against_eager(args.device, 5 if args.quick else 50)),
+            ("1b", "1b. L-BFGS alone against a stack of L-BFGS members",
+             lambda: lbfgs_alone_against_stacked(args.device, args.quick)),
+            ("2", "2. a study's stacks in one process: one after another, then at once",
+             lambda: together_against_apart(args.device, 30 if args.quick else 300))):
+        if part not in parts:
+            continue
+        print(f"== {title}")
+        try:
+            run()
+        except Exception:  # noqa: BLE001  (the next part runs)
+            traceback.print_exc()
+    if "3" in parts:
+        stack_scaling(args, out)
     if args.compile:
-        print("== 4. a stack's loss compiled (train.compile) against eager, counter draws, fp32")
-        # K = 1, 8 and the target at two depths: enough kinds of steps to fit the path
-        cells = [("cpu", "1,2")] if args.quick else [("cpu", "1,8,512"), ("paper", "1,8,128")]
-        for size, ks in cells:
-            compiled = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"),
-                        "--device", args.device, "--draws", "counter,compile", "--sizes", size,
-                        "--ks", ks, "--ref", "none", "--json", str(out / f"compile_{size}.json")]
-            compiled += ["--steps", "3"] if args.quick else ["--budget-s", "150"]
-            try:
-                subprocess.run(compiled, timeout=200, check=False)
-            except subprocess.TimeoutExpired:
-                print(f"compiled stacks, {size} size: past 200 s; the cells done are above")
+        compiled_stacks(args, out)
     return 0
+
+
+def stack_scaling(args, out: Path) -> None:
+    print("== 3. stack scaling: generator, counter, graph; fp32 (and TF32 at the paper size); "
+          "the reference beside")
+    # Issue 46's target cells, each size in its own process and JSON (written after every pass,
+    # so a cut-off run keeps what it finished): the cpu size at K = 1, 2, 32 (host work: ops at
+    # K = 2 against 32) and 512, fp32 only (host-bound: TF32 moves nothing); the paper size at
+    # K = 1, 8 and 128, fp32 then TF32 (K = 8: a stacked step at a second depth that is not
+    # compute-bound, so `icl cost --add` can fit the counter and graph paths' stacked terms).
+    passes = [("cpu", "1,2" if args.quick else "1,2,32,512", False, 45, 150)]
+    if not args.quick:
+        passes.append(("paper", "1,8,128", args.device == "cuda", 90, 330))
+    for size, ks, tf32, budget, limit in passes:
+        scaling = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device",
+                   args.device, "--draws", "generator,counter,graph", "--sizes", size,
+                   "--ks", ks, "--budget-s", str(budget), "--json",
+                   str(out / ("stack.json" if size == "cpu" else f"stack_{size}.json"))]
+        scaling += ["--tf32"] if tf32 else []
+        scaling += ["--ref", args.ref] if args.ref else []
+        scaling += ["--steps", "3", "--ref", "none"] if args.quick else []
+        try:
+            subprocess.run(scaling, timeout=limit, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"stack scaling, {size} size: past its {limit} s; the cells done are above "
+                  "and in its JSON")
+
+
+def compiled_stacks(args, out: Path) -> None:
+    print("== 4. a stack's loss compiled (train.compile) against eager, counter draws, fp32")
+    # K = 1, 8 and the target at two depths: enough kinds of steps to fit the path
+    cells = [("cpu", "1,2")] if args.quick else [("cpu", "1,8,512"), ("paper", "1,8,128")]
+    for size, ks in cells:
+        compiled = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"),
+                    "--device", args.device, "--draws", "counter,compile", "--sizes", size,
+                    "--ks", ks, "--ref", "none", "--json", str(out / f"compile_{size}.json")]
+        compiled += ["--steps", "3"] if args.quick else ["--budget-s", "150"]
+        try:
+            subprocess.run(compiled, timeout=200, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"compiled stacks, {size} size: past 200 s; the cells done are above")
 
 
 if __name__ == "__main__":

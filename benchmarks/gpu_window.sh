@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# A lent GPU's window in one call (no Ray there; a call runs at most 10 minutes): first issue
-# 46's measurements (benchmarks/gpu_stacks.py, capped at STACKS_S seconds), then the evidence
+# A lent GPU's window in one call (no Ray there; a call runs at most 10 minutes): first the
+# CUDA tests that need neither Ray nor Polars (tests/test_cuda_graph.py: a replayed stack equals
+# the eager body, float64 included; the machine has pytest), then issue 46's measurements
+# (benchmarks/gpu_stacks.py, capped at STACKS_S seconds), then the evidence
 # jobs `icl plan --gpu-minutes M` printed (benchmarks/gpu_evidence.sh), for what is left of
 # TOTAL seconds:
 #
 #     icl plan --gpu-minutes 3 --seeds 5          # here: the jobs for the ~3 minutes left
 #     TOTAL=560 OUT=$OUT bash benchmarks/gpu_window.sh reduced JOB [JOB ...]   # there
 #
-# STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile; --device cpu --quick is the
-# dry run on a CPU). Back here, with the files under FILES:
+# STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile; --ref .devref/ref_stack.py for
+# a copy of the reference carried into the checkout; --device cpu --quick is the dry run on a
+# CPU). Back here, with the files under FILES:
 #
-#     icl cost --add $FILES/stacks/stack.json --write --check evidence/reduced
+#     icl cost --add $FILES/stacks/stack.json $FILES/stacks/stack_paper.json --write \
+#         --check evidence/reduced
 #     mkdir -p /tmp/store && tar xzf $FILES/evidence/store.tgz -C /tmp/store
 #     icl cost --check /tmp/store     # the window's studies, planned against measured
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ... && icl verdicts --write
@@ -26,6 +30,12 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 
 echo "== gpu_window: $TOTAL s in all, measurements first (at most $STACKS_S s)"
+if $PY -c "import pytest" 2>/dev/null; then
+    echo "== CUDA tests (tests/test_cuda_graph.py)"
+    timeout 90 $PY -m pytest -q -p no:cacheprovider -rs tests/test_cuda_graph.py 2>&1 | tail -n 8
+else
+    echo "== CUDA tests skipped: no pytest here"
+fi
 # shellcheck disable=SC2086  # STACKS_ARGS is a list of options
 timeout "$STACKS_S" $PY benchmarks/gpu_stacks.py --out "$OUT/stacks" ${STACKS_ARGS:-} \
     || echo "gpu_stacks: ended with status $? (124: its $STACKS_S s ran out; what it measured is above)"

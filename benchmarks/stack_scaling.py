@@ -87,10 +87,13 @@ def sync(device: torch.device) -> None:
 # ------------------------------------------------------------------------------ ours
 
 
-def member(size: str, seed: int, device: str, draws: str = "generator") -> MemberConfig:
+def member(size: str, seed: int, device: str, draws: str = "generator",
+           precision: str = "fp32") -> MemberConfig:
     """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64. `draws`:
     a train.draws scheme, "graph" (counter draws, the step a CUDA graph: train.cuda_graph) or
-    "compile" (counter draws, train.compile: a stack's vmapped loss compiled)."""
+    "compile" (counter draws, train.compile: a stack's vmapped loss compiled). `precision` is
+    the member's train.precision: the trainer sets TF32 itself from it (an fp32 member turns
+    TF32 off whatever the caller allowed), so a TF32 pass needs TF32 members."""
     depth, width, heads = SIZES[size]
     return resolve_member({
         "task": {"name": "linear_regression", "dim": DIM, "n_points": N_POINTS},
@@ -98,7 +101,8 @@ def member(size: str, seed: int, device: str, draws: str = "generator") -> Membe
                   "mlp_ratio": 4, "layer_norm": True},
         "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9,
                   "draws": "counter" if draws in ("graph", "compile") else draws,
-                  "cuda_graph": draws == "graph", "compile": draws == "compile"},
+                  "cuda_graph": draws == "graph", "compile": draws == "compile",
+                  "precision": precision},
         "eval": {"n_prompts": 1},
         "seed": seed, "dtype": "float32", "device": device,
     })
@@ -145,8 +149,8 @@ def memory_refusal(size: str, k: int, device: str) -> str | None:
 
 
 def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: float,
-              draws: str = "generator") -> dict:
-    members = [member(size, seed, device, draws) for seed in range(k)]
+              draws: str = "generator", precision: str = "fp32") -> dict:
+    members = [member(size, seed, device, draws, precision) for seed in range(k)]
     t0 = time.perf_counter()
     trainer = trainer_for(members)
     dev = trainer.device
@@ -177,7 +181,7 @@ def ours(sizes: list[str], ks: list[int], device: str, warmup: int, steps: int,
     rows, start = [], time.perf_counter()
     for size, k, scheme in ((s, k, d) for s in sizes for k in ks for d in draws):
         row = {"side": "ours", "size": size, "k": k, "precision": precision, "draws": scheme,
-               "member": to_plain(member(size, 0, device, scheme))}  # for `icl cost --add`
+               "member": to_plain(member(size, 0, device, scheme, precision))}  # `icl cost --add`
         cell = f"  ours {precision} {size} K={k} {scheme}"
         if time.perf_counter() - start > budget_s:
             rows.append({**row, "status": "skipped (budget)"})
@@ -189,7 +193,7 @@ def ours(sizes: list[str], ks: list[int], device: str, warmup: int, steps: int,
             continue
         try:
             row |= {"status": "ok",
-                    **time_cell(size, k, device, warmup, steps, peak, scheme)}
+                    **time_cell(size, k, device, warmup, steps, peak, scheme, precision)}
             say(f"{cell}: {row['ms_per_step']:.2f} ms/step, "
                 f"{row['ops_per_step']} ops/step ({row['setup_s']:.1f} s setup)")
         except Exception as exc:  # noqa: BLE001 - a cell's failure is a row (e.g. OOM)
@@ -383,10 +387,27 @@ def main(argv: list[str] | None = None) -> int:
 
     rows, ref_runs = [], []
     started = time.perf_counter()
+
+    def write_json() -> None:  # after every pass: a run cut off keeps the passes it finished
+        if not args.json:
+            return
+        out = {"device": kind, "device_name": name, "torch": torch.__version__,
+               "python": platform.python_version(), "dtype": "float32",
+               "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+               "task": {"dim": DIM, "n_points": N_POINTS, "tokens": tokens, "batch": BATCH},
+               "sizes": {s: SIZES[s] for s in sizes}, "ks": ks, "draws": draws, "steps": args.steps,
+               "warmup": warmup, "budget_s": args.budget_s, "peak_flops": peaks,
+               "ours": rows, "reference": [r for run in ref_runs for r in run["rows"]],
+               "reference_runs": ref_runs, "reference_note": ref_note,
+               "reference_path": str(ref_path) if ref_path else None}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+
     for precision in precisions:
         with precision_scope(precision, device):
             rows += ours(sizes, ks, kind, warmup, args.steps, precision, peaks[precision],
                          args.budget_s, draws)
+        write_json()
         if ref_path is not None:
             say(f"  reference {precision} ...")
             run = reference(ref_path, kind, sizes, ks, args.steps, args.budget_s,
@@ -413,18 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run['peak'] / 1e12:.3g} TFLOP/s (JSON of_peak is of that)")
     if ref_note:
         say(ref_note)
+    write_json()
     if args.json:
-        out = {"device": kind, "device_name": name, "torch": torch.__version__,
-               "python": platform.python_version(), "dtype": "float32",
-               "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-               "task": {"dim": DIM, "n_points": N_POINTS, "tokens": tokens, "batch": BATCH},
-               "sizes": {s: SIZES[s] for s in sizes}, "ks": ks, "draws": draws, "steps": args.steps,
-               "warmup": warmup, "budget_s": args.budget_s, "peak_flops": peaks,
-               "ours": rows, "reference": [r for run in ref_runs for r in run["rows"]],
-               "reference_runs": ref_runs, "reference_note": ref_note,
-               "reference_path": str(ref_path) if ref_path else None}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
         say(f"wrote {args.json}")
     failed = [r for r in rows if r["status"].startswith("failed")]
     return 1 if failed and len(failed) == len(rows) else 0
