@@ -64,9 +64,9 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     assert int(total.group(1)) <= int(total.group(2)) == 600 - STARTUP_S
     assert int(total.group(1)) >= max(int(c[4]) for c in chosen)  # the window holds each
     for sweep, study, to_run, members, _ in chosen:
-        rows = load("reduced", sweep, study)
-        held = rows["seed"].unique().to_list() if rows is not None else []
-        assert int(to_run) == int(members) - int(members) // 5 * len(held), (sweep, study)
+        rows = load("reduced", sweep, study)  # committed members (seeds 0-4 all planned)
+        held = rows["config_hash"].n_unique() if rows is not None else 0
+        assert int(to_run) == int(members) - held, (sweep, study)
     job = re.search(r"gpu_evidence\.sh reduced (.*)$", out, re.M).group(1).split()
     ran = {(j.split(":")[0], s) for j in job for s in j.split(":")[1].split(",")}
     assert ran == {(c[0], c[1]) for c in chosen}
@@ -139,3 +139,34 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
 def test_a_bad_window_option_is_one_line(flags, capsys):
     assert icl(["plan", *flags]) == 2
     assert "valid choices" in capsys.readouterr().err
+
+
+def test_a_merge_names_every_members_device_and_torch(tmp_path):
+    """Evidence now keeps device_name and torch_version; rows committed before it did are
+    named from their provenance (one CPU name and one GPU name at most tell them apart by
+    device type), so a window's merged provenance names both devices (it read null before)."""
+    from icl_core.storage.store import rows_table
+
+    def member(store: Store, seed: int, device: str, name: str, torch: str) -> None:
+        h = f"d{seed}"
+        rows = [{"metric": "mse", "statistic": "median", "value": 0.1, "step": 100,
+                 "predictor": "model", "position": 20, "test_dist": "train"}]
+        constants = {"sweep": SWEEP, "study": STUDY, "trial_id": h, "member": 0,
+                     "config_hash": h, "seed": seed, "status": "ok", "reason": None,
+                     "device_type": device, "device_name": name, "torch_version": torch}
+        store.write_rows(store.rows_path(SWEEP, STUDY, h), rows_table(rows, constants))
+
+    first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
+    for seed in (0, 1):
+        member(first, seed, "cpu", "cpu", "2.13.0+cpu")
+    folder = compact(first.uri, "reduced", SWEEP, STUDY, root)
+    rows = load("reduced", SWEEP, STUDY, root)
+    assert rows["device_name"].to_list() == ["cpu", "cpu"]  # kept in evidence now
+    rows.drop("device_name", "torch_version").write_parquet(folder / "rows" / "rows.parquet")
+    member(second, 2, "cuda", "NVIDIA H100 80GB HBM3", "2.11.0+cu130")  # a window's seed
+    compact(second.uri, "reduced", SWEEP, STUDY, root, merge=True)
+    prov = json.loads((folder / "provenance.json").read_text())
+    assert prov["device_name"] == "NVIDIA H100 80GB HBM3+cpu"
+    assert prov["members_by_device"] == {"NVIDIA H100 80GB HBM3": 1, "cpu": 2}
+    assert prov["torch"] == "2.11.0+cu130+2.13.0+cpu"  # the earlier members' from provenance
+    assert load("reduced", SWEEP, STUDY, root)["device_name"].null_count() == 0

@@ -27,8 +27,9 @@ EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"  # the source tree's
 # columns no claim or figure reads: provenance that is kept once per study (provenance.json)
 # or names a machine
 DROPPED = ("config_json", "hostname", "python_version", "numpy_version", "polars_version",
-           "optuna_version", "ray_version", "torch_version", "finished_at", "device_name",
-           "code_version", "threads", "matmul_peak_flops", "peak_memory_kind")
+           "optuna_version", "ray_version", "finished_at", "code_version", "threads",
+           "matmul_peak_flops", "peak_memory_kind")  # device_name, torch_version kept: a
+# merge's provenance names each member's device from its rows
 BUDGET_MB = 25.0  # all evidence in git together
 
 
@@ -68,23 +69,45 @@ def _by_device(members: pl.DataFrame) -> dict:
     return {"members_by_device": dict(sorted(members.group_by(col).len().iter_rows()))}
 
 
-def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None) -> dict:
+def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None,
+               earlier: dict | None = None) -> dict:
+    """`earlier`: the provenance of evidence merged with `rows`, for the members whose rows lack
+    device_name or torch_version (evidence written before it kept them)."""
     model = rows.filter(pl.col("predictor") == "model")
     members = model.unique("config_hash")
 
-    def first(col):  # one value, or every value joined by "+" where members differ
+    def first(col, also=None):  # one value, or every value joined by "+" where members differ
         values = sorted(members[col].drop_nulls().cast(pl.Utf8).unique().to_list()) \
             if col in members.columns else []
-        return "+".join(values) if values else None
+        lacking = col not in members.columns or members[col].null_count() > 0
+        parts = "+".join([*values, *([also] if also and lacking else [])]).split("+")
+        return "+".join(dict.fromkeys(p for p in parts if p)) or None  # once each, in order
 
     wall = members["wall_time_s"].sum() if "wall_time_s" in members.columns else None
     return {"preset": preset, "commit": code_version or _commit(),
-            "device": first("device_type") or first("device"), "device_name": first("device_name"),
-            "dtype": first("dtype"), "torch": first("torch_version"),
+            "device": first("device_type") or first("device"),
+            "device_name": first("device_name", (earlier or {}).get("device_name")),
+            "dtype": first("dtype"), "torch": first("torch_version", (earlier or {}).get("torch")),
             "members": members.height, **_by_device(members), "seeds": sorted(members["seed"].drop_nulls().unique().to_list()),
             "statuses": dict(sorted(members.group_by("status").len().iter_rows())),
             "member_wall_time_s": round(float(wall), 1) if wall is not None else None,
             "rows": rows.height}
+
+
+def _named(kept: pl.DataFrame, earlier: dict) -> pl.DataFrame:
+    """Evidence rows written before evidence kept device_name: named from their provenance
+    where its names tell the device types apart (one CPU name, one GPU name at most)."""
+    if "device_name" in kept.columns and kept["device_name"].null_count() == 0:
+        return kept
+    names = set(earlier.get("members_by_device") or {}) or \
+        set((earlier.get("device_name") or "").split("+")) - {""}
+    gpu = names - {"cpu"}
+    if len(gpu) > 1 or "device_type" not in kept.columns:
+        return kept  # not told apart: the provenance joins the earlier names instead
+    by_type = {"cpu": "cpu", "cuda": next(iter(gpu), None)}
+    named = pl.col("device_type").replace_strict(by_type, default=None, return_dtype=pl.Utf8)
+    return kept.with_columns((pl.col("device_name").fill_null(named)
+                              if "device_name" in kept.columns else named).alias("device_name"))
 
 
 def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
@@ -103,14 +126,16 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     keep = [c for c in rows.columns if c not in DROPPED]
     before = load(preset, sweep, study, root) if merge else None
     merged_from = []
+    earlier = None
     if before is not None:
-        kept = before.filter(~pl.col("config_hash").is_in(rows["config_hash"].unique().to_list()))
-        rows = pl.concat([kept, rows.select(keep)], how="diagonal_relaxed")
-        keep = rows.columns
         earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json")
                              .read_text())
+        kept = _named(before.filter(
+            ~pl.col("config_hash").is_in(rows["config_hash"].unique().to_list())), earlier)
+        rows = pl.concat([kept, rows.select(keep)], how="diagonal_relaxed")
+        keep = rows.columns
         merged_from = sorted({earlier["commit"], *earlier.get("merged_from", [])})
-    prov = {**provenance(rows, preset, code), **({"scale": scale} if scale else {}),
+    prov = {**provenance(rows, preset, code, earlier), **({"scale": scale} if scale else {}),
             **({"merged_from": merged_from} if merged_from else {})}
     out = study_dir(preset, sweep, study, root)
     if out.exists():
