@@ -242,12 +242,12 @@ def test_a_member_whose_every_step_is_skipped_stalls_as_diverged(tmp_path, monke
     member skipped STALL_STEPS times in a row no longer moves: it ends as diverged from the
     first skipped step, with that reason, and trains no further (a reduced Fig 7 (a) seed once
     sat 8,700 steps at MSE 20 recorded as ok). A member whose steps are taken is untouched."""
-    from icl_core.running import trial
+    from icl_core.running import member_evals
     from icl_core.running.trial import run_trial_results
     from icl_core.training import train as training
 
     STALL_STEPS = 50  # for speed (500 in a run): the rule is the same
-    for module in (training, trial):  # the rule, and the reason that names it
+    for module in (training, member_evals):  # the rule, and the reason that names it
         monkeypatch.setattr(module, "STALL_STEPS", STALL_STEPS)
     members = [resolve_member(tiny_member(train={
         "steps": steps, "batch_size": 8, "report_every": 20, "checkpoint_every": 20,
@@ -569,3 +569,39 @@ def test_a_checkpoint_holding_some_of_a_stacks_members_resumes_them_apart(tmp_pa
     spec = TrialSpec("s", "t", str(tmp_path / "resumed"), members, stack="always")
     assert set(run_trial(spec, None, state).values()) == {"ok"}
     assert_same_numbers(rows_sorted(tmp_path / "whole"), rows_sorted(tmp_path / "resumed"))
+
+
+@pytest.mark.parametrize("at", ["final", "intermediate"])
+def test_one_members_failed_evaluation_fails_that_member_alone(tmp_path, monkeypatch, at):
+    """A stack's members end on their own: one member's evaluation raising (say, out of memory
+    with a larger eval.n_prompts) records that member failed with the reason and step, and the
+    others write the rows they write without it (the whole stack was failed before)."""
+    import icl_core.running.member_evals as member_evals
+    import icl_core.running.trial as trial
+
+    members = float64_seeds(tiny_member(eval__every=10), seeds=(0, 1, 2), steps=8)  # -> 4
+    run_trial(TrialSpec("s", "t", str(tmp_path / "clean"), members, stack="always"))
+    evaluate = member_evals.evaluate
+
+    def failing(model, member, device, dtype, step, final, prompts):
+        if member.seed == 1 and final == (at == "final"):
+            raise RuntimeError("out of memory (on purpose)")
+        return evaluate(model, member, device, dtype, step, final, prompts)
+
+    monkeypatch.setattr(member_evals, "evaluate", failing)
+    hashes = [resolve_member(m).hash for m in members]
+    with pytest.raises(trial.TrialFailed, match=f"member 1 \\({hashes[1]}\\)"):  # to Tune,
+        run_trial(TrialSpec("s", "t", str(tmp_path / "fault"), members, stack="always"))
+    rows, _ = read_rows(str(tmp_path / "fault"), "s", "t")  # after every member was written
+    assert dict(rows.select("config_hash", "status").unique().iter_rows()) == {
+        hashes[0]: "ok", hashes[1]: "failed", hashes[2]: "ok"}
+    failed = rows.filter(pl.col("status") == "failed")
+    assert failed["config_hash"].unique().to_list() == [hashes[1]]
+    step = 8 if at == "final" else 4
+    assert failed["reason"].unique().to_list() == [
+        f"{'final evaluation' if at == 'final' else 'evaluation'} at step {step}: "
+        "RuntimeError: out of memory (on purpose)"]
+    clean, fault = rows_sorted(tmp_path / "clean"), rows_sorted(tmp_path / "fault")
+    keep = [h for h in hashes if h != hashes[1]]
+    assert_same_numbers(clean.filter(pl.col("config_hash").is_in(keep)),
+                        fault.filter(pl.col("config_hash").is_in(keep)))

@@ -25,15 +25,22 @@ import torch
 
 from icl_core.common.device import host_copy, resolve_device
 from icl_core.models import num_params
+from icl_core.running.member_evals import (
+    after_report,
+    failure,
+    final_rows,
+    headline_mse,
+    needs_model,
+)
 from icl_core.spec.config import flatten, resolve_member
 from icl_core.storage.claims import holder
 from icl_core.storage.member_store import store_member
 from icl_core.storage.provenance import worker_provenance
 from icl_core.storage.store import Store
-from icl_core.training.evaluate import eval_prompts, evaluate
+from icl_core.training.evaluate import eval_prompts
 from icl_core.training.stacked import StackedRun, stack_groups, stack_key
 from icl_core.training.throughput import records
-from icl_core.training.train import STALL_STEPS, MemberRun, Trainer, still_training, train_until
+from icl_core.training.train import MemberRun, Trainer, still_training, train_until
 
 logger = logging.getLogger(__name__)
 
@@ -172,28 +179,6 @@ def next_report(step: int, cfg) -> int:
     return min(cfg.steps, (step // cfg.report_every + 1) * cfg.report_every)
 
 
-def after_report(member, run: MemberRun, prompts) -> None:
-    """At a report boundary of a training member: the intermediate evaluation (and its stop
-    rule) and the artifacts due at this step."""
-    cfg = member.train
-    if member.eval.every and run.step % member.eval.every == 0 and run.step < cfg.steps:
-        rows = evaluate(run.model, member, run.device, run.dtype, run.step, False, prompts)
-        limit = member.eval.stop_below
-        if limit is not None and headline_mse(rows, "mean") <= limit:
-            run.stopped_at = run.step  # target reached: the final evaluation is here
-        else:
-            run.rows += rows
-    if cfg.artifact_every and (run.step % cfg.artifact_every == 0 or run.stopped_at is not None):
-        run.record_artifacts()
-
-
-def needs_model(member, run: MemberRun, checkpoint: bool) -> bool:
-    """Whether `after_report` or a checkpoint at this step reads the member's weights."""
-    cfg = member.train
-    return checkpoint or bool(member.eval.every and run.step % member.eval.every == 0) \
-        or bool(cfg.artifact_every and run.step % cfg.artifact_every == 0)
-
-
 def run_group(work: Work, members: list, resumed: dict) -> None:
     """Train a group of members, a stack (icl_core.training.stacked: at once, stacked weights) or a
     lone member (a stack of one as far as this is concerned); each ends (diverges, meets its
@@ -314,11 +299,15 @@ class Group:
             self.losses = train_until(trainer, next_report(trainer.step, cfg))
         checkpoint = trainer.step % cfg.checkpoint_every == 0 and trainer.step < cfg.steps
         live = [k for k in trained if self.runs[k].diverged_at is None]
-        for k in live:
+        for k in list(live):
             member, run = self.members[k][1], self.runs[k]
             if needs_model(member, run, checkpoint) or run.step >= cfg.steps:
                 trainer.sync_member(k, optimizer=checkpoint)  # a stack's weights -> the member's
-            after_report(member, run, self.prompts[k])
+            try:
+                after_report(member, run, self.prompts[k])
+            except Exception as exc:  # this member's evaluation: recorded, the stack trains on
+                live.remove(k)
+                self.close(k, "failed", failure("evaluation at step", run.step, exc))
         return live, checkpoint
 
     def report(self, live: list[int], checkpoint: bool) -> None:
@@ -346,7 +335,11 @@ class Group:
         for k in list(self.open):
             run = self.runs[k]
             if run.diverged_at is not None or run.stopped_at is not None or run.step >= steps:
-                self.close(k, *final_rows(self.members[k][1], run, self.prompts[k]))
+                try:
+                    ended = final_rows(self.members[k][1], run, self.prompts[k])
+                except Exception as exc:  # this member's alone: the others are evaluated
+                    ended = "failed", failure("final evaluation at step", run.step, exc)
+                self.close(k, *ended)
 
     def close(self, k: int, status: str, reason: str | None) -> None:
         index, member = self.open.pop(k)
@@ -362,18 +355,6 @@ class Group:
     def fail(self, exc: Exception) -> None:
         traceback.print_exc()
         self.close_all("failed", f"{type(exc).__name__}: {exc}")
-
-
-def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
-    """The final evaluation of a member that ended training; (status, reason)."""
-    if run.diverged_at is not None and run.stalled:
-        return "diverged", (f"stalled: every step from step {run.diverged_at} on skipped "
-                            f"(gradient norm > skip_grad_norm {member.train.skip_grad_norm:g} "
-                            f"for {STALL_STEPS} steps in a row)")
-    if run.diverged_at is not None:
-        return "diverged", f"non-finite training loss at step {run.diverged_at}"
-    run.rows += evaluate(run.model, member, run.device, run.dtype, run.step, True, prompts)
-    return "ok", None
 
 
 def finite_mean(values: list[float]) -> float:
@@ -410,19 +391,6 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
                      "status": status, "loss": loss, "mse": headline_mse(rows),
                      "progress": work.progress(), "diverged_members": work.diverged,
                      **({"storage_error": fault} if fault else {})}, None)
-
-
-def headline_mse(rows: list[dict], statistic: str = "median") -> float:
-    """The model's MSE (`statistic` over test prompts) at the last evaluation in `rows`, on
-    the first evaluation point (test_dist), at its last position (the query); NaN if none."""
-    model = [r for r in rows if r.get("metric") == "mse" and r.get("predictor") == "model"
-             and r.get("statistic") == statistic and r.get("infer_iter") is None
-             and r.get("loop_iter") is None]
-    if not model:
-        return math.nan
-    last = max(r["step"] for r in model)
-    model = [r for r in model if r["step"] == last]
-    return [r["value"] for r in model if r["test_dist"] == model[0]["test_dist"]][-1]
 
 
 def member_constants(spec, index, member, run, status, reason, wall, stack_size=1) -> dict:
