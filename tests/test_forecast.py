@@ -225,3 +225,35 @@ def test_measure_at_a_position_and_one_minus_r2():
     assert member_values(rows, "model.width", r2)["lo"].to_list() == [pytest.approx(0.7)]
     assert Measure.from_dict(at20.to_dict()) == at20
     assert "position" not in last.to_dict()
+
+
+def test_two_presets_in_one_study_folder_are_kept_apart_by_preset(tmp_path, capsys):
+    """A cpu run beside a smoke run of the same study: each (x, seed) holds two configs. The
+    forecast commands warn that they would pool them; --preset keeps the members that preset's
+    plan expects (the study's manifest), and an unknown preset names the valid ones."""
+    store, rng = Store(str(tmp_path)), np.random.default_rng(5)
+    write_law(store, "s", 1.0, 0.5, 0.05, rng)  # the "cpu" members, w<x>s<seed>
+    for x in XS:
+        for seed in SEEDS:  # a "smoke" run at the same widths and seeds: another law
+            h = f"smoke{x}s{seed}"
+            rows = [{"metric": "mse", "statistic": "median", "value": 5.0, "step": 10,
+                     "predictor": "model", "position": 20, "test_dist": "train"}]
+            store.write_rows(store.rows_path(SWEEP, "s", h), rows_table(rows, {
+                "sweep": SWEEP, "study": "s", "trial_id": h, "member": 0, "config_hash": h,
+                "seed": seed, "status": "ok", "reason": None, "model.width": x}))
+    plans = {"cpu": [f"w{x:g}s{s}" for x in XS for s in SEEDS],
+             "smoke": [f"smoke{x}s{s}" for x in XS for s in SEEDS]}
+    (tmp_path / SWEEP / "s" / "study.json").write_text(json.dumps(
+        {"study": "s", "kind": "grid", "order": 0, "expected": plans}))
+    with pytest.warns(UserWarning, match=r"20 \(model.width, seed\) pair\(s\) hold several"):
+        _, pooled = seal_width(tmp_path, "s", forecast_id="pooled")
+    assert len(pooled["inputs"]["config_hashes"]) == 40
+    _, cpu = seal_width(tmp_path, "s", forecast_id="cpu", preset="cpu")
+    assert sorted(cpu["inputs"]["config_hashes"]) == sorted(plans["cpu"])
+    assert cpu["fit"]["params"]["b"] == pytest.approx(0.5, abs=0.05)  # the cpu law alone
+    args = ["design", "--storage", str(tmp_path), "--sweep", SWEEP, "--study", "s", "--x",
+            "model.width"]
+    assert main([*args, "--preset", "smoke"]) == 0
+    assert "fc/s: 20 trials (20 measured)" in capsys.readouterr().out
+    assert main([*args, "--preset", "paper"]) == 2
+    assert "--preset: unknown 'paper'; valid choices: cpu, smoke" in capsys.readouterr().err

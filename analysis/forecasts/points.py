@@ -22,6 +22,7 @@ a fit.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import polars as pl
@@ -29,7 +30,9 @@ import polars as pl
 from analysis.fitting.sample_complexity import error_curves, n_star_table
 from analysis.reading.frames import final_eval
 from analysis.reading.regime import final_rows
+from analysis.reading.store import locate, read_rows
 from icl_core.spec.adaptive import N_STAR, Measure  # noqa: F401  (the declaration, re-exported)
+from icl_core.storage.store import read_manifest
 
 COMPLEMENTS = {"1-r2": "r2"}  # a metric read as 1 - the named row metric
 MEMBER_SCHEMA = {"config_hash": pl.String, "x": pl.Float64, "seed": pl.Int64,
@@ -71,14 +74,43 @@ def _n_star_values(rows: pl.DataFrame, x: str, m: Measure) -> pl.DataFrame:
                         lo.alias("lo"), hi.alias("hi"))
 
 
+def study_rows(storage: str, sweep: str, study: str, preset: str | None = None) -> pl.DataFrame:
+    """A study's rows; with `preset`, only the members its plan expects (the study's manifest
+    in the store): a store that also holds another preset's runs (smoke beside cpu) keeps
+    them out of a forecast."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows, _ = read_rows(storage, sweep, study)
+    if not preset:
+        return rows
+    loc = locate(storage)
+    manifest = read_manifest(loc.fs, loc.study_dir(sweep, study)) or {}
+    plans = manifest.get("expected") if manifest.get("kind") == "grid" else None
+    if not plans:
+        raise ValueError(f"--preset: {sweep}/{study} has no grid plan in its manifest (a search, "
+                         "an adaptive study or rows written without a sweep run): leave it out")
+    if preset not in plans:
+        raise ValueError(f"--preset: unknown {preset!r}; valid choices: {', '.join(plans)}")
+    return rows.filter(pl.col("config_hash").is_in(plans[preset]))
+
+
 def member_values(rows: pl.DataFrame, x: str, measure: Measure) -> pl.DataFrame:
     """One row per ok member with an x value: config_hash, x, seed, lo, hi (lo == hi when the
-    value is measured; see the module doc), sorted by x and seed."""
+    value is measured; see the module doc), sorted by x and seed. Warns where several configs
+    share an (x, seed): other presets, --set values or another axis pooled at one x."""
     _require(rows, x)
     rows = rows.filter(pl.col(x).is_not_null())
     shape = _n_star_values if measure.metric == N_STAR else _final_values
     out = shape(rows, x, measure).cast(MEMBER_SCHEMA).select(list(MEMBER_SCHEMA))
-    return out.filter(pl.col("x").is_finite() & (pl.col("x") > 0)).sort("x", "seed")
+    out = out.filter(pl.col("x").is_finite() & (pl.col("x") > 0)).sort("x", "seed")
+    shared = out.group_by("x", "seed").len().filter(pl.col("len") > 1).sort("x", "seed")
+    if shared.height:
+        first = shared.row(0, named=True)
+        warnings.warn(f"{shared.height} ({x}, seed) pair(s) hold several configs (e.g. {x} = "
+                      f"{first['x']:g}, seed {first['seed']}: {first['len']}): other presets, "
+                      f"--set values or another axis share this study, and each counts as a "
+                      f"point; --preset keeps one preset's members", stacklevel=2)
+    return out
 
 
 def exact(members: pl.DataFrame) -> pl.DataFrame:

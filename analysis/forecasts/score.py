@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from analysis.forecasts.points import member_values, truth_at
+from analysis.forecasts.points import member_values, study_rows, truth_at
 from analysis.forecasts.seal import forecast_dir, verify
-from analysis.reading.store import read_rows
 from icl_core.spec.adaptive import Measure
 
 COVERED, MISS, CONSISTENT, PENDING, TAMPERED = (
@@ -147,14 +145,13 @@ def _draw(scores: Scores, folder: Path) -> list[Path]:
     return forecast_figure(scores.forecasts, scores.points, folder, FIGURE)
 
 
-def score(storage: str, sweep: str, study: str, write: bool = True, figure: bool = True
-          ) -> Scores:
+def score(storage: str, sweep: str, study: str, write: bool = True, figure: bool = True,
+          preset: str | None = None) -> Scores:
     """Score every forecast of a study (see the module doc of analysis.forecasts.forecast). With `write`,
-    writes forecasts/score.md (and with `figure` forecasts/forecasts.png|pdf)."""
+    writes forecasts/score.md (and with `figure` forecasts/forecasts.png|pdf). `preset`: the
+    truth from that preset's members alone."""
     folder = forecast_dir(storage, sweep, study)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows, _ = read_rows(storage, sweep, study)
+    rows = study_rows(storage, sweep, study, preset)
     records, scores = [], Scores(pl.DataFrame(schema=POINT_SCHEMA))
     for stem, doc in load_forecasts(folder):
         if doc is None or not verify(doc) or doc.get("id") != stem:

@@ -21,8 +21,8 @@ import polars as pl
 
 from analysis.fitting.fit import DEFAULT_FORMS, Fit, compare_forms, fit_scaling
 from analysis.fitting.forms import FORMS
-from analysis.forecasts.points import exact, member_values
-from analysis.reading.store import locate, read_rows
+from analysis.forecasts.points import exact, member_values, study_rows
+from analysis.reading.store import locate
 from icl_core.spec.adaptive import Measure
 from icl_core.storage.store import redacted
 
@@ -200,7 +200,7 @@ def write_sealed(path: Path, doc: dict) -> None:
 def seal(storage: str, sweep: str, study: str, x: str, metric: str | Measure,
          at: Sequence[float], forecast_id: str | None = None,
          forms: Sequence[str] = DEFAULT_FORMS, level: float = LEVEL, n_boot: int = 1000,
-         seed: int = 0) -> tuple[Path, dict]:
+         seed: int = 0, preset: str | None = None) -> tuple[Path, dict]:
     """Fit the study's rows, seal a forecast at `at`; returns (path, document). Raises
     ForecastError (cannot be sealed), FileExistsError (the id is sealed already),
     MissingResults (no rows)."""
@@ -214,9 +214,7 @@ def seal(storage: str, sweep: str, study: str, x: str, metric: str | Measure,
     if path.exists():
         raise FileExistsError(f"forecast {forecast_id!r} is sealed already ({path}); a sealed "
                               f"forecast is never rewritten: choose another --id")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows, _ = read_rows(storage, sweep, study)
+    rows = study_rows(storage, sweep, study, preset)  # `preset`: its members alone
     doc = build_forecast(rows, x, measure, at, forecast_id, sweep, study, forms, level, n_boot,
                          seed, created)
     write_sealed(path, doc)

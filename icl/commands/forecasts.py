@@ -27,9 +27,10 @@ from analysis.forecasts.adaptive_design import (
     member_seconds,
 )
 from analysis.forecasts.adaptive_replay import replay, synthetic_replays
+from analysis.forecasts.points import study_rows
 from analysis.forecasts.score import score
 from analysis.forecasts.seal import ForecastError, forecast_dir, seal
-from analysis.reading.store import MissingResults, read_rows
+from analysis.reading.store import MissingResults
 from icl_core.spec.adaptive import N_STAR, Measure
 
 
@@ -61,6 +62,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--storage", default="results")
         p.add_argument("--sweep", required=name != "replay")
         p.add_argument("--study", required=name != "replay")
+        if name != "replay":
+            p.add_argument("--preset", default=None,
+                           help="only the members this preset's plan expects (a store that "
+                                "holds several presets' runs of the study)")
     s = sub.choices["seal"]
     s.add_argument("--x", required=True, help="the axis column, e.g. model.depth")
     add_measure_args(s)
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None, prog: str = "icl forecast") -> int:
 
 def _seal(args) -> int:
     path, doc = seal(args.storage, args.sweep, args.study, args.x, measure_of(args), args.at,
-                     args.id, forms=args.forms, n_boot=args.n_boot)
+                     args.id, forms=args.forms, n_boot=args.n_boot, preset=args.preset)
     fit = doc["fit"]
     print(f"sealed {path}\n  form {fit['form']} ({fit['formula']}), fit status {fit['status']}, "
           f"{len(doc['inputs']['config_hashes'])} members; content hash {doc['content_hash']}")
@@ -117,7 +122,8 @@ def _seal(args) -> int:
 
 
 def _score(args) -> int:
-    scores = score(args.storage, args.sweep, args.study, figure=not args.no_figure)
+    scores = score(args.storage, args.sweep, args.study, figure=not args.no_figure,
+                   preset=args.preset)
     if not scores.forecasts and not scores.tampered:
         print(f"no forecasts under {forecast_dir(args.storage, args.sweep, args.study)}")
         return 2
@@ -128,10 +134,7 @@ def _score(args) -> int:
 
 
 def _rows(args):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows, _ = read_rows(args.storage, args.sweep, args.study)
-    return rows
+    return study_rows(args.storage, args.sweep, args.study, getattr(args, "preset", None))
 
 
 def _design(args) -> int:
