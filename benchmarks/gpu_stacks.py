@@ -1,6 +1,6 @@
 """Issue 46's GPU checks in one prepared run for a lent machine (torch and pyarrow only: no Ray,
 Polars or pytest there), about 6 minutes on an H100 (first run 2026-11-28: parts 1-2 in about
-2 minutes, part 3 in 3.4; `--parts 1,3` skips what an earlier window measured):
+2 minutes, part 3 in 3.4 at its first cells; a later window: `--parts 3`, the rest measured):
 
     python benchmarks/gpu_stacks.py --out $OUT            # on the GPU machine
     python benchmarks/gpu_stacks.py --device cpu --quick  # the same script, dry-run on a CPU
@@ -36,7 +36,9 @@ what the window ran (icl.commands.cost):
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -188,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                              "window can skip what an earlier one measured")
     args = parser.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if parts - {"1", "1b", "2", "3"}:
-        parser.error(f"--parts: {args.parts!r}; valid choices: 1, 1b, 2, 3")
+    if not parts or parts - {"1", "1b", "2", "3"}:
+        parser.error(f"--parts: {args.parts!r}; valid choices: 1, 1b, 2, 3 (--compile adds 4)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
@@ -215,6 +217,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run_capped(cmd: list[str], limit: float) -> bool:
+    """Run `cmd` in its own process group; past `limit` seconds the whole group is killed (the
+    reference stack_scaling.py starts too), so nothing overlaps the next pass. False then."""
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    try:
+        proc.wait(timeout=limit)
+        return True
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return False
+
+
 def stack_scaling(args, out: Path) -> None:
     print("== 3. stack scaling: generator, counter, graph; fp32 (and TF32 at the paper size); "
           "the reference beside")
@@ -234,9 +249,7 @@ def stack_scaling(args, out: Path) -> None:
         scaling += ["--tf32"] if tf32 else []
         scaling += ["--ref", args.ref] if args.ref else []
         scaling += ["--steps", "3", "--ref", "none"] if args.quick else []
-        try:
-            subprocess.run(scaling, timeout=limit, check=False)
-        except subprocess.TimeoutExpired:
+        if not run_capped(scaling, limit):
             print(f"stack scaling, {size} size: past its {limit} s; the cells done are above "
                   "and in its JSON")
 
@@ -250,9 +263,7 @@ def compiled_stacks(args, out: Path) -> None:
                     "--device", args.device, "--draws", "counter,compile", "--sizes", size,
                     "--ks", ks, "--ref", "none", "--json", str(out / f"compile_{size}.json")]
         compiled += ["--steps", "3"] if args.quick else ["--budget-s", "150"]
-        try:
-            subprocess.run(compiled, timeout=200, check=False)
-        except subprocess.TimeoutExpired:
+        if not run_capped(compiled, 200):
             print(f"compiled stacks, {size} size: past 200 s; the cells done are above")
 
 

@@ -10,8 +10,9 @@
 #     TOTAL=560 OUT=$OUT bash benchmarks/gpu_window.sh reduced JOB [JOB ...]   # there
 #
 # STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile; --ref .devref/ref_stack.py for
-# a copy of the reference carried into the checkout; --device cpu --quick is the dry run on a
-# CPU). Back here, with the files under FILES:
+# a copy of the reference carried into the checkout; --parts 3 for stack scaling alone, what a
+# window after the first of 2026-11-28 needs: parts 1-3 together pass the default STACKS_S;
+# --device cpu --quick is the dry run on a CPU). Back here, with the files under FILES:
 #
 #     icl cost --add $FILES/stacks/stack.json $FILES/stacks/stack_paper.json --write \
 #         --check evidence/reduced
@@ -32,7 +33,7 @@ start=$(date +%s)
 echo "== gpu_window: $TOTAL s in all, measurements first (at most $STACKS_S s)"
 if $PY -c "import pytest" 2>/dev/null; then
     echo "== CUDA tests (tests/test_cuda_graph.py)"
-    timeout 90 $PY -m pytest -q -p no:cacheprovider -rs tests/test_cuda_graph.py 2>&1 | tail -n 8
+    timeout 90 $PY -m pytest -q -p no:cacheprovider -rfEs tests/test_cuda_graph.py 2>&1 | tail -n 12
 else
     echo "== CUDA tests skipped: no pytest here"
 fi

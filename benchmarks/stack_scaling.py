@@ -413,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             run = reference(ref_path, kind, sizes, ks, args.steps, args.budget_s,
                             precision == "tf32", args.ref_graph, args.threads)
             ref_runs.append(run)
+            write_json()
             if run["returncode"] != 0 or not run["rows"]:
                 say(f"  reference {precision}: exit {run['returncode']}, {len(run['rows'])} "
                     f"rows; stderr: {run['stderr_tail'][-300:]}")

@@ -279,15 +279,24 @@ def test_paper_step_json_is_what_icl_cost_adds(tmp_path, capsys):
     assert "measured on 'cpu'" in capsys.readouterr().err
 
 
-def test_a_tf32_pass_times_members_that_train_in_tf32():
+def test_a_tf32_pass_times_members_that_train_in_tf32(tmp_path, capsys):
     """The trainer sets TF32 from the member's train.precision (an fp32 member turns it off
     whatever the caller allowed): stack_scaling.py's TF32 pass of 2026-11-28 timed fp32 members
-    (paper size, K = 128: 359 ms under "tf32" against 362 in fp32; the reference 211). Its
-    members now carry the pass's precision, the path `icl cost --add` fits."""
-    from stack_scaling import member
+    (paper size, K = 128: 359 ms under "tf32" against 362 in fp32; the reference 211). A
+    pass's cells now time members of its precision, and `icl cost --add` refuses a cell whose
+    member trains at another precision than its pass (it fitted the tf32 path to fp32 steps)."""
+    import torch
+    from stack_scaling import ours
 
-    for draws in ("generator", "graph"):
-        m = member("paper", 0, "cuda", draws, "tf32")
-        assert m.train.precision == "tf32"
-        assert gpu_rates.path_of(m) == f"{draws} tf32"
-    assert member("paper", 0, "cuda").train.precision == "fp32"
+    torch.set_num_threads(1)
+    (row,) = ours(["cpu"], [1], "cpu", 0, 1, "tf32", 1e11, 100.0, ("generator",))
+    assert row["status"] == "ok" and row["member"]["train"]["precision"] == "tf32"
+    tf32 = {"device": "cuda", "ours": [{**row, "ms_per_step": 10.0}]}
+    (point,) = gpu_rates.stack_scaling_points(tf32, "t")
+    assert gpu_rates.path_of(point.member) == "generator tf32"
+    # the first window's file: cells of the TF32 pass whose members trained in fp32
+    fp32 = {**row["member"], "train": {**row["member"]["train"], "precision": "fp32"}}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**tf32, "ours": [{**tf32["ours"][0], "member": fp32}]}))
+    assert icl(["cost", "--add", str(old)]) == 2
+    assert "whose member trains at train.precision=fp32" in capsys.readouterr().err

@@ -15,6 +15,7 @@ Commit a study's evidence from a finished store (any --storage a run wrote):
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -62,11 +63,16 @@ def _commit() -> str:
 
 
 def _by_device(members: pl.DataFrame) -> dict:
-    """Members per device name, where a study's members ran on more than one device."""
-    col = "device_name" if "device_name" in members.columns else "device"
-    if col not in members.columns or members[col].n_unique() < 2:
+    """Members per device name (a member without one: its device type), where a study's
+    members ran on more than one device."""
+    names = [pl.col(c) for c in ("device_name", "device_type", "device") if c in members.columns]
+    if not names:
         return {}
-    return {"members_by_device": dict(sorted(members.group_by(col).len().iter_rows()))}
+    name = pl.coalesce(*names).cast(pl.Utf8).fill_null("unknown").alias("name")
+    counts = members.group_by(name).len()
+    if counts.height < 2:
+        return {}
+    return {"members_by_device": dict(sorted(counts.iter_rows()))}
 
 
 def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None,
@@ -77,11 +83,13 @@ def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None,
     members = model.unique("config_hash")
 
     def first(col, also=None):  # one value, or every value joined by "+" where members differ
-        values = sorted(members[col].drop_nulls().cast(pl.Utf8).unique().to_list()) \
-            if col in members.columns else []
-        lacking = col not in members.columns or members[col].null_count() > 0
-        parts = "+".join([*values, *([also] if also and lacking else [])]).split("+")
-        return "+".join(dict.fromkeys(p for p in parts if p)) or None  # once each, in order
+        values = set(members[col].drop_nulls().cast(pl.Utf8).unique().to_list()) \
+            if col in members.columns else set()
+        if also and (col not in members.columns or members[col].null_count() > 0):
+            values.add(also)  # the earlier join, for the members without a value of their own
+        kept = [v for v in values  # a value inside another's "+" join is named there already
+                if not any(w != v and f"+{v}+" in f"+{w}+" for w in values)]
+        return "+".join(sorted(kept)) if kept else None
 
     wall = members["wall_time_s"].sum() if "wall_time_s" in members.columns else None
     return {"preset": preset, "commit": code_version or _commit(),
@@ -94,6 +102,9 @@ def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None,
             "rows": rows.height}
 
 
+CPU_NAME = re.compile(r"x86_64|amd64|AMD64|i[3-6]86|aarch64|arm64|arm|ppc64le|s390x")
+
+
 def _named(kept: pl.DataFrame, earlier: dict) -> pl.DataFrame:
     """Evidence rows written before evidence kept device_name: named from their provenance
     where its names tell the device types apart (one CPU name, one GPU name at most)."""
@@ -101,10 +112,12 @@ def _named(kept: pl.DataFrame, earlier: dict) -> pl.DataFrame:
         return kept
     names = set(earlier.get("members_by_device") or {}) or \
         set((earlier.get("device_name") or "").split("+")) - {""}
-    gpu = names - {"cpu"}
-    if len(gpu) > 1 or "device_type" not in kept.columns:
+    cpu = {n for n in names if n == "cpu" or CPU_NAME.fullmatch(n)}  # platform.processor()
+    by_type = {"cpu": cpu, "cuda": names - cpu}
+    if "device_type" not in kept.columns or any(
+            len(by_type.get(t, ())) != 1 for t in kept["device_type"].drop_nulls().unique()):
         return kept  # not told apart: the provenance joins the earlier names instead
-    by_type = {"cpu": "cpu", "cuda": next(iter(gpu), None)}
+    by_type = {t: next(iter(n)) for t, n in by_type.items() if len(n) == 1}
     named = pl.col("device_type").replace_strict(by_type, default=None, return_dtype=pl.Utf8)
     return kept.with_columns((pl.col("device_name").fill_null(named)
                               if "device_name" in kept.columns else named).alias("device_name"))

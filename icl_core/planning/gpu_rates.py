@@ -299,7 +299,7 @@ def study_span(rows) -> float | None:
 
 def stack_scaling_points(data: dict, source: str) -> list[Measured]:
     """The measured cells of benchmarks/stack_scaling.py's JSON (`--json`): ours, status ok,
-    each with its member's config; the precision pass recorded on the member."""
+    each with its member's config, whose train.precision is its pass's (refused otherwise)."""
     if data.get("device") != "cuda":
         raise ConfigError(f"{source}: measured on {data.get('device')!r}; the GPU rate model "
                           "takes steps measured on a CUDA device")
@@ -310,10 +310,14 @@ def stack_scaling_points(data: dict, source: str) -> list[Measured]:
         if "member" not in row:
             raise ConfigError(f"{source}: a cell without its member's config (written by a "
                               "stack_scaling.py older than `icl cost`); re-run the benchmark")
-        config = dict(row["member"])
-        config["train"] = {**config["train"], "precision": row.get("precision", "fp32")}
-        out.append(Measured(resolve_member(config), int(row["k"]),
-                            float(row["ms_per_step"]) / 1e3, source))
+        member = resolve_member(row["member"])
+        if row.get("precision", "fp32") != member.train.precision:
+            raise ConfigError(
+                f"{source}: a {row.get('precision')} cell (K = {row['k']}) whose member trains at "
+                f"train.precision={member.train.precision}, which the trainer sets TF32 from: "
+                "stack_scaling.py before 2026-11-28 timed its TF32 pass with fp32 members; re-run "
+                "it, or relabel those cells as the fp32 steps they were")
+        out.append(Measured(member, int(row["k"]), float(row["ms_per_step"]) / 1e3, source))
     return out
 
 
