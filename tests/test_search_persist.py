@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import optuna
+import polars as pl
 import pytest
 
 from icl.catalog import load_sweep
@@ -38,7 +39,14 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     assert len(study.trials) == 3 and all(t.state.is_finished() for t in study.trials)
     hashes = {t.user_attrs["config_hash"] for t in study.trials}
     rows = {p.stem for p in (tmp_path / "hpo_lr" / "width_lr" / "rows").glob("*.parquet")}
-    assert rows and rows <= hashes  # ASHA-stopped trials leave no rows; the rest are named
+    assert rows == hashes  # every trial recorded, those ASHA stopped too (by the driver)
+    statuses = {pl.read_parquet(p)["status"][0]: None for p in
+                (tmp_path / "hpo_lr" / "width_lr" / "rows").glob("*.parquet")}
+    assert set(statuses) <= {"ok", "diverged", "pruned"}
+    for trial in study.trials:  # Optuna's state and the store's status agree
+        stored = pl.read_parquet(tmp_path / "hpo_lr" / "width_lr" / "rows" /
+                                 f"{trial.user_attrs['config_hash']}.parquet")["status"][0]
+        assert (trial.state.name == "PRUNED") == (stored == "pruned"), (trial, stored)
     for trial in study.trials:  # each trial's hash is its sampled config's
         assert 0 <= trial.params["train.warmup_steps"] <= 5  # the smoke preset's space
     best = study.best_trial
@@ -195,7 +203,57 @@ def test_a_trial_the_journal_finished_before_tune_saved_its_state_is_taken_as_fi
     searcher.on_trial_result("a", {"loss": 9.0, "training_iteration": 3})
     searcher.on_trial_complete("a", {"loss": 9.0, "training_iteration": 3})
     searcher.on_trial_result("b", {"loss": 2.0, "training_iteration": 1})
-    searcher.on_trial_complete("b", {"loss": 2.0, "training_iteration": 1})
+    searcher.on_trial_complete("b", {"loss": 2.0, "training_iteration": 1, "member_done": True})
     values = {t.number: (t.state.name, t.value) for t in optuna.load_study(
         study_name="s", storage=storage).trials}
     assert values == {first: ("COMPLETE", 1.5), first + 1: ("COMPLETE", 2.0)}
+
+
+def test_a_trial_asha_stops_is_pruned_in_the_study_and_in_the_store(tmp_path, caplog):
+    """ASHA stops a trial by ending its process, which writes nothing: the searcher tells the
+    study PRUNED (its reported values stay as intermediate ones; it told COMPLETE at the
+    partial loss before, which TPE then took as a finished trial's), and the driver's callback
+    records the member `pruned` with its last step and loss (the store held nothing of it, so
+    the summary counted 0 pruned and a resumed search trained it again)."""
+    from ray.tune.experiment import Trial
+
+    from icl_core.running.optuna_searcher import HashedOptunaSearch, open_study
+    from icl_core.running.ray_launch import StoppedRecords
+    from icl_core.running.search import tune_space
+    from icl_core.running.trial import TrialSpec
+    from icl_core.running.tune_trainable import spec_from_config, trial_config
+    from icl_core.storage.store import Store
+
+    search = load_sweep("hpo_lr").study("width_lr").for_preset("smoke")
+    (point,) = search.points("smoke")
+    storage = journal_storage(str(tmp_path / "optuna.journal"))
+    open_study(storage, "s", search.mode, {})
+    searcher = HashedOptunaSearch(point, metric="loss", mode="min", seed=0, storage=storage,
+                                  study_name="s", space=tune_space(search))
+    sampled = searcher.suggest("a")
+    for step, loss in ((10, 3.0), (20, 2.5)):
+        searcher.on_trial_result("a", {"loss": loss, "step": step, "training_iteration": step // 10})
+    searcher.on_trial_complete("a", {"loss": 2.5, "step": 20, "training_iteration": 2})
+    (trial,) = optuna.load_study(study_name="s", storage=storage).trials
+    assert trial.state.name == "PRUNED"  # its value Optuna's for a pruned trial: the last
+    assert trial.intermediate_values == {1: 3.0, 2: 2.5} and trial.value == 2.5  # reported
+
+    template = TrialSpec("hpo_lr", "width_lr", str(tmp_path / "store"), [point.to_dict()],
+                         hashes=[point.hash], report_all=True)
+    stopped = Trial("tune_trainable", config=trial_config(template, sampled), stub=True)
+    stopped.update_last_result({"loss": 2.5, "step": 20, "member_done": False})
+    member = spec_from_config(stopped.config).members[0]
+    with caplog.at_level("INFO"):
+        StoppedRecords().on_trial_complete(2, [stopped], stopped)
+    store = Store(str(tmp_path / "store"))
+    (h, (status, reason)), = store.statuses("hpo_lr", "width_lr").items()
+    assert h == spec_from_config(stopped.config).hashes[0] and status == "pruned"
+    assert reason == "stopped by the search's scheduler (ASHA) at step 20, training loss 2.5"
+    assert store.final_train_loss("hpo_lr", "width_lr", h) == (20, 2.5)
+    assert f"{h}: stopped by ASHA at step 20; recorded pruned" in caplog.text
+    assert member["train"]["lr"] == sampled["train.lr"]  # the sampled config's member
+    # a trial that ran to its end wrote its own rows and said so: nothing more is written
+    done = Trial("tune_trainable", config=trial_config(template, sampled), stub=True)
+    done.update_last_result({"loss": 2.0, "step": 40, "member_done": True})
+    StoppedRecords().on_trial_complete(3, [done], done)
+    assert store.statuses("hpo_lr", "width_lr")[h][0] == "pruned"

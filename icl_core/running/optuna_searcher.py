@@ -103,7 +103,8 @@ def finished_trials(path: str, name: str) -> int:
 
 
 class HashedOptunaSearch(OptunaSearch):
-    """OptunaSearch that tags each Optuna trial with its member's config hash, and takes a
+    """OptunaSearch that tags each Optuna trial with its member's config hash, tells the study
+    PRUNED for a trial the scheduler stopped before its member finished, and takes a
     trial its Optuna study has already finished as finished: a driver killed after the
     journal recorded a trial's end but before Tune saved its own state restores that trial as
     running (Optuna refused its next result: UpdateFinishedTrialError, on every --resume)."""
@@ -129,6 +130,9 @@ class HashedOptunaSearch(OptunaSearch):
             self._ended().discard(trial_id)
             self._completed_trials.add(trial_id)
             return
+        if result and not error and not result.get("member_done"):
+            result = None  # stopped before its member finished (ASHA): Optuna's PRUNED, not
+            # COMPLETE at a partial loss that TPE would take as a finished trial's
         super().on_trial_complete(trial_id, result, error)
 
     def suggest(self, trial_id: str):

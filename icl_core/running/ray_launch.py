@@ -123,6 +123,26 @@ def dashboard_line() -> str | None:
 LIVE_EVERY_S = 1.0  # on a terminal the line is redrawn at most once a second
 
 
+class StoppedRecords(Callback):
+    """Tune callback of a search: a trial its scheduler stopped (ASHA) ends in a process that
+    writes nothing, so the driver records its member `pruned` (icl_core.running.trial.
+    record_stopped), with the step and loss of its last report; a trial that ran to its end
+    reported `member_done` after writing its own rows."""
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        result = trial.last_result or {}
+        if not result or result.get("member_done"):
+            return
+        from icl_core.running.trial import record_stopped
+
+        step, loss = int(result.get("step", 0)), float(result.get("loss", float("nan")))
+        spec = spec_from_config(trial.config)
+        if record_stopped(spec, step, loss, f"stopped by the search's scheduler (ASHA) at step "
+                                            f"{step}, training loss {loss:.4g}"):
+            logger.info(f"[{spec.sweep}/{spec.study}] {spec.hashes[0]}: stopped by ASHA at step "
+                        f"{step}; recorded pruned")
+
+
 class Progress(Callback):
     """Tune callback: done / running / failed / diverged / restarted and an ETA weighted by the
     planned seconds (the pool's cost model), rate-limited. On a terminal (`live`, default:

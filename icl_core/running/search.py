@@ -11,8 +11,10 @@
     )
 
 Every search trial is an ordinary member: it writes its rows to the same store as grid
-trials (`rows/<config_hash>.parquet`). Trials that ASHA stops early end inside Tune and leave
-only Tune's records (standalone Optuna records them as status "pruned"). The objective is the member's training loss on fresh
+trials (`rows/<config_hash>.parquet`). A trial ASHA stops early is recorded "pruned" twice
+over: in the store by the driver (its last reported step and loss: the trial's own process
+ends without writing) and in the Optuna study (PRUNED, its reported values kept as
+intermediate ones), as standalone Optuna records its pruned trials. The objective is the member's training loss on fresh
 prompts (online data, so it is a test loss), reported every `train.report_every` steps.
 Reading the store back (a learning rate per width for a scaling sweep): analysis.reading.best.
 One driver runs a search at a time: it holds the search's lease (`search_lease`) while it runs,
@@ -231,14 +233,14 @@ def _search_tune_config(search, point, searcher, num_samples):
 def _search_run_config(run_name, tune_dir, label, num_samples, loggers, storage):
     from ray import tune
 
-    from icl_core.running.ray_launch import Progress
+    from icl_core.running.ray_launch import Progress, StoppedRecords
     from icl_core.running.tracking import tracking_callbacks
 
     return tune.RunConfig(
         name=run_name, storage_path=tune_dir,
         failure_config=tune.FailureConfig(max_failures=1),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[Progress(label, num_samples),
+        callbacks=[Progress(label, num_samples), StoppedRecords(),
                    *tracking_callbacks(loggers, storage, label.split("@")[0])], verbose=0,
     )
 
