@@ -69,8 +69,8 @@ DEPTH_WIDTH = Study(
         "cpu": Preset(overrides={**bases.CPU_LS, "train.steps": 2000},
                       grid={"model.depth": [1, 2, 4], "model.width": [16],
                             ("task.dim", "task.n_points"): [(3, 20)], "seed": [0, 1, 2]}),
-        # depth 1-8 x width 32-128 x D = 5, 10 at 4800 steps, 3 seeds
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 4800, "train.step_size": 480},
+        # depth 1-8 x width 32-128 x D = 5, 10 at 4300 steps, 3 seeds
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 4300, "train.step_size": 430},
                       grid={"model.depth": [1, 2, 4, 8], "model.width": [32, 64, 128],
                             ("task.dim", "task.n_points"): [(5, 20), (10, 40)],
                             "seed": [0, 1, 2]}),
@@ -147,8 +147,9 @@ PRIMITIVES_DEPTH = Study(
                                                           "model.layer_norm": [False]}),
         "cpu": Preset(overrides=bases.CPU_PRIMITIVES, grid={"model.depth": [1, 2, 4],
                                                       "seed": [0, 1, 2]}),
-        # the paper's depths 1-8 and width 64 at the cpu task size, 4000 steps, stacked seeds
-        "gpu": Preset(overrides=bases.GPU_PRIMITIVES, grid={"model.depth": [1, 2, 4, 8],
+        # the paper's depths 1-8 and width 64 at the cpu task size, 3700 steps, stacked seeds
+        "gpu": Preset(overrides={**bases.GPU_PRIMITIVES, "train.steps": 3700,
+                                 "train.step_size": 925}, grid={"model.depth": [1, 2, 4, 8],
                                                       "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -196,8 +197,8 @@ FEATURES_DEPTH = Study(
         "reduced": Preset(overrides=FEATURES_REDUCED,
                           grid={"task.features": [0, 2], "model.mixer": ["attention"],
                                 "model.depth": [2], "seed": [0, 1, 2]}),
-        "gpu": Preset(overrides={**bases.GPU_FEATURES, "train.steps": 6000,
-                                 "train.step_size": 1500},
+        "gpu": Preset(overrides={**bases.GPU_FEATURES, "train.steps": 5500,
+                                 "train.step_size": 1375},
                       grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
@@ -239,9 +240,10 @@ EXPLICIT_GRADIENT = Study(
              for mixer, ln in (("attention", True), ("baseconv", True), ("baseconv", False))
              for lr in GRADIENT_LRS] + [(3, "baseconv", False, 0, *GRADIENT_MIDDLE_LR)],
             "seed": [0, 1, 2]}),
-        # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
-        "gpu": Preset(overrides=bases.GPU_FEATURES, grid={**gradient_models([1, 2, 3, 4, 6, 8]),
-                                                    "seed": [0, 1, 2]}),
+        # the paper's D = 5, N = 20 and depths 1-8, width 64, 7200 steps, stacked seeds
+        "gpu": Preset(overrides={**bases.GPU_FEATURES, "train.steps": 7200,
+                                 "train.step_size": 1800},
+                      grid={**gradient_models([1, 2, 3, 4, 6, 8]), "seed": [0, 1, 2]}),
         "paper": Preset(),
     },
 )

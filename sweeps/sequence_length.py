@@ -41,8 +41,8 @@ FIXED_N_POINTS = Study(
         "smoke": Preset(overrides=bases.SMOKE_LS, grid={"task.n_points": [4, 8], "seed": [0]}),
         "cpu": Preset(overrides={**bases.CPU_LS, "model.depth": 2},
                       grid={"task.n_points": [5, 10, 20, 40], "seed": [0, 1, 2]}),
-        # the paper's 4 layers, D = 5, width and batch, 40k steps
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 40_000, "train.step_size": 4000}),
+        # the paper's 4 layers, D = 5, width and batch, 36k steps
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 36_000, "train.step_size": 3600}),
         "paper": Preset(),
     },
 )
@@ -59,8 +59,8 @@ N_DEPTH = Study(
                                                   "seed": [0]}),
         "cpu": Preset(overrides=bases.CPU_LS, grid={"task.n_points": [5, 10, 20, 40],
                                              "model.depth": [1, 2], "seed": [0, 1, 2]}),
-        # N 5-80 x depth 2-8, the paper's D = 5, width and batch, 8000 steps
-        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 8000, "train.step_size": 800},
+        # N 5-80 x depth 2-8, the paper's D = 5, width and batch, 7400 steps
+        "gpu": Preset(overrides={**bases.GPU_LS, "train.steps": 7400, "train.step_size": 740},
                       grid={"task.n_points": [5, 10, 20, 40, 80], "model.depth": [2, 4, 8],
                             "seed": [0, 1, 2]}),
         "paper": Preset(),

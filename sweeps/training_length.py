@@ -53,8 +53,8 @@ STEPS_DEPTH = Study(
                                                   "seed": [0]}),
         "cpu": Preset(overrides=bases.CPU_LS, grid={**steps_axis(300, 1000, 3000),
                                              "model.depth": [1, 2], "seed": [0, 1, 2]}),
-        # 1e3-3e4 steps x depth 2-8, the paper's task, width, batch and StepLR
-        "gpu": Preset(overrides={**bases.GPU_LS, **PAPER_DECAY}, grid={**steps_axis(1000, 3000, 10_000, 30_000),
+        # 1e3-2.6e4 steps x depth 2-8, the paper's task, width, batch and StepLR
+        "gpu": Preset(overrides={**bases.GPU_LS, **PAPER_DECAY}, grid={**steps_axis(1000, 3000, 10_000, 26_000),
                                              "model.depth": [2, 4, 8], "seed": [0, 1, 2]}),
         "paper": Preset(),
     },

@@ -85,7 +85,10 @@ def test_wheel_installs_icl_and_ships_the_sweep_files(installed, tmp_path):
     assert "depth_scaling/least_squares [smoke]: " in out and "total: " in out
     # the GPU rate model's constants ship as package data (the one-GPU estimates read them)
     out = _run([venv / "bin" / "icl", "cost"], cwd=tmp_path, env=env)
-    assert "GPU rate model [NVIDIA H100 80GB HBM3], 14 measured steps" in out
+    from icl_core.planning import gpu_rates
+
+    assert f"GPU rate model [NVIDIA H100 80GB HBM3], {len(gpu_rates.load().points)} measured " \
+        "steps" in out  # the installed file is the repository's
 
 
 @pytest.mark.slow

@@ -242,8 +242,8 @@ def test_a_member_whose_every_step_is_skipped_stalls_as_diverged(tmp_path, monke
     member skipped STALL_STEPS times in a row no longer moves: it ends as diverged from the
     first skipped step, with that reason, and trains no further (a reduced Fig 7 (a) seed once
     sat 8,700 steps at MSE 20 recorded as ok). A member whose steps are taken is untouched."""
-    from icl_core.running import member_evals
     from icl_core.running.trial import run_trial_results
+    from icl_core.training import member_evals
     from icl_core.training import train as training
 
     STALL_STEPS = 50  # for speed (500 in a run): the rule is the same
@@ -576,8 +576,8 @@ def test_one_members_failed_evaluation_fails_that_member_alone(tmp_path, monkeyp
     """A stack's members end on their own: one member's evaluation raising (say, out of memory
     with a larger eval.n_prompts) records that member failed with the reason and step, and the
     others write the rows they write without it (the whole stack was failed before)."""
-    import icl_core.running.member_evals as member_evals
     import icl_core.running.trial as trial
+    import icl_core.training.member_evals as member_evals
 
     members = float64_seeds(tiny_member(eval__every=10), seeds=(0, 1, 2), steps=8)  # -> 4
     run_trial(TrialSpec("s", "t", str(tmp_path / "clean"), members, stack="always"))

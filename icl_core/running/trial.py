@@ -25,22 +25,28 @@ import torch
 
 from icl_core.common.device import host_copy, resolve_device
 from icl_core.models import num_params
-from icl_core.running.member_evals import (
-    after_report,
-    failure,
-    final_rows,
-    headline_mse,
-    needs_model,
-)
 from icl_core.spec.config import flatten, resolve_member
 from icl_core.storage.claims import holder
 from icl_core.storage.member_store import store_member
 from icl_core.storage.provenance import worker_provenance
 from icl_core.storage.store import Store
 from icl_core.training.evaluate import eval_prompts
+from icl_core.training.member_evals import (
+    after_report,
+    failure,
+    final_rows,
+    headline_mse,
+    needs_model,
+)
 from icl_core.training.stacked import StackedRun, stack_groups, stack_key
 from icl_core.training.throughput import records
-from icl_core.training.train import MemberRun, Trainer, still_training, train_until
+from icl_core.training.train import (
+    MemberRun,
+    Trainer,
+    still_training,
+    train_row,
+    train_until,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -391,6 +397,21 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
                      "status": status, "loss": loss, "mse": headline_mse(rows),
                      "progress": work.progress(), "diverged_members": work.diverged,
                      **({"storage_error": fault} if fault else {})}, None)
+
+
+def record_stopped(spec: TrialSpec, step: int, loss: float, reason: str) -> bool:
+    """A search member that Tune's scheduler stopped (ASHA ends the trial's process, which
+    writes nothing), recorded `pruned` by the driver: its last reported step and training loss
+    as its rows, so the store counts it as its Optuna study does and a resumed search does not
+    train it again. False where its rows were written already."""
+    store, member = Store(spec.storage), resolve_member(spec.members[0])
+    if store.finished(spec.sweep, spec.study, [member.hash]):
+        return False
+    rows = [train_row(step, loss)] if math.isfinite(loss) else []
+    rows.append({"metric": "steps_completed", "statistic": "value", "predictor": "model",
+                 "value": float(step), "step": step})
+    constants = member_constants(spec, 0, member, None, "pruned", reason, 0.0)
+    return store_member(store, spec, member.hash, "pruned", rows, constants, None) is None
 
 
 def member_constants(spec, index, member, run, status, reason, wall, stack_size=1) -> dict:
