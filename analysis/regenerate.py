@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from analysis.figures.registry import CATEGORICAL_FIGURES, FIGURE_COLUMNS, FIGURES
 from analysis.fitting.fit import Fit, compare_forms
+from analysis.reading.coverage import expected_hashes
 from analysis.reading.frames import cell_regime, final_eval, member_counts
 from analysis.reading.regime import LEARNED_ERROR_RATIO, LEARNED_R2_GAP, THRESHOLD_RATIO
 from analysis.reading.store import (
@@ -87,16 +88,6 @@ def study_manifests(storage: str, sweep: str, study: str | None = None, preset: 
             raise ValueError(f"--study: unknown {study!r}; valid choices: {valid}")
         return chosen
     return manifests
-
-
-def expected_hashes(manifest: dict, preset: str | None) -> list[str] | None:
-    """The config hashes the plan of `preset` expects (None: no preset, or a search)."""
-    if not preset or manifest["kind"] != "grid":
-        return None
-    plans = manifest["expected"]
-    if preset not in plans:
-        raise ValueError(f"--preset: unknown {preset!r}; valid choices: {', '.join(plans)}")
-    return plans[preset]
 
 
 def _scalar(value) -> bool:

@@ -176,6 +176,7 @@ def together_against_apart(device: str, steps: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # run_capped's passes end with us
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default="/tmp/gpu_stacks")
@@ -218,16 +219,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_capped(cmd: list[str], limit: float) -> bool:
-    """Run `cmd` in its own process group; past `limit` seconds the whole group is killed (the
-    reference stack_scaling.py starts too), so nothing overlaps the next pass. False then."""
+    """Run `cmd` in its own process group; past `limit` seconds, or when this script is ended
+    (gpu_window.sh's `timeout`: SIGTERM, made an exit in `main`), the whole group is killed
+    (the reference stack_scaling.py starts too), so nothing outlives its pass. False on the
+    limit."""
     proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         proc.wait(timeout=limit)
         return True
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
         return False
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def stack_scaling(args, out: Path) -> None:

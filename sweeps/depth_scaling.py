@@ -192,11 +192,11 @@ FEATURES_DEPTH = Study(
                                                         "model.depth": [1], "seed": [0]}),
         "cpu": Preset(overrides=bases.CPU_FEATURES, grid={"model.depth": [1, 2, 4],
                                                     "seed": [0, 1, 2]}),
-        # the paper's D = 5, N = 20 and depths 1-8, width 64, 8000 steps, stacked seeds
         # Fig 6's Transformer half: k = 0 vs 2 at depth 2 (what 2 loaded cores afforded)
         "reduced": Preset(overrides=FEATURES_REDUCED,
                           grid={"task.features": [0, 2], "model.mixer": ["attention"],
                                 "model.depth": [2], "seed": [0, 1, 2]}),
+        # the paper's D = 5, N = 20 and depths 1-8, width 64, 5500 steps, stacked seeds
         "gpu": Preset(overrides={**bases.GPU_FEATURES, "train.steps": 5500,
                                  "train.step_size": 1375},
                       grid={"model.depth": [1, 2, 4, 8], "seed": [0, 1, 2]}),

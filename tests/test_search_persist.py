@@ -43,7 +43,8 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     statuses = {pl.read_parquet(p)["status"][0]: None for p in
                 (tmp_path / "hpo_lr" / "width_lr" / "rows").glob("*.parquet")}
     assert set(statuses) <= {"ok", "diverged", "pruned"}
-    for trial in study.trials:  # Optuna's state and the store's status agree
+    for trial in study.trials:  # Optuna's state and the store's status agree (ASHA may stop
+        # none of three: test_a_trial_asha_stops_... holds a stopped one to it)
         stored = pl.read_parquet(tmp_path / "hpo_lr" / "width_lr" / "rows" /
                                  f"{trial.user_attrs['config_hash']}.parquet")["status"][0]
         assert (trial.state.name == "PRUNED") == (stored == "pruned"), (trial, stored)
@@ -182,11 +183,8 @@ def test_a_search_another_driver_holds_is_refused_in_one_line_before_anything_ru
     assert not claim.exists()
 
 
-def test_a_trial_the_journal_finished_before_tune_saved_its_state_is_taken_as_finished(tmp_path):
-    """A driver killed between the journal recording a trial's end and Tune saving its own
-    state: the restored searcher sees that trial as running. Its next result and completion
-    leave the study's trial as the journal holds it (Optuna refused the result before, so
-    every --resume failed), and a trial still open in the study is told as usual."""
+def smoke_searcher(tmp_path):
+    """hpo_lr/width_lr's smoke point, a journal study "s" and a HashedOptunaSearch over it."""
     from icl_core.running.optuna_searcher import HashedOptunaSearch, open_study
     from icl_core.running.search import tune_space
 
@@ -194,8 +192,18 @@ def test_a_trial_the_journal_finished_before_tune_saved_its_state_is_taken_as_fi
     (point,) = search.points("smoke")
     storage = journal_storage(str(tmp_path / "optuna.journal"))
     open_study(storage, "s", search.mode, {})
-    searcher = HashedOptunaSearch(point, metric="loss", mode="min", seed=0, storage=storage,
-                                  study_name="s", space=tune_space(search))
+    return point, storage, HashedOptunaSearch(point, metric="loss", mode="min", seed=0,
+                                              storage=storage, study_name="s",
+                                              space=tune_space(search))
+
+
+def test_a_trial_the_journal_finished_before_tune_saved_its_state_is_taken_as_finished(tmp_path):
+    """A driver killed between the journal recording a trial's end and Tune saving its own
+    state: the restored searcher sees that trial as running. Its next result and completion
+    leave the study's trial as the journal holds it (Optuna refused the result before, so
+    every --resume failed), and a trial still open in the study is told as usual."""
+
+    point, storage, searcher = smoke_searcher(tmp_path)
     assert searcher.suggest("a") and searcher.suggest("b")
     study = optuna.load_study(study_name="s", storage=storage)
     first = study.trials[0].number
@@ -217,19 +225,12 @@ def test_a_trial_asha_stops_is_pruned_in_the_study_and_in_the_store(tmp_path, ca
     the summary counted 0 pruned and a resumed search trained it again)."""
     from ray.tune.experiment import Trial
 
-    from icl_core.running.optuna_searcher import HashedOptunaSearch, open_study
     from icl_core.running.ray_launch import StoppedRecords
-    from icl_core.running.search import tune_space
     from icl_core.running.trial import TrialSpec
     from icl_core.running.tune_trainable import spec_from_config, trial_config
     from icl_core.storage.store import Store
 
-    search = load_sweep("hpo_lr").study("width_lr").for_preset("smoke")
-    (point,) = search.points("smoke")
-    storage = journal_storage(str(tmp_path / "optuna.journal"))
-    open_study(storage, "s", search.mode, {})
-    searcher = HashedOptunaSearch(point, metric="loss", mode="min", seed=0, storage=storage,
-                                  study_name="s", space=tune_space(search))
+    point, storage, searcher = smoke_searcher(tmp_path)
     sampled = searcher.suggest("a")
     for step, loss in ((10, 3.0), (20, 2.5)):
         searcher.on_trial_result("a", {"loss": loss, "step": step, "training_iteration": step // 10})

@@ -78,18 +78,18 @@ def _by_device(members: pl.DataFrame) -> dict:
 def provenance(rows: pl.DataFrame, preset: str, code_version: str | None = None,
                earlier: dict | None = None) -> dict:
     """`earlier`: the provenance of evidence merged with `rows`, for the members whose rows lack
-    device_name or torch_version (evidence written before it kept them)."""
+    device_name or torch_version (evidence written before it kept them): its value follows,
+    "<these rows' values>; earlier <its value>"."""
     model = rows.filter(pl.col("predictor") == "model")
     members = model.unique("config_hash")
 
     def first(col, also=None):  # one value, or every value joined by "+" where members differ
-        values = set(members[col].drop_nulls().cast(pl.Utf8).unique().to_list()) \
-            if col in members.columns else set()
+        values = sorted(members[col].drop_nulls().cast(pl.Utf8).unique().to_list()) \
+            if col in members.columns else []
+        joined = "+".join(values) or None
         if also and (col not in members.columns or members[col].null_count() > 0):
-            values.add(also)  # the earlier join, for the members without a value of their own
-        kept = [v for v in values  # a value inside another's "+" join is named there already
-                if not any(w != v and f"+{v}+" in f"+{w}+" for w in values)]
-        return "+".join(sorted(kept)) if kept else None
+            return f"{joined}; earlier {also}" if joined else also  # the earlier evidence's
+        return joined
 
     wall = members["wall_time_s"].sum() if "wall_time_s" in members.columns else None
     return {"preset": preset, "commit": code_version or _commit(),

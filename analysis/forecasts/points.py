@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from analysis.fitting.sample_complexity import error_curves, n_star_table
+from analysis.reading.coverage import expected_hashes
 from analysis.reading.frames import final_eval
 from analysis.reading.regime import final_rows
 from analysis.reading.store import locate, read_rows
@@ -84,14 +85,11 @@ def study_rows(storage: str, sweep: str, study: str, preset: str | None = None) 
     if not preset:
         return rows
     loc = locate(storage)
-    manifest = read_manifest(loc.fs, loc.study_dir(sweep, study)) or {}
-    plans = manifest.get("expected") if manifest.get("kind") == "grid" else None
-    if not plans:
+    hashes = expected_hashes(read_manifest(loc.fs, loc.study_dir(sweep, study)) or {}, preset)
+    if hashes is None:
         raise ValueError(f"--preset: {sweep}/{study} has no grid plan in its manifest (a search, "
                          "an adaptive study or rows written without a sweep run): leave it out")
-    if preset not in plans:
-        raise ValueError(f"--preset: unknown {preset!r}; valid choices: {', '.join(plans)}")
-    return rows.filter(pl.col("config_hash").is_in(plans[preset]))
+    return rows.filter(pl.col("config_hash").is_in(hashes))
 
 
 def member_values(rows: pl.DataFrame, x: str, measure: Measure) -> pl.DataFrame:

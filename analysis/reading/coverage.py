@@ -75,3 +75,14 @@ def missing_message(sweep: str, study: str | None, uri: str, preset: str | None 
     hint = "" if preset else f"  (choose --preset {' | '.join(PRESETS)}; the default is cpu)"
     return (f"no result rows for {label} under {redacted(uri)}{detail}. Produce them with:\n"
             f"  {produce_command(sweep, study, preset, storage)}{hint}")
+
+
+def expected_hashes(manifest: dict, preset: str | None) -> list[str] | None:
+    """The config hashes the plan of `preset` expects (a study's manifest, study.json; None:
+    no preset, or a study without a grid plan: a search or an adaptive study)."""
+    if not preset or manifest.get("kind") != "grid":
+        return None
+    plans = manifest["expected"]
+    if preset not in plans:
+        raise ValueError(f"--preset: unknown {preset!r}; valid choices: {', '.join(plans)}")
+    return plans[preset]

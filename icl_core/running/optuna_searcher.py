@@ -16,6 +16,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from ray.tune.search.optuna import OptunaSearch
 
 from icl_core.common.validation import to_plain
+from icl_core.running.tune_trainable import ended_early
 from icl_core.spec.config import MemberConfig, flatten, with_settings
 from icl_core.storage.journal import journal_exists, journal_storage  # noqa: F401  (used by search)
 from icl_core.storage.store import uri_join
@@ -130,7 +131,7 @@ class HashedOptunaSearch(OptunaSearch):
             self._ended().discard(trial_id)
             self._completed_trials.add(trial_id)
             return
-        if result and not error and not result.get("member_done"):
+        if not error and ended_early(result):
             result = None  # stopped before its member finished (ASHA): Optuna's PRUNED, not
             # COMPLETE at a partial loss that TPE would take as a finished trial's
         super().on_trial_complete(trial_id, result, error)

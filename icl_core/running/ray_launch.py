@@ -22,7 +22,12 @@ from ray.tune import Callback
 from icl_core.common.progress import span
 from icl_core.running.tracking import tracking_callbacks
 from icl_core.running.trial import TrialSpec
-from icl_core.running.tune_trainable import SPEC_KEY, spec_from_config, tune_trainable
+from icl_core.running.tune_trainable import (
+    SPEC_KEY,
+    ended_early,
+    spec_from_config,
+    tune_trainable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +135,8 @@ class StoppedRecords(Callback):
     reported `member_done` after writing its own rows."""
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        result = trial.last_result or {}
-        if not result or result.get("member_done"):
+        result = trial.last_result
+        if not ended_early(result):
             return
         from icl_core.running.trial import record_stopped
 

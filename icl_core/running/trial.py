@@ -29,11 +29,10 @@ from icl_core.spec.config import flatten, resolve_member
 from icl_core.storage.claims import holder
 from icl_core.storage.member_store import store_member
 from icl_core.storage.provenance import worker_provenance
-from icl_core.storage.store import Store
+from icl_core.storage.store import LAST_METRIC, Store
 from icl_core.training.evaluate import eval_prompts
 from icl_core.training.member_evals import (
     after_report,
-    failure,
     final_rows,
     headline_mse,
     needs_model,
@@ -313,7 +312,7 @@ class Group:
                 after_report(member, run, self.prompts[k])
             except Exception as exc:  # this member's evaluation: recorded, the stack trains on
                 live.remove(k)
-                self.close(k, "failed", failure("evaluation at step", run.step, exc))
+                self.close(k, "failed", failure(f"evaluation at step {run.step}: ", exc))
         return live, checkpoint
 
     def report(self, live: list[int], checkpoint: bool) -> None:
@@ -344,7 +343,7 @@ class Group:
                 try:
                     ended = final_rows(self.members[k][1], run, self.prompts[k])
                 except Exception as exc:  # this member's alone: the others are evaluated
-                    ended = "failed", failure("final evaluation at step", run.step, exc)
+                    ended = "failed", failure(f"final evaluation at step {run.step}: ", exc)
                 self.close(k, *ended)
 
     def close(self, k: int, status: str, reason: str | None) -> None:
@@ -359,8 +358,14 @@ class Group:
             self.close(k, status, reason)
 
     def fail(self, exc: Exception) -> None:
-        traceback.print_exc()
-        self.close_all("failed", f"{type(exc).__name__}: {exc}")
+        self.close_all("failed", failure("", exc))
+
+
+def failure(what: str, exc: Exception) -> str:
+    """A failure's reason, `what` first ("final evaluation at step 8: "); its traceback to the
+    trial's log."""
+    traceback.print_exc()
+    return f"{what}{type(exc).__name__}: {exc}"
 
 
 def finite_mean(values: list[float]) -> float:
@@ -379,8 +384,7 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
     row file), so the next run of the sweep trains it again."""
     spec, h = work.spec, member.hash
     rows = run.rows if run is not None else []
-    rows = rows + [{"metric": "steps_completed", "statistic": "value", "predictor": "model",
-                    "value": float(run.step if run else 0), "step": run.step if run else 0}]
+    rows = rows + [steps_row(run.step if run else 0)]
     constants = member_constants(spec, index, member, run, status, reason, wall, stack_size)
     fault = store_member(work.store, spec, h, status, rows, constants,
                          run.artifacts if run is not None else None)
@@ -399,6 +403,12 @@ def finish_member(work: Work, index, member, run, status, reason, loss, wall,
                      **({"storage_error": fault} if fault else {})}, None)
 
 
+def steps_row(step: int) -> dict:
+    """A member's last row (the store's LAST_METRIC): the steps it completed."""
+    return {"metric": LAST_METRIC, "statistic": "value", "predictor": "model",
+            "value": float(step), "step": step}
+
+
 def record_stopped(spec: TrialSpec, step: int, loss: float, reason: str) -> bool:
     """A search member that Tune's scheduler stopped (ASHA ends the trial's process, which
     writes nothing), recorded `pruned` by the driver: its last reported step and training loss
@@ -408,8 +418,7 @@ def record_stopped(spec: TrialSpec, step: int, loss: float, reason: str) -> bool
     if store.finished(spec.sweep, spec.study, [member.hash]):
         return False
     rows = [train_row(step, loss)] if math.isfinite(loss) else []
-    rows.append({"metric": "steps_completed", "statistic": "value", "predictor": "model",
-                 "value": float(step), "step": step})
+    rows.append(steps_row(step))
     constants = member_constants(spec, 0, member, None, "pruned", reason, 0.0)
     return store_member(store, spec, member.hash, "pruned", rows, constants, None) is None
 

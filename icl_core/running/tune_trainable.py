@@ -36,6 +36,12 @@ LEGACY_SPEC_KEY = "base"  # searches started before the one format kept their sp
 # still reads it
 
 
+def ended_early(result: dict | None) -> bool:
+    """Whether a trial's last result is one before its member finished: Tune's scheduler
+    (ASHA) stopped it, since a trial that runs to its end reports `member_done` last."""
+    return bool(result) and not result.get("member_done")
+
+
 def trial_config(spec: TrialSpec, sampled: dict | None = None) -> dict:
     """A trial's Tune config: its spec, and a search's sampled (or to-be-sampled) settings."""
     return {SPEC_KEY: spec.to_json(), **(sampled or {})}
@@ -122,5 +128,9 @@ def tune_trainable(config: dict) -> None:
         # trained; the searcher still needs the trial's metric (Tune refuses a result without)
         from icl_core.storage.store import Store
 
-        step, loss = Store(spec.storage).final_train_loss(spec.sweep, spec.study, spec.hashes[0])
-        tune.report({"loss": loss, "step": step, "member_done": True, "progress": 1.0})
+        store = Store(spec.storage)
+        step, loss = store.final_train_loss(spec.sweep, spec.study, spec.hashes[0])
+        (status, _), = store.statuses(spec.sweep, spec.study, spec.hashes).values()
+        # a member an earlier trial's scheduler stopped: this trial ends pruned too
+        tune.report({"loss": loss, "step": step, "member_done": status != "pruned",
+                     "progress": 1.0})

@@ -5,7 +5,6 @@ A failure here is the member's alone: icl_core.running.trial records it and the 
 from __future__ import annotations
 
 import math
-import traceback
 
 from icl_core.training.evaluate import evaluate
 from icl_core.training.train import STALL_STEPS, MemberRun
@@ -31,12 +30,6 @@ def needs_model(member, run: MemberRun, checkpoint: bool) -> bool:
     cfg = member.train
     return checkpoint or bool(member.eval.every and run.step % member.eval.every == 0) \
         or bool(cfg.artifact_every and run.step % cfg.artifact_every == 0)
-
-
-def failure(what: str, step: int, exc: Exception) -> str:
-    """A member's failure reason (its traceback to the trial's log)."""
-    traceback.print_exc()
-    return f"{what} {step}: {type(exc).__name__}: {exc}"
 
 
 def final_rows(member, run: MemberRun, prompts) -> tuple[str, str | None]:
