@@ -181,3 +181,34 @@ def test_a_commands_python_warnings_are_one_line_of_its_log(tmp_path, capsys):
                    "warning: DeprecationWarning: an old path\n")
     assert "WARNING icl: warning: several configs share" in log.read_text()
     assert warnings.showwarning.__module__ == "warnings"
+
+
+def test_a_local_rays_start_lines_follow_the_commands_level():
+    """Ray's INFO line on starting ("Started a local Ray instance. View the dashboard at ...",
+    which the run's own dashboard line already says) only with --verbose; with --quiet, also
+    its notice that token authentication is on (a local Ray's default, nothing to act on)."""
+    from icl_core.running.ray_launch import quiet_startup, ray_logging_level
+
+    assert ray_logging_level(logging.DEBUG) == logging.INFO
+    assert ray_logging_level(logging.INFO) == ray_logging_level(logging.WARNING) == logging.WARNING
+    notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    before = notice.level
+    try:
+        with configured(level_of()):
+            assert quiet_startup() == logging.INFO and notice.level == before
+        with configured(level_of(quiet=True)):
+            assert quiet_startup() == logging.WARNING and notice.level == logging.ERROR
+    finally:
+        notice.setLevel(before)
+
+
+@pytest.mark.slow
+def test_a_quiet_sweep_that_starts_ray_prints_nothing(tmp_path):
+    """The quick start's file with --quiet on a Ray it starts itself: nothing on stdout or
+    stderr (Ray's start-up and token lines printed there before)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "sweeps" / "depth_scaling.py"), "--preset", "smoke",
+         "--study", "least_squares", "--storage", str(tmp_path), "--no-figures", "--quiet"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("", "")

@@ -83,6 +83,23 @@ def in_ray_job() -> bool:
     return bool(os.environ.get("RAY_JOB_SUBMISSION_ID") or os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"))
 
 
+def ray_logging_level(ours: int) -> int:
+    """Ray's own log level for a local Ray this driver starts, from the commands' (--quiet,
+    --verbose): its INFO lines ("Started a local Ray instance", the dashboard's address, which
+    `dashboard_line` prints once) only with --verbose; its warnings otherwise."""
+    return logging.INFO if ours <= logging.DEBUG else logging.WARNING
+
+
+def quiet_startup() -> int:
+    """The commands' level; with --quiet, Ray's notice that token authentication is on (a local
+    Ray's default here, nothing to act on) is left out too."""
+    ours = logging.getLogger("icl_core").getEffectiveLevel()
+    if ours >= logging.WARNING:
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+            logging.ERROR)
+    return ours
+
+
 def init_ray(address: str | None, dashboard: bool = True) -> bool:
     """Connect or start Ray; returns True if this call started it (and should stop it). An
     embedded local Ray serves its dashboard on 127.0.0.1 only, unless `dashboard` is False;
@@ -100,7 +117,8 @@ def init_ray(address: str | None, dashboard: bool = True) -> bool:
         # None: the dashboard starts where its packages are (ray[default]); one that fails to
         # start is Ray's warning, not a failed run
         ray.init(address="local", include_dashboard=None if dashboard else False,
-                 dashboard_host="127.0.0.1", log_to_driver=True)
+                 dashboard_host="127.0.0.1", log_to_driver=True,
+                 logging_level=ray_logging_level(quiet_startup()))
     line = dashboard_line() if dashboard else None
     if line:
         logger.info(line)
