@@ -62,6 +62,10 @@ def base_study(**grid) -> Study:
         (tiny_member(model={"name": "looped", "loops": 4, "window": 6}),
          "model.window: ΔT must be <= loops (T=4), got 6"),
         (tiny_member(task={"name": "rep_ar", "q": 0}), "task.q: must be >= 1, got 0"),
+        (tiny_member(train__gamma=1.5), "train.gamma: must be in (0, 1], got 1.5"),
+        (tiny_member(eval__n_prompts=0), "eval.n_prompts: must be >= 1, got 0"),
+        (tiny_member(eval__gd_steps=[1, -10]), "eval.gd_steps: must be >= 0, got (1, -10)"),
+        ({**tiny_member(), "seed": -1}, "seed: must be >= 0, got -1"),
     ],
 )
 def test_bad_member_configs_name_the_field(raw, message):

@@ -102,20 +102,23 @@ class TrainConfig:
         require(self.steps >= 0, f"{path}.steps", f"must be >= 0, got {self.steps}")
         require(self.batch_size >= 1, f"{path}.batch_size", f"must be >= 1, got {self.batch_size}")
         require(self.eps > 0, f"{path}.eps", f"must be > 0, got {self.eps}")
-        require(self.report_every >= 1, f"{path}.report_every", "must be >= 1")
+        require(self.report_every >= 1, f"{path}.report_every",
+                f"must be >= 1, got {self.report_every!r}")
         require(
             self.checkpoint_every >= 1 and self.checkpoint_every % self.report_every == 0,
             f"{path}.checkpoint_every",
             f"must be a positive multiple of report_every={self.report_every}",
         )
-        require(self.step_size >= 1, f"{path}.step_size", "must be >= 1")
-        require(0 < self.gamma <= 1, f"{path}.gamma", "must be in (0, 1]")
-        require(self.artifact_every >= 0, f"{path}.artifact_every", "must be >= 0")
+        require(self.step_size >= 1, f"{path}.step_size", f"must be >= 1, got {self.step_size!r}")
+        require(0 < self.gamma <= 1, f"{path}.gamma", f"must be in (0, 1], got {self.gamma!r}")
+        require(self.artifact_every >= 0, f"{path}.artifact_every",
+                f"must be >= 0, got {self.artifact_every!r}")
         require(0 <= self.warmup_steps <= max(self.steps, 0), f"{path}.warmup_steps",
                 f"must be in [0, steps={self.steps}] (a longer warmup never reaches lr), "
                 f"got {self.warmup_steps}")
         require(len(self.betas) == 2, f"{path}.betas", "must hold two numbers")
-        require(self.dataset_size >= 0, f"{path}.dataset_size", "must be >= 0 (0: online)")
+        require(self.dataset_size >= 0, f"{path}.dataset_size",
+                f"must be >= 0 (0: online), got {self.dataset_size!r}")
         require(self.stop_loss is None or self.dataset_size > 0, f"{path}.stop_loss",
                 "needs epochs: set train.dataset_size > 0")
         from icl_core.algorithms.optimizers import FIXED_BATCH, OPTIMIZERS
@@ -178,14 +181,17 @@ class EvalConfig:
     stop_below: float | None = None
 
     def check(self, path: str) -> None:
-        require(self.n_prompts >= 1, f"{path}.n_prompts", "must be >= 1")
-        require(self.every >= 0, f"{path}.every", "must be >= 0")
+        require(self.n_prompts >= 1, f"{path}.n_prompts", f"must be >= 1, got {self.n_prompts!r}")
+        require(self.every >= 0, f"{path}.every", f"must be >= 0, got {self.every!r}")
         require(len(self.grid) >= 1, f"{path}.grid", "must hold at least one evaluation point")
-        require(self.chunk >= 1, f"{path}.chunk", "must be >= 1")
-        require(all(s >= 0 for s in self.gd_steps), f"{path}.gd_steps", "must be >= 0")
-        require(all(s >= 0 for s in self.infer_steps), f"{path}.infer_steps", "must be >= 0")
-        require(self.infer_lr > 0, f"{path}.infer_lr", "must be > 0")
-        require(self.tune_prompts >= 1, f"{path}.tune_prompts", "must be >= 1")
+        require(self.chunk >= 1, f"{path}.chunk", f"must be >= 1, got {self.chunk!r}")
+        require(all(s >= 0 for s in self.gd_steps), f"{path}.gd_steps",
+                f"must be >= 0, got {self.gd_steps!r}")
+        require(all(s >= 0 for s in self.infer_steps), f"{path}.infer_steps",
+                f"must be >= 0, got {self.infer_steps!r}")
+        require(self.infer_lr > 0, f"{path}.infer_lr", f"must be > 0, got {self.infer_lr!r}")
+        require(self.tune_prompts >= 1, f"{path}.tune_prompts",
+                f"must be >= 1, got {self.tune_prompts!r}")
         for name in ("gd_lr_grid", "newton_alpha_grid"):
             grid = getattr(self, name)
             require(len(grid) >= 1 and all(v > 0 for v in grid), f"{path}.{name}",
@@ -302,8 +308,8 @@ def _check_values(member: MemberConfig) -> None:
     require(train.precision == "fp32" or member.dtype == "float32", "train.precision",
             f"{train.precision!r} speeds up float32 training; dtype {member.dtype!r} computes as "
             "declared: use train.precision=fp32")
-    require(member.seed >= 0, "seed", "must be >= 0")
-    require(member.task_seed >= 0, "task_seed", "must be >= 0")
+    require(member.seed >= 0, "seed", f"must be >= 0, got {member.seed!r}")
+    require(member.task_seed >= 0, "task_seed", f"must be >= 0, got {member.task_seed!r}")
     dev = member.device
     require(
         dev in ("auto", "cpu", "cuda", "mps") or dev.startswith("cuda:"),
