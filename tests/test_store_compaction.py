@@ -80,7 +80,8 @@ def test_compaction_keeps_every_row_exactly_once_and_the_resume_check(store):
     assert len(folder(store, "compacted")) == 2 and frame(store).height == 21 * 8
     lazy, coverage = scan_rows(store.uri, SWEEP, STUDY, columns=["value"])
     assert lazy.collect_schema().names() == ["config_hash", "status", "value"]
-    assert coverage.read == {"rows": 20, "failed": 1}
+    assert coverage.read == {"rows": 0, "failed": 1, "compacted": 20}  # where they were read
+    assert "21 read (0 rows/, 1 failed/, 20 compacted/)" in coverage.line("s")
 
 
 def test_a_compaction_killed_before_its_deletions_reads_each_row_once_and_is_cleaned_up(store):

@@ -309,7 +309,8 @@ def _plan(storage: str, sweep: str, study: str | None, expected) -> _Plan:
 
 def _count(plan: _Plan) -> None:
     for entry in (m for members in plan.groups.values() for m in members):
-        plan.coverage.read["failed" if entry.folder == "failed" else "rows"] += entry.members
+        read = plan.coverage.read  # members by where their rows were: rows/, failed/, compacted/
+        read[entry.folder] = read.get(entry.folder, 0) + entry.members
 
 
 def _missing(plan: _Plan, storage: str, sweep: str, study: str | None) -> MissingResults:
