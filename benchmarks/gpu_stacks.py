@@ -1,6 +1,7 @@
 """Issue 46's GPU checks in one prepared run for a lent machine (torch and pyarrow only: no Ray,
-Polars or pytest there), about 6 minutes on an H100 (first run 2026-11-28: parts 1-2 in about
-2 minutes, part 3 in 3.4 at its first cells; a later window: `--parts 3`, the rest measured):
+Polars or pytest there). On an H100 (first run 2026-11-28) parts 1-2 took about 2 minutes;
+part 3 is capped at 150 s (cpu size) + 330 s (paper size, fp32 and TF32), so all of it can
+take ~10 minutes: a later window runs `--parts 3`, the rest measured:
 
     python benchmarks/gpu_stacks.py --out $OUT            # on the GPU machine
     python benchmarks/gpu_stacks.py --device cpu --quick  # the same script, dry-run on a CPU
@@ -247,16 +248,12 @@ def stack_scaling(args, out: Path) -> None:
     if not args.quick:
         passes.append(("paper", "1,8,128", args.device == "cuda", 90, 330))
     for size, ks, tf32, budget, limit in passes:
-        scaling = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device",
-                   args.device, "--draws", "generator,counter,graph", "--sizes", size,
-                   "--ks", ks, "--budget-s", str(budget), "--json",
-                   str(out / ("stack.json" if size == "cpu" else f"stack_{size}.json"))]
-        scaling += ["--tf32"] if tf32 else []
-        scaling += ["--ref", args.ref] if args.ref else []
-        scaling += ["--steps", "3", "--ref", "none"] if args.quick else []
-        if not run_capped(scaling, limit):
-            print(f"stack scaling, {size} size: past its {limit} s; the cells done are above "
-                  "and in its JSON")
+        extra = ["--budget-s", str(budget)] + (["--tf32"] if tf32 else [])
+        extra += ["--steps", "3", "--ref", "none"] if args.quick else \
+            ["--ref", args.ref] if args.ref else []
+        scaling_pass(args, "stack scaling", size, ks, "generator,counter,graph",
+                     out / ("stack.json" if size == "cpu" else f"stack_{size}.json"), limit,
+                     extra)
 
 
 def compiled_stacks(args, out: Path) -> None:
@@ -264,12 +261,19 @@ def compiled_stacks(args, out: Path) -> None:
     # K = 1, 8 and the target at two depths: enough kinds of steps to fit the path
     cells = [("cpu", "1,2")] if args.quick else [("cpu", "1,8,512"), ("paper", "1,8,128")]
     for size, ks in cells:
-        compiled = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"),
-                    "--device", args.device, "--draws", "counter,compile", "--sizes", size,
-                    "--ks", ks, "--ref", "none", "--json", str(out / f"compile_{size}.json")]
-        compiled += ["--steps", "3"] if args.quick else ["--budget-s", "150"]
-        if not run_capped(compiled, 200):
-            print(f"compiled stacks, {size} size: past 200 s; the cells done are above")
+        scaling_pass(args, "compiled stacks", size, ks, "counter,compile",
+                     out / f"compile_{size}.json", 200,
+                     ["--ref", "none", *(["--steps", "3"] if args.quick else ["--budget-s", "150"])])
+
+
+def scaling_pass(args, what: str, size: str, ks: str, draws: str, json_path: Path, limit: int,
+                 extra: list[str]) -> None:
+    """One benchmarks/stack_scaling.py process at one model size, capped at `limit` s."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device",
+           args.device, "--draws", draws, "--sizes", size, "--ks", ks, "--json", str(json_path),
+           *extra]
+    if not run_capped(cmd, limit):
+        print(f"{what}, {size} size: past its {limit} s; the cells done are above and in its JSON")
 
 
 if __name__ == "__main__":

@@ -34,13 +34,13 @@ def measured(x: float, seed: int) -> float:
     return A * x ** -B * math.exp(SIGMA * rng.normal())
 
 
-def write_member(store: Store, x: float, seed: int) -> None:
+def write_member(store: Store, x: float, seed: int, **extra) -> None:
     h = f"x{x:g}s{seed}"
     rows = [{"metric": "mse", "statistic": "median", "value": measured(x, seed), "step": 100,
              "predictor": "model", "position": 20, "test_dist": "train"}]
     constants = {"sweep": SWEEP, "study": STUDY, "trial_id": h, "member": 0, "config_hash": h,
                  "seed": seed, "status": "ok", "reason": None, "model.depth": x,
-                 "wall_time_s": 1.0}
+                 "wall_time_s": 1.0, **extra}
     store.write_rows(store.rows_path(SWEEP, STUDY, h), rows_table(rows, constants))
 
 

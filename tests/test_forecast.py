@@ -38,9 +38,10 @@ N_BOOT = 200
 
 
 def write_final(store: Store, study: str, x: float, seed: int, value: float,
-                status: str = "ok") -> None:
-    """One member: its final query MSE (median over prompts) at width x."""
-    h = f"w{x:g}s{seed}"
+                status: str = "ok", prefix: str = "w") -> None:
+    """One member (config hash `<prefix><x>s<seed>`): its final query MSE (median over
+    prompts) at width x."""
+    h = f"{prefix}{x:g}s{seed}"
     rows = [{"metric": "mse", "statistic": "median", "value": value, "step": 100,
              "predictor": "model", "position": 20, "test_dist": "train"},
             {"metric": "mse", "statistic": "median", "value": value * 10, "step": 100,
@@ -235,12 +236,7 @@ def test_two_presets_in_one_study_folder_are_kept_apart_by_preset(tmp_path, caps
     write_law(store, "s", 1.0, 0.5, 0.05, rng)  # the "cpu" members, w<x>s<seed>
     for x in XS:
         for seed in SEEDS:  # a "smoke" run at the same widths and seeds: another law
-            h = f"smoke{x}s{seed}"
-            rows = [{"metric": "mse", "statistic": "median", "value": 5.0, "step": 10,
-                     "predictor": "model", "position": 20, "test_dist": "train"}]
-            store.write_rows(store.rows_path(SWEEP, "s", h), rows_table(rows, {
-                "sweep": SWEEP, "study": "s", "trial_id": h, "member": 0, "config_hash": h,
-                "seed": seed, "status": "ok", "reason": None, "model.width": x}))
+            write_final(store, "s", x, seed, 5.0, prefix="smoke")
     plans = {"cpu": [f"w{x:g}s{s}" for x in XS for s in SEEDS],
              "smoke": [f"smoke{x}s{s}" for x in XS for s in SEEDS]}
     (tmp_path / SWEEP / "s" / "study.json").write_text(json.dumps(

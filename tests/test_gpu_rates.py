@@ -24,6 +24,11 @@ TRUE = gpu_rates.Rates(floor_s=2e-3, layer_pass_s=1e-3, stack_floor_s=5e-3,
                        stack_layer_pass_s=4e-4, member_s=3e-4, s_per_flop=1 / 30e12)
 
 
+def base_points(rate_file: gpu_rates.RateFile) -> list[gpu_rates.Measured]:
+    """The steps of the path every other falls back on (generator fp32)."""
+    return [p for p in rate_file.points if gpu_rates.path_of(p.member) == gpu_rates.BASE_PATH]
+
+
 def members(draws: str = "generator") -> list:
     from stack_scaling import member
 
@@ -81,7 +86,7 @@ def test_the_committed_rates_are_the_fit_of_the_committed_steps():
         for term in gpu_rates.TERMS:
             assert getattr(committed.rates[path], term) == pytest.approx(
                 getattr(rates, term), rel=1e-9), (path, term)
-    base = [p for p in committed.points if gpu_rates.path_of(p.member) == gpu_rates.BASE_PATH]
+    base = base_points(committed)
     errors = gpu_rates.relative_errors(committed.rates[gpu_rates.BASE_PATH], base)
     assert sorted(map(abs, errors))[len(errors) // 2] < 0.15  # its median step within 15%
     assert all(p.source for p in committed.points)  # each says where it was measured
@@ -130,7 +135,7 @@ def stack_json(points: list[gpu_rates.Measured], device: str = "cuda") -> dict:
 def test_icl_cost_adds_measured_steps_refits_a_path_and_writes_it(tmp_path, capsys):
     rates_file = tmp_path / "gpu_rates.json"
     committed = gpu_rates.load()  # its base path alone: the graph steps below are all there are
-    base = [p for p in committed.points if gpu_rates.path_of(p.member) == gpu_rates.BASE_PATH]
+    base = base_points(committed)
     gpu_rates.save(gpu_rates.RateFile(committed.device_name, base,
                                       {gpu_rates.BASE_PATH: committed.rates[gpu_rates.BASE_PATH]},
                                       committed.note), rates_file)

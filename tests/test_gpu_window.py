@@ -145,16 +145,9 @@ def test_a_merge_names_every_members_device_and_torch(tmp_path):
     """Evidence now keeps device_name and torch_version; rows committed before it did are
     named from their provenance (one CPU name and one GPU name at most tell them apart by
     device type), so a window's merged provenance names both devices (it read null before)."""
-    from icl_core.storage.store import rows_table
-
     def member(store: Store, seed: int, device: str, name: str, torch: str) -> None:
-        h = f"d{seed}"
-        rows = [{"metric": "mse", "statistic": "median", "value": 0.1, "step": 100,
-                 "predictor": "model", "position": 20, "test_dist": "train"}]
-        constants = {"sweep": SWEEP, "study": STUDY, "trial_id": h, "member": 0,
-                     "config_hash": h, "seed": seed, "status": "ok", "reason": None,
-                     "device_type": device, "device_name": name, "torch_version": torch}
-        store.write_rows(store.rows_path(SWEEP, STUDY, h), rows_table(rows, constants))
+        write_member(store, 4.0, seed, device_type=device, device_name=name,
+                     torch_version=torch)
 
     first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
     for seed in (0, 1):

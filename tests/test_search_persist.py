@@ -40,13 +40,12 @@ def test_tune_search_persists_resumes_and_extends(ray_session, tmp_path, capsys)
     hashes = {t.user_attrs["config_hash"] for t in study.trials}
     rows = {p.stem for p in (tmp_path / "hpo_lr" / "width_lr" / "rows").glob("*.parquet")}
     assert rows == hashes  # every trial recorded, those ASHA stopped too (by the driver)
-    statuses = {pl.read_parquet(p)["status"][0]: None for p in
+    statuses = {p.stem: pl.read_parquet(p)["status"][0] for p in
                 (tmp_path / "hpo_lr" / "width_lr" / "rows").glob("*.parquet")}
-    assert set(statuses) <= {"ok", "diverged", "pruned"}
+    assert set(statuses.values()) <= {"ok", "diverged", "pruned"}
     for trial in study.trials:  # Optuna's state and the store's status agree (ASHA may stop
         # none of three: test_a_trial_asha_stops_... holds a stopped one to it)
-        stored = pl.read_parquet(tmp_path / "hpo_lr" / "width_lr" / "rows" /
-                                 f"{trial.user_attrs['config_hash']}.parquet")["status"][0]
+        stored = statuses[trial.user_attrs["config_hash"]]
         assert (trial.state.name == "PRUNED") == (stored == "pruned"), (trial, stored)
     for trial in study.trials:  # each trial's hash is its sampled config's
         assert 0 <= trial.params["train.warmup_steps"] <= 5  # the smoke preset's space
@@ -253,8 +252,10 @@ def test_a_trial_asha_stops_is_pruned_in_the_study_and_in_the_store(tmp_path, ca
     assert store.final_train_loss("hpo_lr", "width_lr", h) == (20, 2.5)
     assert f"{h}: stopped by ASHA at step 20; recorded pruned" in caplog.text
     assert member["train"]["lr"] == sampled["train.lr"]  # the sampled config's member
-    # a trial that ran to its end wrote its own rows and said so: nothing more is written
-    done = Trial("tune_trainable", config=trial_config(template, sampled), stub=True)
+    # a trial that ran to its end wrote its own rows and said so: nothing is written for it
+    fresh = TrialSpec("hpo_lr", "width_lr", str(tmp_path / "fresh"), [point.to_dict()],
+                      hashes=[point.hash], report_all=True)
+    done = Trial("tune_trainable", config=trial_config(fresh, sampled), stub=True)
     done.update_last_result({"loss": 2.0, "step": 40, "member_done": True})
     StoppedRecords().on_trial_complete(3, [done], done)
-    assert store.statuses("hpo_lr", "width_lr")[h][0] == "pruned"
+    assert Store(str(tmp_path / "fresh")).statuses("hpo_lr", "width_lr") == {}

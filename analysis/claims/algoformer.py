@@ -277,9 +277,9 @@ CLAIMS = (
                            Cell(f"standard, {3 * L} layers",
                                 {"model.name": "transformer", "model.depth": 3 * L}))
                   for L in (1, 2)),
-          scale=REDUCED.replace("3 seeds", "3 seeds (5 for L = 1 and the standard models: "
-                                "seeds 3-4 from an H100 window)")
-          + "; (T, ΔT) = (4, 4); standard transformers of 3L layers, 4 heads",
+          scale="reduced: d = 3, N = 10, 4000 steps, 3 seeds (5 for L = 1 and the standard "
+                "models: seeds 3-4 from an H100 window); (T, ΔT) = (4, 4); standard "
+                "transformers of 3L layers, 4 heads",
           was="AlgoFormer beats standard: not testable (did not survive the re-run); more "
               "layers / heads help: not testable",
           figure_file=FIG4),

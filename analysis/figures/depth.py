@@ -25,13 +25,12 @@ from analysis.plotting import (
     style,
 )
 from analysis.reading.frames import (
-    STATS,
     cell_regime,
     final_eval,
     labels,
+    levels,
     member_counts,
     var_y,
-    warn_pooled,
 )
 from analysis.reading.regime import regime_notes
 
@@ -42,22 +41,10 @@ NARROW_COLUMNS = True  # it reads no HELPER_COLUMNS (tests/test_sweep_e2e.py, te
 
 def depth_table(final: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(seed-level: depth, seed, median, q25, q75; depth-level: medians over seeds)."""
-    model = final.filter((pl.col("predictor") == "model") & pl.col("statistic").is_in(STATS))
-    model = model.with_columns(pl.col("model.depth").cast(pl.Float64).alias("depth"))
-    seeds = (
-        model.group_by("depth", "seed", "statistic")
-        .agg(pl.col("value").median(), pl.col("config_hash").n_unique().alias("n_configs"))
-    )
-    warn_pooled(seeds.rename({"n_configs": "configs"}), ["depth"])
-    seeds = seeds.pivot(on="statistic", index=["depth", "seed"], values="value")
-    seeds = seeds.with_columns(
-        [pl.lit(None, pl.Float64).alias(s) for s in STATS if s not in seeds.columns]
-    ).sort("depth", "seed")
-    depths = seeds.group_by("depth").agg(
-        pl.col("median").median(), pl.col("q25").median(), pl.col("q75").median(),
-        pl.col("seed").n_unique().alias("n_seeds"),
-    ).sort("depth")
-    return seeds, depths
+    model = final.filter(pl.col("predictor") == "model")
+    seeds, depths = levels(model.with_columns(pl.col("model.depth").cast(pl.Float64)
+                                              .alias("depth")), ["depth"])
+    return seeds, depths.rename({"n": "n_seeds"})
 
 
 def _fit_depth(seeds: pl.DataFrame, n_boot: int, seed: int) -> tuple[Fit | None, str]:

@@ -79,17 +79,19 @@ def study_rows(storage: str, sweep: str, study: str, preset: str | None = None) 
     """A study's rows; with `preset`, only the members its plan expects (the study's manifest
     in the store): a store that also holds another preset's runs (smoke beside cpu) keeps
     them out of a forecast."""
+    hashes = None
+    if preset:  # the plan first: a study without one is refused before its rows are read
+        loc = locate(storage)
+        hashes = expected_hashes(read_manifest(loc.fs, loc.study_dir(sweep, study)) or {},
+                                 preset)
+        if hashes is None:
+            raise ValueError(f"--preset: {sweep}/{study} has no grid plan in its manifest (a "
+                             "search, an adaptive study or rows written without a sweep run): "
+                             "leave it out")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rows, _ = read_rows(storage, sweep, study)
-    if not preset:
-        return rows
-    loc = locate(storage)
-    hashes = expected_hashes(read_manifest(loc.fs, loc.study_dir(sweep, study)) or {}, preset)
-    if hashes is None:
-        raise ValueError(f"--preset: {sweep}/{study} has no grid plan in its manifest (a search, "
-                         "an adaptive study or rows written without a sweep run): leave it out")
-    return rows.filter(pl.col("config_hash").is_in(hashes))
+    return rows if hashes is None else rows.filter(pl.col("config_hash").is_in(hashes))
 
 
 def member_values(rows: pl.DataFrame, x: str, measure: Measure) -> pl.DataFrame:

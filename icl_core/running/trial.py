@@ -244,8 +244,7 @@ def open_group(work: Work, members: list, resumed: dict) -> Group | None:
         graphed = members[0][1].train.cuda_graph and stack_key(members[0][1]) is not None
         trainer = runs[0] if len(runs) == 1 and not graphed else StackedRun(runs)
     except Exception as exc:  # every member of the group is recorded with the reason
-        traceback.print_exc()
-        reason = f"{type(exc).__name__}: {exc}"
+        reason = failure("", exc)
         for k, (index, member) in enumerate(members):
             run = runs[k] if k < len(runs) else None
             finish_member(work, index, member, run, "failed", reason, math.nan, time.time() - t0)

@@ -122,15 +122,13 @@ def tune_trainable(config: dict) -> None:
             save_state(d, ckpt_state)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
-    run_trial(spec, report, state)
+    statuses = run_trial(spec, report, state)
     if spec.report_all and not saw_loss[0]:
         # a search sampled a config that an earlier trial finished: its rows exist, so nothing
         # trained; the searcher still needs the trial's metric (Tune refuses a result without)
         from icl_core.storage.store import Store
 
-        store = Store(spec.storage)
-        step, loss = store.final_train_loss(spec.sweep, spec.study, spec.hashes[0])
-        (status, _), = store.statuses(spec.sweep, spec.study, spec.hashes).values()
+        step, loss = Store(spec.storage).final_train_loss(spec.sweep, spec.study, spec.hashes[0])
         # a member an earlier trial's scheduler stopped: this trial ends pruned too
-        tune.report({"loss": loss, "step": step, "member_done": status != "pruned",
-                     "progress": 1.0})
+        tune.report({"loss": loss, "step": step,
+                     "member_done": statuses[spec.hashes[0]] != "pruned", "progress": 1.0})
