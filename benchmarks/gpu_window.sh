@@ -11,7 +11,7 @@
 #
 # STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile; --ref .devref/ref_stack.py for
 # a copy of the reference carried into the checkout; --parts 3 for stack scaling alone, what a
-# window after the first of 2026-11-28 needs: parts 1-3 together pass the default STACKS_S;
+# window after the first of 2026-11-28 needs, with STACKS_S=480, its two passes' caps;
 # --device cpu --quick is the dry run on a CPU). Back here, with the files under FILES:
 #
 #     icl cost --add $FILES/stacks/stack.json $FILES/stacks/stack_paper.json --write \
