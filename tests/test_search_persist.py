@@ -252,6 +252,14 @@ def test_a_trial_asha_stops_is_pruned_in_the_study_and_in_the_store(tmp_path, ca
     assert store.final_train_loss("hpo_lr", "width_lr", h) == (20, 2.5)
     assert f"{h}: stopped by ASHA at step 20; recorded pruned" in caplog.text
     assert member["train"]["lr"] == sampled["train.lr"]  # the sampled config's member
+    # the same config sampled again: its trial reports the stored member, ended early
+    from icl_core.running.tune_trainable import ended_early, stored_result
+
+    again = spec_from_config(stopped.config)
+    assert stored_result(again, "pruned") == {"loss": 2.5, "step": 20, "member_done": False,
+                                              "progress": 1.0}
+    assert ended_early(stored_result(again, "pruned"))
+    assert not ended_early(stored_result(again, "ok"))
     # a trial that ran to its end wrote its own rows and said so: nothing is written for it
     fresh = TrialSpec("hpo_lr", "width_lr", str(tmp_path / "fresh"), [point.to_dict()],
                       hashes=[point.hash], report_all=True)

@@ -126,9 +126,14 @@ def tune_trainable(config: dict) -> None:
     if spec.report_all and not saw_loss[0]:
         # a search sampled a config that an earlier trial finished: its rows exist, so nothing
         # trained; the searcher still needs the trial's metric (Tune refuses a result without)
-        from icl_core.storage.store import Store
+        tune.report(stored_result(spec, statuses[spec.hashes[0]]))
 
-        step, loss = Store(spec.storage).final_train_loss(spec.sweep, spec.study, spec.hashes[0])
-        # a member an earlier trial's scheduler stopped: this trial ends pruned too
-        tune.report({"loss": loss, "step": step,
-                     "member_done": statuses[spec.hashes[0]] != "pruned", "progress": 1.0})
+
+def stored_result(spec: TrialSpec, status: str) -> dict:
+    """The one result of a search trial whose member an earlier trial finished: its stored
+    step and training loss; `member_done` unless it was pruned (its scheduler stopped it),
+    so this trial ends pruned too (`ended_early`)."""
+    from icl_core.storage.store import Store
+
+    step, loss = Store(spec.storage).final_train_loss(spec.sweep, spec.study, spec.hashes[0])
+    return {"loss": loss, "step": step, "member_done": status != "pruned", "progress": 1.0}
