@@ -110,6 +110,31 @@ def test_draws_are_a_pure_function_of_key_step_and_call():
     assert words.min() >= 0 and words.max() < 2**32
 
 
+@pytest.mark.parametrize("step, first, total, second_call", [
+    (0, [[4265985104, 3630132386, 2219006393], [1359483506, 60387228, 387734718]],
+     4308888715824, [[3313167720, 2014062671, 2237605250], [1581047821, 1663280296, 3501593891]]),
+    (2**40 + 5, [[2308762696, 2880784272, 3126834178], [700900, 4124951177, 195265382]],
+     4275363922460, [[1192421029, 3771093354, 1797545395], [3466301060, 210134550, 1568152614]]),
+])
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_the_stream_is_pinned(step, first, total, second_call, as_tensor):
+    """The words are a format: counter-draw rows are reproduced from them, so a faster hash
+    must give these numbers (recorded from the first implementation) to the bit."""
+    d = CounterDraws(torch.tensor([1, 2**62 + 3]), torch.tensor(step) if as_tensor else step)
+    words = d.words(1000)
+    assert words[:, :3].tolist() == first and int(words.sum()) == total
+    assert d.words(3).tolist() == second_call
+
+
+def test_a_call_mixes_both_stream_words_in_one_chain():
+    """A graph replays every operation of a call: the two stream words are hashed together
+    ((2, K) tensors), not one after the other (127 operations with a tensor step; 246 each
+    word apart)."""
+    with OpCount() as counter:
+        CounterDraws(torch.tensor([1, 2, 3]), torch.tensor(5)).words(100)
+    assert sum(counter.ops.values()) < 160
+
+
 def normal_cdf(z: torch.Tensor) -> torch.Tensor:
     return 0.5 * (1 + torch.erf(z / math.sqrt(2)))
 

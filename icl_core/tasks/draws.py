@@ -80,9 +80,9 @@ class GeneratorDraws:
 
 
 def _mul32(x, c: int):
-    """x·c mod 2³² for 32-bit x (an int64 tensor or an int) and a 32-bit constant c: the
-    16-bit halves of x times c stay below 2⁴⁹, so int64 never overflows."""
-    return ((x & 0xFFFF) * c + ((((x >> 16) * c) & 0xFFFF) << 16)) & M32
+    """x·c mod 2³² for 32-bit x (an int64 tensor or an int) and a 32-bit constant c: x times
+    each 16-bit half of c stays below 2⁴⁸, so int64 never overflows (six operations)."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
 
 
 def _xorshift_multiply(x, first: int, second: int, last: int):
@@ -118,18 +118,26 @@ class CounterDraws:
         self.device = keys.device
         self._halves = (keys & M32, (keys >> 32) & M32)  # (K,) each
 
-    def _stream(self, salt: int) -> torch.Tensor:
-        """A 32-bit stream word per member (K, 1) for this step and call."""
-        s = _mix1(_mix2(salt ^ self.calls) ^ (self.step & M32))  # host ints: no aten ops
-        s = _mix2(s ^ ((self.step >> 32) & M32))
+    def _streams(self) -> torch.Tensor:
+        """This step's and call's two 32-bit stream words per member, (2, K, 1): one per salt,
+        both mixed in the same operations (a tensor step: on the device)."""
+        salted = [_mix2(salt ^ self.calls) for salt in SALTS]  # host ints: no aten ops
         lo, hi = self._halves
-        return _mix2(_mix1(lo ^ s) ^ hi).unsqueeze(1)
+        if torch.is_tensor(self.step):
+            s = torch.stack([(self.step & M32) ^ h for h in salted])  # (2,)
+            s = _mix2(_mix1(s) ^ ((self.step >> 32) & M32))
+            mixed = lo ^ s[:, None]  # (2, K)
+        else:
+            s = [_mix2(_mix1(h ^ (self.step & M32)) ^ ((self.step >> 32) & M32)) for h in salted]
+            mixed = torch.stack([lo ^ word for word in s])  # (2, K)
+        return _mix2(_mix1(mixed) ^ hi).unsqueeze(2)
 
     def words(self, n: int) -> torch.Tensor:
         """(K, n) int64 words in [0, 2³²): one call (the call index advances)."""
-        a, b = self._stream(SALTS[0]), self._stream(SALTS[1])
+        a, b = self._streams()
         self.calls += 1
-        spread = _mul32(torch.arange(n, device=self.device, dtype=torch.int64), GOLDEN)  # (n,)
+        # i·φ mod 2³² in one product: i < 2³¹ and φ < 2³², so it stays below 2⁶³
+        spread = (torch.arange(n, device=self.device, dtype=torch.int64) * GOLDEN) & M32
         return _mix2(_mix1((spread + a) & M32) ^ b)
 
     def _uniform_flat(self, n: int, dtype: torch.dtype) -> torch.Tensor:
