@@ -1,7 +1,7 @@
 """A stack's step as one CUDA graph (train.cuda_graph, icl_core/training/cuda_graph.py).
 
 On a CPU the graph's body runs eagerly: the step in a 0-dim tensor (counter draws read it
-there), the learning rate a tensor the scheduler fills, gradients zeroed in place. That body
+there), the learning rate a tensor the scheduler fills, gradients set to None before the backward. That body
 trains to the numbers of the ordinary counter-draw step (float64, warmup and step decay, with
 clipping), resumes from a checkpoint to the numbers of an uninterrupted run, and hands its
 members plain optimizers. On CUDA (run by benchmarks/gpu_check.sh) a replayed stack equals
@@ -9,6 +9,9 @@ the eager body, and a task whose curriculum reads the step on the host is not ca
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +24,9 @@ from icl_core.tasks.draws import CounterDraws
 from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
 from icl_core.training.stacked import StackedRun
 from icl_core.training.train import MemberRun, counter_keys
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -87,6 +93,20 @@ def test_the_graphs_body_resumes_to_the_numbers_of_an_uninterrupted_run(tmp_path
     straight.train_until(12)
     for p, q in zip(weights(straight), weights(resumed), strict=True):
         torch.testing.assert_close(q, p, rtol=1e-10, atol=1e-13)
+
+
+def test_the_graphs_body_writes_the_gradients_without_zeroing_them():
+    """The body sets the gradients to None before its backward (as the eager step does), so
+    the backward writes them: no zero_ per weight (one kernel each in the graph) and no
+    accumulation into the zeros (another); a step's gradients are new tensors eagerly."""
+    body = stack(True)
+    body.train_until(2)
+    before = [p.grad for p in body.trainable]
+    with OpCount() as counter:
+        body.static_step(torch.tensor(2))
+    assert counter.ops["aten.zero_"] == 0
+    assert all(p.grad is not None and p.grad is not g
+               for p, g in zip(body.trainable, before, strict=True))
 
 
 def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):

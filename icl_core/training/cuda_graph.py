@@ -4,8 +4,9 @@ Small models are bound by the host: a stacked step dispatches hundreds of kernel
 for in Python and in a launch. Replaying a captured graph is one launch a step. What the
 graph records is `StackedRun.static_step`: the step held in a 0-dim device tensor (filled
 before each replay), the batches drawn by counter from it (icl_core/tasks/draws.py: no
-generator state to advance), the vmapped forward and backward into gradients zeroed in place,
-per-member clipping and a capturable Adam/AdamW (with train.skip_grad_norm, or for float64 and
+generator state to advance), the vmapped forward and backward into gradients set to None
+before it (the backward writes them; captured, in the graph's pool, rewritten by each
+replay), per-member clipping and a capturable Adam/AdamW (with train.skip_grad_norm, or for float64 and
 bfloat16 weights, MaskedAdam: training/masked_adam.steps_masked; its skip mask on the device) whose learning rate is a tensor the scheduler fills
 between replays. The losses (K,) come back in a tensor the graph writes; train_until
 reads them once per report, as it reads an eager stack's, so divergence and stop rules see
@@ -94,6 +95,8 @@ class StepGraph:
         """Record one static step (recording runs nothing: the replay after it trains), on the
         member's device (torch.cuda.graph captures on the current one)."""
         graph = torch.cuda.CUDAGraph()
+        for p in self.run.trainable:  # the warm-up's gradients freed before, not during, capture
+            p.grad = None
         with torch.cuda.device(self.run.device), torch.cuda.graph(graph):
             self.losses = self.run.static_step(self.step)
         self.graph = graph
