@@ -20,7 +20,9 @@ take ~10 minutes: a later window runs `--parts 3`, the rest measured:
    counter draws with the graph, at issue 46's target cells: K = 1, 2, 32, 512 at the cpu size
    (fp32) and K = 1, 8, 128 at the paper size (fp32, then TF32), with the reference beside it
    (--ref; default ../shared/tools/ref_stack.py, which a lent machine does not have: carry a
-   copy); JSON in --out (stack.json, stack_paper.json).
+   copy) and the peers' one-GPT-2-per-process loop (--peer, benchmarks/peer_loop.py; the lent
+   machines have transformers): members per GPU-hour, ours over the peer's (issue 46: >= 10x
+   at the paper size); JSON in --out (stack.json, stack_paper.json).
 4. With --compile (about 3 more minutes: a compile per cell): a stack's loss compiled
    (train.compile) against the same stack eager, counter draws, fp32, at issue 46's two
    fused-kernel targets (cpu size K = 512, paper size K = 128) and K = 1, 8; JSON in --out.
@@ -248,7 +250,7 @@ def stack_scaling(args, out: Path) -> None:
     if not args.quick:
         passes.append(("paper", "1,8,128", args.device == "cuda", 90, 330))
     for size, ks, tf32, budget, limit in passes:
-        extra = ["--budget-s", str(budget)] + (["--tf32"] if tf32 else [])
+        extra = ["--budget-s", str(budget), "--peer"] + (["--tf32"] if tf32 else [])
         extra += ["--steps", "3", "--ref", "none"] if args.quick else \
             ["--ref", args.ref] if args.ref else []
         scaling_pass(args, "stack scaling", size, ks, "generator,counter,graph",

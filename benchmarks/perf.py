@@ -20,7 +20,7 @@ benchmarks/out/perf-<timestamp>-tmp/, removed at the end unless `--keep`.
     N = 40), batch 64, float32, Adam with the same lr / betas / eps, the same masked MSE loss.
     Ours is the real hot path: `icl_core.training.train.MemberRun(member).train_until(k)` (batches
     drawn on the device, losses kept there, one host read per call). The peer is a
-    peer-style loop written here: Linear read-in -> `transformers.GPT2Model` called with
+    peer-style loop (benchmarks/peer_loop.py): Linear read-in -> `transformers.GPT2Model` called with
     `inputs_embeds` (dropout 0, no cache) -> Linear read-out; each step draws the batch from
     the same task sampler on the CPU and moves it to the device, then forward, loss,
     zero_grad, backward, Adam step and `loss.item()` (every step, as peer trainers log).
@@ -85,19 +85,18 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "sweeps"))  # the shared bases, as sweep files import them
 
 from bases import CPU_LS, LIU_LS  # noqa: E402
+from peer_loop import Peer  # noqa: E402  (benchmarks/: the peers' loop)
 
 from icl_core import PRESETS, Preset, Study, Sweep  # noqa: E402
 from icl_core.planning.resources import plan_trials  # noqa: E402
 from icl_core.spec.config import MemberConfig, resolve_member, set_path  # noqa: E402
 from icl_core.storage.store import Store  # noqa: E402
-from icl_core.tasks import Batch, build_task, masked_mse  # noqa: E402
 from icl_core.training.evaluate import eval_prompts, evaluate  # noqa: E402
 from icl_core.training.train import MemberRun  # noqa: E402
 
@@ -158,59 +157,6 @@ class Ours:
         loss = self.run.train_until(self.run.step + n)
         sync(self.device)
         return loss
-
-
-class PeerNet(nn.Module):
-    """Read-in, a Hugging Face GPT-2 backbone fed embeddings, read-out (peer style)."""
-
-    def __init__(self, d_in: int, d_out: int, n_positions: int, depth: int, width: int,
-                 heads: int, activation: str):
-        super().__init__()
-        from transformers import GPT2Config, GPT2Model
-
-        config = GPT2Config(n_positions=n_positions, n_embd=width, n_layer=depth, n_head=heads,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-                            activation_function=activation)
-        self.embed = nn.Linear(d_in, width)
-        self.backbone = GPT2Model(config)
-        self.head = nn.Linear(width, d_out)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(inputs_embeds=self.embed(tokens)).last_hidden_state
-        return self.head(hidden)
-
-
-class Peer:
-    """A peer-style trainer: CPU sampling, a host transfer and a loss read every step."""
-
-    def __init__(self, member: MemberConfig, activation: str, device: torch.device):
-        self.name = f"GPT2 {activation}"
-        self.device = device
-        cfg = member.train
-        self.batch_size = cfg.batch_size
-        self.task = build_task(member.task, member.task_seed, torch.device("cpu"), torch.float32)
-        depth, width, heads = member.model.depth, member.model.width, member.model.heads
-        torch.manual_seed(member.seed)
-        self.model = PeerNet(self.task.d_in, self.task.d_out, self.task.seq_len, depth, width,
-                             heads, activation).to(device)
-        self.attn = getattr(self.model.backbone.config, "_attn_implementation", None)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr,
-                                          betas=tuple(cfg.betas), eps=cfg.eps)
-        self.gen = torch.Generator().manual_seed(member.seed + 1)
-        self.model.train()
-
-    def steps(self, n: int) -> float:
-        loss_value = float("nan")
-        for _ in range(n):
-            cpu = self.task.sample(self.batch_size, self.gen)
-            batch = Batch(cpu.inputs.to(self.device), cpu.targets.to(self.device),
-                          cpu.mask.to(self.device))
-            loss = masked_mse(self.model(batch.inputs), batch)
-            self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
-            loss_value = loss.item()
-        return loss_value
 
 
 def part_a(args) -> dict:

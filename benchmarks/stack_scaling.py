@@ -19,7 +19,9 @@ Columns: ms/step (one stacked step, all K members), member-steps/s (K / seconds 
 TFLOP/s (K x the project's 6 x params x tokens count, icl_core/training/flops.py, per step
 time), of peak (that over the matmul peak measured now, icl_core/training/throughput.py, at
 the same precision), ops/step (the counted step's aten operations; issue 46's target: as many
-at K = 32 as at K = 2); `draws` is how the batches are drawn (train.draws: `generator`, one
+at K = 32 as at K = 2; a graph's step: its replay), launches (those of its operations that are
+not views, each at least one kernel on a GPU: what a launch-bound small step pays for; a
+graph's: its body's, counted eagerly once before the capture, what each replay runs); `draws` is how the batches are drawn (train.draws: `generator`, one
 call per member and step; `counter`, one call per stack, icl_core/tasks/draws.py), each scheme
 in `--draws` a row per cell; then the reference's ms/step and member-steps/s, its share of *our*
 measured peak (its own 6 x params x tokens count; its share of its own peak is in the JSON)
@@ -56,6 +58,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from peer_loop import time_peer, transformers_version  # noqa: E402  (benchmarks/)
 
 from icl_core.common.device import precision_scope, resolve_device  # noqa: E402
 from icl_core.planning.memory import host_memory, human, member_memory  # noqa: E402
@@ -117,26 +121,49 @@ def trainer_for(members: list[MemberConfig]):
     return runs[0] if len(runs) == 1 and not members[0].train.cuda_graph else StackedRun(runs)
 
 
+# operations that allocate or read a scalar without a kernel of their own
+NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+             "is_same_size", "_local_scalar_dense", "lift_fresh"}
+
+
 class OpCount(TorchDispatchMode):
-    """Counts the aten operations dispatched while active (autograd's backward included)."""
+    """Counts the aten operations dispatched while active (autograd's backward included);
+    `launches`: those that are not views (nor a bare allocation), each at least one kernel on
+    a GPU, which is what a CUDA graph records and a replay runs."""
 
     def __init__(self):
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.launches = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
+        name = str(func.overloadpacket)
+        self.ops[name] += 1
+        self.launches += not func.is_view and name.removeprefix("aten.") not in NO_KERNEL
         return func(*args, **(kwargs or {}))
 
 
-def count_ops(trainer, device: torch.device) -> Counter:
+def count_ops(trainer, device: torch.device) -> OpCount:
     """The aten operations of one `take_step` (a step the timing does not include)."""
     trainer.train_mode()
     sync(device)
     with OpCount() as counter:
         trainer.take_step(trainer.step)
         sync(device)
-    return counter.ops
+    return counter
+
+
+def body_launches(trainer, device: torch.device) -> int | None:
+    """A graph's launches (train.cuda_graph): one eager static step's, counted before the
+    capture (after a first step made the optimizer's state); None for another trainer."""
+    if not getattr(trainer, "static", False):
+        return None
+    trainer.train_mode()
+    sync(device)
+    with OpCount() as counter:
+        trainer.static_step(torch.tensor(trainer.step, device=device))
+        sync(device)
+    return counter.launches
 
 
 def memory_refusal(size: str, k: int, device: str) -> str | None:
@@ -154,10 +181,13 @@ def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: flo
     t0 = time.perf_counter()
     trainer = trainer_for(members)
     dev = trainer.device
-    trainer.train_until(warmup)  # allocator, kernels, Adam's state
+    trainer.train_until(1)  # Adam's state (a graph's first warm-up step)
+    recorded = body_launches(trainer, dev)  # a graph's body, before its capture
+    trainer.train_until(max(warmup, 1))  # allocator, kernels (a graph: captured)
     sync(dev)
     setup_s = time.perf_counter() - t0
-    ops = count_ops(trainer, dev)
+    counted = count_ops(trainer, dev)
+    ops = counted.ops
     start = trainer.step
     sync(dev)
     t0 = time.perf_counter()
@@ -169,6 +199,7 @@ def time_cell(size: str, k: int, device: str, warmup: int, steps: int, peak: flo
     return {"params": int(step_shape(members[0]).params), "ms_per_step": 1e3 * seconds,
             "member_steps_per_s": k / seconds, "tflops": flops / 1e12,
             "of_peak": flops / peak if peak else None, "ops_per_step": sum(ops.values()),
+            "launches": counted.launches if recorded is None else recorded,
             "top_ops": dict(ops.most_common(8)), "setup_s": setup_s,
             "finite_losses": sum(1 for v in losses if v == v and abs(v) != float("inf"))}
 
@@ -204,6 +235,41 @@ def ours(sizes: list[str], ks: list[int], device: str, warmup: int, steps: int,
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
     return rows
+
+
+def peer_pass(sizes: list[str], device: str, warmup: int, steps: int, precision: str
+              ) -> list[dict]:
+    """The peers' loop (benchmarks/peer_loop.py) at each size, at one precision (the caller's
+    TF32 switch holds): a failure is its row."""
+    rows = []
+    for size in sizes:
+        row = {"side": "peer", "size": size, "precision": precision}
+        try:
+            row |= {"status": "ok", **time_peer(member(size, 0, device, "generator", precision),
+                                                torch.device(device), warmup, steps)}
+            say(f"  peer {precision} {size}: {row['ms_per_step']:.2f} ms/step "
+                f"({row['member_steps_per_s']:,.1f} member-steps/s)")
+        except Exception as exc:  # noqa: BLE001 - a cell's failure is a row
+            row["status"] = f"failed: {type(exc).__name__}: {str(exc)[:160]}"
+            say(f"  peer {precision} {size}: {row['status']}")
+        rows.append(row)
+    return rows
+
+
+def per_gpu_hour(rows: list[dict], peers: list[dict]) -> list[dict]:
+    """Members trained per GPU-hour, ours over the peer loop's, per size and precision: our
+    best cell's member-steps/s (any K and draws) over the peer's (one model a process: one
+    member-step a step), the same steps a member either way."""
+    out = []
+    for peer in (p for p in peers if p["status"] == "ok"):
+        cells = [r for r in rows if r["status"] == "ok" and r["size"] == peer["size"]
+                 and r["precision"] == peer["precision"]]
+        if cells:
+            best = max(cells, key=lambda r: r["member_steps_per_s"])
+            out.append({"size": peer["size"], "precision": peer["precision"], "k": best["k"],
+                        "draws": best.get("draws"),
+                        "ratio": best["member_steps_per_s"] / peer["member_steps_per_s"]})
+    return out
 
 
 # ------------------------------------------------------------------------ reference
@@ -266,7 +332,7 @@ def fmt(value, spec: str) -> str:
 
 def table(rows: list[dict], refs: dict) -> list[list[str]]:
     head = ["size", "K", "prec", "draws", "params", "ms/step", "member-steps/s", "TFLOP/s", "of peak",
-            "ops/step", "ref ms/step", "ref m-steps/s", "ref of peak", "ours/ref"]
+            "ops/step", "launches", "ref ms/step", "ref m-steps/s", "ref of peak", "ours/ref"]
     out = [head]
     for r in rows:
         ref = refs.get((r["size"], r["k"], r["precision"]))
@@ -275,9 +341,10 @@ def table(rows: list[dict], refs: dict) -> list[list[str]]:
         if ok:
             cells += [f"{r['params']:,}", f"{r['ms_per_step']:.2f}",
                       f"{r['member_steps_per_s']:,.1f}", f"{r['tflops']:.3f}",
-                      fmt(r["of_peak"], ".2%"), f"{r['ops_per_step']:,}"]
+                      fmt(r["of_peak"], ".2%"), f"{r['ops_per_step']:,}",
+                      f"{r['launches']:,}"]
         else:
-            cells += [r["status"][:40]] + [""] * 5
+            cells += [r["status"][:40]] + [""] * 6
         if ref is None:
             cells += ["-", "-", "-", "-"]
         elif ref["status"] != "ok":
@@ -333,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="train.draws schemes, a row each per cell: generator, counter, graph (counter "
         "draws and the step a CUDA graph, train.cuda_graph; eager on a CPU), compile (counter "
         "draws, train.compile: pays a compile per cell, ~30 s) (default generator)")
+    add("--peer", action="store_true",
+        help="also time the peers' loop (benchmarks/peer_loop.py: one GPT-2 per process, needs "
+        "transformers) per size and precision, and print members per GPU-hour, ours / peer")
     add("--json", default=None, help="write the rows, settings and the reference's output here")
     return parser
 
@@ -385,7 +455,11 @@ def main(argv: list[str] | None = None) -> int:
     say(ref_note or f"reference: {ref_path} (separate process, --graph {args.ref_graph}"
         + (")" if kind == "cuda" else ": eager on a CPU)"))
 
-    rows, ref_runs = [], []
+    rows, ref_runs, peers = [], [], []
+    peer_note = None
+    if args.peer and transformers_version() is None:
+        peer_note = "peer: not run (no transformers here: pip install transformers)"
+        say(peer_note)
     started = time.perf_counter()
 
     def write_json() -> None:  # after every pass: a run cut off keeps the passes it finished
@@ -399,7 +473,9 @@ def main(argv: list[str] | None = None) -> int:
                "warmup": warmup, "budget_s": args.budget_s, "peak_flops": peaks,
                "ours": rows, "reference": [r for run in ref_runs for r in run["rows"]],
                "reference_runs": ref_runs, "reference_note": ref_note,
-               "reference_path": str(ref_path) if ref_path else None}
+               "reference_path": str(ref_path) if ref_path else None,
+               "peer": peers, "peer_note": peer_note, "transformers": transformers_version(),
+               "per_gpu_hour": per_gpu_hour(rows, peers)}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
 
@@ -407,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         with precision_scope(precision, device):
             rows += ours(sizes, ks, kind, warmup, args.steps, precision, peaks[precision],
                          args.budget_s, draws)
+            if args.peer and peer_note is None:
+                peers += peer_pass(sizes, kind, warmup, args.steps, precision)
         write_json()
         if ref_path is not None:
             say(f"  reference {precision} ...")
@@ -435,6 +513,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run['peak'] / 1e12:.3g} TFLOP/s (JSON of_peak is of that)")
     if ref_note:
         say(ref_note)
+    for r in per_gpu_hour(rows, peers):  # issue 46: >= 10x at the paper size
+        say(f"members per {'GPU' if kind == 'cuda' else 'CPU'}-hour, ours / the peer loop: "
+            f"{r['ratio']:.1f}x at the {r['size']} "
+            f"size, {r['precision']} (ours: K = {r['k']}, {r['draws']})")
+    if peer_note:
+        say(peer_note)
     write_json()
     if args.json:
         say(f"wrote {args.json}")

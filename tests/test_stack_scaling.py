@@ -25,7 +25,7 @@ def result(tmp_path_factory) -> dict:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "stack_scaling.py"), "--device", "cpu",
          "--ks", ",".join(map(str, KS)), "--sizes", "cpu", "--steps", "2", "--warmup", "1",
-         "--json", str(out)],
+         "--draws", "generator,graph", "--peer", "--json", str(out)],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "member-steps/s" in done.stdout  # the table was printed
@@ -34,7 +34,8 @@ def result(tmp_path_factory) -> dict:
 
 def test_one_row_per_cell_and_consistent_rates(result):
     rows = result["ours"]
-    assert sorted((r["size"], r["k"]) for r in rows) == [("cpu", k) for k in KS]
+    assert sorted((r["size"], r["k"], r["draws"]) for r in rows) == \
+        [("cpu", k, d) for k in KS for d in ("generator", "graph")]
     tokens, batch = result["task"]["tokens"], result["task"]["batch"]
     for r in rows:
         assert r["status"] == "ok" and r["precision"] == "fp32", r
@@ -45,7 +46,7 @@ def test_one_row_per_cell_and_consistent_rates(result):
         flops = 6 * r["params"] * tokens * batch * r["k"] / seconds
         assert r["tflops"] * 1e12 == pytest.approx(flops, rel=0.01)
         assert r["of_peak"] == pytest.approx(flops / result["peak_flops"]["fp32"], rel=0.01)
-        assert r["ops_per_step"] > 0
+        assert 0 < r["launches"] < r["ops_per_step"]  # views launch nothing
         assert r["finite_losses"] == r["k"]  # every member trained
         member = resolve_member(r["member"])  # what `icl cost --add` fits the step to
         assert (member.model.depth, member.model.width, member.model.heads) == (4, 64, 4)
@@ -61,3 +62,19 @@ def test_the_reference_ran_beside_ours(result):
     for r in refs.values():
         assert r["status"] == "ok" and r["ms_per_step"] > 0, r
         assert r["of_our_peak"] > 0
+
+
+def test_the_peer_loop_ran_beside_ours(result):
+    """--peer: the peers' one-model loop at each size, and members per device-hour, ours (the
+    best cell) over it."""
+    if result["transformers"] is None:
+        assert result["peer"] == [] and "no transformers" in result["peer_note"]
+        pytest.skip("transformers is not installed")
+    (peer,) = result["peer"]
+    assert peer["status"] == "ok" and peer["size"] == "cpu" and peer["precision"] == "fp32"
+    assert peer["member_steps_per_s"] == pytest.approx(1e3 / peer["ms_per_step"], rel=1e-9)
+    best = max(result["ours"], key=lambda r: r["member_steps_per_s"])
+    (ratio,) = result["per_gpu_hour"]
+    assert (ratio["k"], ratio["draws"]) == (best["k"], best["draws"])
+    assert ratio["ratio"] == pytest.approx(
+        best["member_steps_per_s"] / peer["member_steps_per_s"], rel=1e-9)
