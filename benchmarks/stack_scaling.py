@@ -123,7 +123,7 @@ def trainer_for(members: list[MemberConfig]):
 
 # operations that allocate or read a scalar without a kernel of their own
 NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-             "is_same_size", "_local_scalar_dense", "lift_fresh"}
+             "is_same_size", "_local_scalar_dense", "lift_fresh", "_unsafe_view"}
 
 
 class OpCount(TorchDispatchMode):
