@@ -109,6 +109,15 @@ def test_the_graphs_body_writes_the_gradients_without_zeroing_them():
                for p, g in zip(body.trainable, before, strict=True))
 
 
+def test_a_stack_of_one_trains_as_its_member_in_a_larger_stack():
+    """A stack of one runs its member's views without vmap (fewer kernels for a replayed lone
+    member); it trains to the numbers that member reaches in a vmapped stack of two."""
+    one, two = stack(True, seeds=(7,)), stack(True, seeds=(3, 7))
+    assert one.train_until(12) == pytest.approx(two.train_until(12)[1:], rel=1e-10)
+    for p, q in zip(weights(one), weights(two), strict=True):
+        torch.testing.assert_close(p[0], q[1], rtol=1e-10, atol=1e-13)
+
+
 def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):
     raw = [member(3, True, train__steps=6, train__report_every=3,
                   train__checkpoint_every=3).to_dict()]

@@ -165,6 +165,31 @@ def test_icl_cost_adds_measured_steps_refits_a_path_and_writes_it(tmp_path, caps
     assert "re-run the benchmark" in capsys.readouterr().err
 
 
+def test_steps_of_an_earlier_revision_of_their_path_are_kept_but_not_fitted(tmp_path, capsys):
+    """A path whose kernels changed (gpu_rates.REVISIONS) is fitted only to steps timed on its
+    current code; the older ones stay in the file as a record."""
+    assert gpu_rates.REVISIONS["graph"] >= 2
+    rates_file = tmp_path / "gpu_rates.json"
+    committed = gpu_rates.load()
+    graph = gpu_rates.Rates(floor_s=2e-4, layer_pass_s=5e-5, stack_floor_s=1e-4,
+                            stack_layer_pass_s=0.0, member_s=1e-5, s_per_flop=1 / 40e12)
+    old = [gpu_rates.Measured(p.member, p.stack, 3 * p.step_s, "before", revision=1)
+           for p in drawn(graph, "graph")]
+    gpu_rates.save(gpu_rates.RateFile(committed.device_name, base_points(committed) + old,
+                                      {gpu_rates.BASE_PATH: committed.rates[gpu_rates.BASE_PATH]},
+                                      committed.note), rates_file)
+    assert "graph fp32" not in gpu_rates.load(rates_file).refit()  # 16 old steps: not fitted
+    measured = tmp_path / "stack.json"
+    measured.write_text(json.dumps(stack_json(drawn(graph, "graph"))))
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(measured), "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "16 steps timed on an earlier revision" in out and "graph fp32: 0.2 ms +" in out
+    written = gpu_rates.load(rates_file)
+    assert written.for_member(members("graph")[0]).floor_s == pytest.approx(2e-4, rel=1e-6)
+    revisions = [p.revision for p in written.points if p.member.train.cuda_graph]
+    assert sorted(set(revisions)) == [1, gpu_rates.REVISIONS["graph"]] and len(revisions) == 32
+
+
 def test_icl_cost_check_plans_the_h100_windows_stacks_within_25_percent_at_five(capsys):
     """The committed evidence of the first H100 windows: deep_optimizers/scaleup ran as 5
     stacks in 5 processes side by side; their steps and walls against the rate model alone

@@ -50,14 +50,19 @@ def main(argv: list[str] | None = None, prog: str = "icl cost") -> int:
     rate_file = dataclasses.replace(loaded, points=loaded.points + added)  # a copy: the
     rates = rate_file.refit()  # loaded one stays what the file holds
     changed = rates != rate_file.rates
+    current = rate_file.current_points()
     print(f"GPU rate model [{rate_file.device_name}], {len(rate_file.points)} measured steps"
           f"{' (refit)' if changed else ''}:")
     for name, r in rates.items():
-        points = [p for p in rate_file.points if gpu_rates.path_of(p.member) == name]
+        points = [p for p in current if gpu_rates.path_of(p.member) == name]
         print(f"  {name}: {r.describe()}")
         print(f"    fit: {gpu_rates.summary(gpu_rates.relative_errors(r, points))}; "
               f"leave-one-out: {gpu_rates.summary(gpu_rates.leave_one_out(points))}")
-    unfitted = sorted({gpu_rates.path_of(p.member) for p in rate_file.points} - set(rates))
+    stale = len(rate_file.points) - len(current)
+    if stale:
+        print(f"  {stale} steps timed on an earlier revision of their path (gpu_rates.REVISIONS: "
+              "its kernels changed since) are kept as a record, not fitted")
+    unfitted = sorted({gpu_rates.path_of(p.member) for p in current} - set(rates))
     for name in unfitted:
         print(f"  {name}: its steps do not tell the terms apart (lone and stacked steps at two "
               f"depths and two stack sizes or more are needed); costed as {gpu_rates.BASE_PATH}")

@@ -45,6 +45,11 @@ BASE_PATH = "generator fp32"  # the default path, every other's fallback until i
 # by their ratio for float64 (no tensor cores) and bfloat16
 PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
 MEMBER_FIELDS = {f.name for f in fields(MemberConfig)}  # a row's config columns start so
+# A path's revision, raised when what its step launches changes: steps timed on an earlier
+# revision stay in the file as a record but are not fitted. 2 (2026-11-28): counter draws hash
+# a call's two stream words at once, a graph's body writes its gradients unzeroed, and a stack
+# of one runs without vmap (about half the kernels of a lone graph step).
+REVISIONS = {"counter": 2, "graph": 2}
 
 
 def path_of(member: MemberConfig) -> str:
@@ -54,6 +59,11 @@ def path_of(member: MemberConfig) -> str:
     "counter+compile fp32"."""
     kind = "graph" if member.train.cuda_graph else member.train.draws
     return f"{kind}{'+compile' if member.train.compile else ''} {member.train.precision}"
+
+
+def revision_of(member: MemberConfig) -> int:
+    """The current revision of a member's path (REVISIONS; 1 where never raised)."""
+    return REVISIONS.get("graph" if member.train.cuda_graph else member.train.draws, 1)
 
 
 def features(member: MemberConfig, stack: int) -> list[float]:
@@ -107,15 +117,21 @@ class Measured:
     stack: int
     step_s: float
     source: str
+    revision: int = 1  # its path's revision when it was timed (REVISIONS)
+
+    @property
+    def current(self) -> bool:
+        """Timed on the path's current code: fitted (else kept as a record only)."""
+        return self.revision == revision_of(self.member)
 
     def to_json(self) -> dict:
         return {"config": to_plain(self.member), "stack": self.stack, "step_s": self.step_s,
-                "source": self.source}
+                "source": self.source, "revision": self.revision}
 
     @classmethod
     def from_json(cls, data: dict) -> Measured:
         return cls(resolve_member(data["config"]), int(data["stack"]), float(data["step_s"]),
-                   data["source"])
+                   data["source"], int(data.get("revision", 1)))
 
 
 def fit(points: list[Measured]) -> Rates:
@@ -180,9 +196,10 @@ class RateFile:
         return self.rates.get(path_of(member)) or self.rates[BASE_PATH]
 
     def refit(self) -> dict[str, Rates]:
-        """Fit every path that has both lone and stacked steps."""
+        """Fit every path that has both lone and stacked steps (those timed on its current
+        revision)."""
         by_path: dict[str, list[Measured]] = {}
-        for p in self.points:
+        for p in self.current_points():
             by_path.setdefault(path_of(p.member), []).append(p)
         out = {}
         for path, points in sorted(by_path.items()):
@@ -193,6 +210,9 @@ class RateFile:
         if BASE_PATH not in out:
             raise ConfigError(f"no {BASE_PATH} steps to fit: the path every other one falls back on")
         return out
+
+    def current_points(self) -> list[Measured]:
+        return [p for p in self.points if p.current]
 
     def to_json(self) -> dict:
         return {"device_name": self.device_name, "note": self.note,
@@ -317,7 +337,8 @@ def stack_scaling_points(data: dict, source: str) -> list[Measured]:
                 f"train.precision={member.train.precision}, which the trainer sets TF32 from: "
                 "stack_scaling.py before 2026-11-28 timed its TF32 pass with fp32 members; re-run "
                 "it, or relabel those cells as the fp32 steps they were")
-        out.append(Measured(member, int(row["k"]), float(row["ms_per_step"]) / 1e3, source))
+        out.append(Measured(member, int(row["k"]), float(row["ms_per_step"]) / 1e3, source,
+                            revision_of(member)))
     return out
 
 
