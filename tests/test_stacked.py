@@ -109,6 +109,18 @@ def test_stacked_equals_one_after_another(label, tmp_path):
     assert_same_numbers(alone, stacked)
 
 
+@pytest.mark.parametrize("label", sorted(MODELS))
+def test_a_stack_of_one_trains_as_its_member_in_a_stack_of_two(label):
+    """A stack of one (a lone member with train.cuda_graph) runs its member's views without
+    vmap: every model trains there to the numbers it reaches in a vmapped stack (float64)."""
+    members = [resolve_member(m) for m in float64_seeds(MODELS[label], seeds=(0, 1))]
+    steps = min(12, members[0].train.steps)
+    one, two = StackedRun([MemberRun(members[1])]), StackedRun([MemberRun(m) for m in members])
+    assert one.train_until(steps) == pytest.approx(two.train_until(steps)[1:], rel=1e-10)
+    for p, q in zip(one.params.values(), two.params.values(), strict=True):
+        torch.testing.assert_close(p[0], q[1], rtol=0, atol=1e-11)
+
+
 def test_members_that_differ_only_in_label_noise_stack_to_their_numbers_alone(tmp_path):
     """AlgoFormer's vs_newton sweeps the label noise: with generator draws each member draws
     from its own task, so the noise levels of a seed stack (one stack, not one a level) and
