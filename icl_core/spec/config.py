@@ -89,7 +89,7 @@ class TrainConfig:
     draws: str = "generator"
     # a stack's training step captured once as a CUDA graph and replayed (one launch a step:
     # icl_core/training/stacked.py); needs draws="counter" and Adam/AdamW online training.
-    # The graph's body (a step tensor, an lr tensor, gradients zeroed in place) runs eagerly
+    # The graph's body (a step tensor, an lr tensor, gradients written anew) runs eagerly
     # where capture is not possible: on a CPU, or a task or model whose step is not static
     cuda_graph: bool = False
 

@@ -93,10 +93,11 @@ class StepGraph:
 
     def _capture(self) -> None:
         """Record one static step (recording runs nothing: the replay after it trains), on the
-        member's device (torch.cuda.graph captures on the current one)."""
+        member's device, on the warm-up's side stream (made there: torch's default capture
+        stream is made once a process, on whichever device captured first)."""
         graph = torch.cuda.CUDAGraph()
         for p in self.run.trainable:  # the warm-up's gradients freed before, not during, capture
             p.grad = None
-        with torch.cuda.device(self.run.device), torch.cuda.graph(graph):
+        with torch.cuda.device(self.run.device), torch.cuda.graph(graph, stream=self._side):
             self.losses = self.run.static_step(self.step)
         self.graph = graph

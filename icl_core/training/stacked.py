@@ -164,8 +164,9 @@ class StackedRun:
             if isinstance(module, VmapAware):  # a vmap-friendly path (mixers.py, mha_mlp.py)
                 module.stacked = True
         self.trainable = [p for p in self.params.values() if p.requires_grad]
-        # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients zeroed in
-        # place), captured once as a CUDA graph where it can be (icl_core.training.cuda_graph)
+        # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients written
+        # anew by each backward), captured once as a CUDA graph where it can be
+        # (icl_core.training.cuda_graph)
         self.static = cfg.cuda_graph
         # L-BFGS on each member's fixed batch: torch's algorithm per member, on the device
         # (icl_core.training.stacked_lbfgs)
