@@ -29,6 +29,7 @@ from icl.catalog import load_sweep  # noqa: E402
 from icl_core.common.device import resolve_device  # noqa: E402
 from icl_core.models import num_params  # noqa: E402
 from icl_core.planning.cost import CostModel, device_label  # noqa: E402
+from icl_core.planning.gpu_rates import REVISIONS  # noqa: E402
 from icl_core.planning.memory import human, member_memory  # noqa: E402
 from icl_core.spec.config import to_plain  # noqa: E402
 from icl_core.training.train import MemberRun  # noqa: E402
@@ -101,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         out = {"device": device.type, "torch": torch.__version__,
                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
                else "cpu", "source": f"paper_step {args.sweep} --study {args.study} "
-               f"--preset {args.preset} --steps {args.steps}", "ours": rows}
+               f"--preset {args.preset} --steps {args.steps}", "ours": rows,
+               "revisions": REVISIONS}  # the paths' code revisions timed (`icl cost --add`)
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1))
         print(f"wrote {args.json}", flush=True)

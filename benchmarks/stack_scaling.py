@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 from peer_loop import time_peer, transformers_version  # noqa: E402  (benchmarks/)
 
 from icl_core.common.device import precision_scope, resolve_device  # noqa: E402
+from icl_core.planning.gpu_rates import REVISIONS  # noqa: E402
 from icl_core.planning.memory import host_memory, human, member_memory  # noqa: E402
 from icl_core.spec.config import MemberConfig, resolve_member, to_plain  # noqa: E402
 from icl_core.tasks.draws import DRAWS  # noqa: E402
@@ -155,7 +156,9 @@ def count_ops(trainer, device: torch.device) -> OpCount:
 
 def body_launches(trainer, device: torch.device) -> int | None:
     """A graph's launches (train.cuda_graph): one eager static step's, counted before the
-    capture (after a first step made the optimizer's state); None for another trainer."""
+    capture (after a first step made the optimizer's state); None for another trainer. That
+    step trains (the members take one step more than `trainer.step` says: a benchmark's
+    numbers, not a study's)."""
     if not getattr(trainer, "static", False):
         return None
     trainer.train_mode()
@@ -475,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
                "reference_runs": ref_runs, "reference_note": ref_note,
                "reference_path": str(ref_path) if ref_path else None,
                "peer": peers, "peer_note": peer_note, "transformers": transformers_version(),
-               "per_gpu_hour": per_gpu_hour(rows, peers)}
+               "per_gpu_hour": per_gpu_hour(rows, peers),
+               "revisions": REVISIONS}  # the paths' code revisions timed (`icl cost --add`)
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
 

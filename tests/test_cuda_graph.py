@@ -163,12 +163,16 @@ def test_a_graph_the_config_cannot_have_is_refused_by_name(over, field_error):
 
 
 @cuda
-@pytest.mark.parametrize("dtype, over", [("float32", {}), ("float32", {"train__skip_grad_norm": 3.0}),
-                                         ("float64", {})])  # float64: MaskedAdam (steps_masked)
-def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over):
-    """Captured (the batch's mask on the device from the task: no copy inside the capture)
-    and replayed, a stack trains as its eager body does."""
-    eager, graphed = (stack(True, "cuda", dtype, **over) for _ in range(2))
+@pytest.mark.parametrize("dtype, over, seeds", [
+    ("float32", {}, (3, 7)), ("float32", {"train__skip_grad_norm": 3.0}, (3, 7)),
+    ("float64", {}, (3, 7)),  # float64: MaskedAdam (steps_masked)
+    ("float32", {}, (7,)),  # a stack of one: unvmapped
+])
+def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
+    """Captured (the batch's mask on the device from the task: no copy inside the capture;
+    the gradients written by the captured backward) and replayed, a stack trains as its
+    eager body does."""
+    eager, graphed = (stack(True, "cuda", dtype, seeds, **over) for _ in range(2))
     eager.graph = StepGraph(eager)
     eager.graph.why_eager = "held eager by the test"
     graphed.train_until(WARMUP_STEPS + 9)

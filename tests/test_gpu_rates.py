@@ -5,6 +5,7 @@ refits, writes and checks against the committed evidence of an H100 window."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -124,12 +125,15 @@ def test_the_cost_model_costs_an_unmeasured_gpu_step_by_the_committed_rates():
     assert gpu_rates.load().for_member(graph) == rates
 
 
-def stack_json(points: list[gpu_rates.Measured], device: str = "cuda") -> dict:
-    """Steps in benchmarks/stack_scaling.py's --json layout."""
-    return {"device": device, "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.11.0",
-            "ours": [{"side": "ours", "status": "ok", "k": p.stack, "precision": "fp32",
-                      "ms_per_step": 1e3 * p.step_s, "member": to_plain(p.member)}
-                     for p in points] + [{"side": "ours", "status": "skipped (budget)"}]}
+def stack_json(points: list[gpu_rates.Measured], device: str = "cuda",
+               revisions: dict | None = gpu_rates.REVISIONS) -> dict:
+    """Steps in benchmarks/stack_scaling.py's --json layout (`revisions` None: a file written
+    before the benchmark recorded them)."""
+    out = {"device": device, "device_name": "NVIDIA H100 80GB HBM3", "torch": "2.11.0",
+           "ours": [{"side": "ours", "status": "ok", "k": p.stack, "precision": "fp32",
+                     "ms_per_step": 1e3 * p.step_s, "member": to_plain(p.member)}
+                    for p in points] + [{"side": "ours", "status": "skipped (budget)"}]}
+    return out if revisions is None else {**out, "revisions": revisions}
 
 
 def test_icl_cost_adds_measured_steps_refits_a_path_and_writes_it(tmp_path, capsys):
@@ -173,12 +177,16 @@ def test_steps_of_an_earlier_revision_of_their_path_are_kept_but_not_fitted(tmp_
     committed = gpu_rates.load()
     graph = gpu_rates.Rates(floor_s=2e-4, layer_pass_s=5e-5, stack_floor_s=1e-4,
                             stack_layer_pass_s=0.0, member_s=1e-5, s_per_flop=1 / 40e12)
-    old = [gpu_rates.Measured(p.member, p.stack, 3 * p.step_s, "before", revision=1)
-           for p in drawn(graph, "graph")]
-    gpu_rates.save(gpu_rates.RateFile(committed.device_name, base_points(committed) + old,
+    gpu_rates.save(gpu_rates.RateFile(committed.device_name, base_points(committed),
                                       {gpu_rates.BASE_PATH: committed.rates[gpu_rates.BASE_PATH]},
                                       committed.note), rates_file)
-    assert "graph fp32" not in gpu_rates.load(rates_file).refit()  # 16 old steps: not fitted
+    # a benchmark file from before the revisions were recorded: its steps are revision 1
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps(stack_json([dataclasses.replace(p, step_s=3 * p.step_s)
+                                             for p in drawn(graph, "graph")], revisions=None)))
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(before), "--write"]) == 0
+    assert "16 steps timed on an earlier revision" in capsys.readouterr().out
+    assert "graph fp32" not in gpu_rates.load(rates_file).rates  # 16 old steps: not fitted
     measured = tmp_path / "stack.json"
     measured.write_text(json.dumps(stack_json(drawn(graph, "graph"))))
     assert icl(["cost", "--rates", str(rates_file), "--add", str(measured), "--write"]) == 0

@@ -61,9 +61,11 @@ def path_of(member: MemberConfig) -> str:
     return f"{kind}{'+compile' if member.train.compile else ''} {member.train.precision}"
 
 
-def revision_of(member: MemberConfig) -> int:
-    """The current revision of a member's path (REVISIONS; 1 where never raised)."""
-    return REVISIONS.get("graph" if member.train.cuda_graph else member.train.draws, 1)
+def revision_of(member: MemberConfig, revisions: dict | None = None) -> int:
+    """The revision of a member's path in `revisions` (default the current REVISIONS; 1 where
+    never raised)."""
+    kind = "graph" if member.train.cuda_graph else member.train.draws
+    return (REVISIONS if revisions is None else revisions).get(kind, 1)
 
 
 def features(member: MemberConfig, stack: int) -> list[float]:
@@ -319,7 +321,9 @@ def study_span(rows) -> float | None:
 
 def stack_scaling_points(data: dict, source: str) -> list[Measured]:
     """The measured cells of benchmarks/stack_scaling.py's JSON (`--json`): ours, status ok,
-    each with its member's config, whose train.precision is its pass's (refused otherwise)."""
+    each with its member's config, whose train.precision is its pass's (refused otherwise),
+    and its path's revision when the benchmark ran (the JSON's `revisions`; none recorded: a
+    file from before REVISIONS, so revision 1)."""
     if data.get("device") != "cuda":
         raise ConfigError(f"{source}: measured on {data.get('device')!r}; the GPU rate model "
                           "takes steps measured on a CUDA device")
@@ -338,7 +342,7 @@ def stack_scaling_points(data: dict, source: str) -> list[Measured]:
                 "stack_scaling.py before 2026-11-28 timed its TF32 pass with fp32 members; re-run "
                 "it, or relabel those cells as the fp32 steps they were")
         out.append(Measured(member, int(row["k"]), float(row["ms_per_step"]) / 1e3, source,
-                            revision_of(member)))
+                            revision_of(member, data.get("revisions", {}))))
     return out
 
 

@@ -19,8 +19,10 @@ and `integers`, each shape led by the prompt axis B. Two kinds:
 The hash: per member and call, two 32-bit stream words (a, b) are mixed from the key's two
 halves, the step and the call index; element i's word is mix₂(mix₁(i·φ + a) ^ b), where mix₁
 and mix₂ are two of C. Wellons' 32-bit integer finalisers (hash-prospector: lowbias32 and
-the [16 21f0aaad 15 735a2d97 15] one), each a bijection of 32-bit words. Products are split
-into 16-bit halves so that no int64 product exceeds 2⁴⁹ (no signed overflow on any device).
+the [16 21f0aaad 15 735a2d97 15] one), each a bijection of 32-bit words. A 32-bit word times a
+constant is taken by the constant's 16-bit halves, so no int64 product exceeds 2⁴⁸, and the
+spread i·φ stays below 2⁶³ for the i < 2³¹ elements a call may draw (no signed overflow on any
+device).
 Uniforms on [0, 1): 53 bits (two words) for float64, 24 bits (one word) otherwise; normals by
 Box–Muller (both outputs of a pair used), computed in float64 for float64 and in float32
 otherwise; integers in [0, high) by multiply-shift (Lemire), bias below high / 2³².
@@ -133,7 +135,9 @@ class CounterDraws:
         return _mix2(_mix1(mixed) ^ hi).unsqueeze(2)
 
     def words(self, n: int) -> torch.Tensor:
-        """(K, n) int64 words in [0, 2³²): one call (the call index advances)."""
+        """(K, n) int64 words in [0, 2³²): one call (the call index advances); n < 2³¹."""
+        if n >= 2**31:
+            raise ValueError(f"a counter draw of {n} words: at most 2**31 - 1 a call")
         a, b = self._streams()
         self.calls += 1
         # i·φ mod 2³² in one product: i < 2³¹ and φ < 2³², so it stays below 2⁶³
