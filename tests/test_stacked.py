@@ -110,15 +110,20 @@ def test_stacked_equals_one_after_another(label, tmp_path):
 
 
 @pytest.mark.parametrize("label", sorted(MODELS))
-def test_a_stack_of_one_trains_as_its_member_in_a_stack_of_two(label):
+def test_a_stack_of_one_trains_as_its_member_alone(label):
     """A stack of one (a lone member with train.cuda_graph) runs its member's views without
-    vmap: every model trains there to the numbers it reaches in a vmapped stack (float64)."""
-    members = [resolve_member(m) for m in float64_seeds(MODELS[label], seeds=(0, 1))]
-    steps = min(12, members[0].train.steps)
-    one, two = StackedRun([MemberRun(members[1])]), StackedRun([MemberRun(m) for m in members])
-    assert one.train_until(steps) == pytest.approx(two.train_until(steps)[1:], rel=1e-10)
-    for p, q in zip(one.params.values(), two.params.values(), strict=True):
-        torch.testing.assert_close(p[0], q[1], rtol=0, atol=1e-11)
+    vmap and its layers' own paths (SDPA attention, not the vmap-friendly matmuls): every
+    model trains there to its numbers alone, bit for bit (float64; L-BFGS, whose stacked
+    algorithm is the project's own, to rounding)."""
+    member = resolve_member(float64_seeds(MODELS[label], seeds=(1,))[0])
+    steps = min(12, member.train.steps)
+    one, alone = StackedRun([MemberRun(member)]), MemberRun(member)
+    assert one.train_until(steps) == pytest.approx([alone.train_until(steps)], rel=1e-13)
+    for p, q in zip(one.params.values(), alone.model.parameters(), strict=True):
+        if member.train.optimizer == "lbfgs":
+            torch.testing.assert_close(p[0], q.detach(), rtol=0, atol=1e-13)
+        else:
+            assert torch.equal(p[0], q.detach())
 
 
 def test_members_that_differ_only_in_label_noise_stack_to_their_numbers_alone(tmp_path):

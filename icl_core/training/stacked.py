@@ -161,8 +161,8 @@ class StackedRun:
         self.buffers = {f"model.{k}": v for k, v in buffers.items()}
         self.loss_module = _Loss(copy.deepcopy(runs[0].model))  # structure; weights swapped in
         for module in self.loss_module.modules():
-            if isinstance(module, VmapAware):  # a vmap-friendly path (mixers.py, mha_mlp.py)
-                module.stacked = True
+            if isinstance(module, VmapAware) and len(runs) > 1:  # vmap-friendly (mixers.py,
+                module.stacked = True  # mha_mlp.py); a stack of one runs unvmapped: as alone
         self.trainable = [p for p in self.params.values() if p.requires_grad]
         # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients written
         # anew by each backward), captured once as a CUDA graph where it can be
