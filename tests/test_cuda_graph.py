@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import tiny_member
+from torch.func import functional_call, vmap
 
 from icl_core.common.validation import ConfigError
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
-from icl_core.training.stacked import StackedRun
+from icl_core.training.stacked import StackedRun, _VmapLinear
 from icl_core.training.train import MemberRun, counter_keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -160,6 +161,40 @@ def test_a_graph_the_config_cannot_have_is_refused_by_name(over, field_error):
     raw = tiny_member(**{"train__cuda_graph": True, "train__draws": "counter", **over})
     with pytest.raises(ConfigError, match=rf"train\.cuda_graph.*{field_error}"):
         resolve_member({**raw, "seed": 0})
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize("dims", [2, 3, 4])
+@pytest.mark.parametrize("rows, grads", [("contiguous", "contiguous"), ("contiguous", "transposed"),
+                                         ("transposed", "contiguous"), ("transposed", "transposed")])
+def test_a_stacks_linear_is_f_linear_bit_for_bit(device, dims, rows, grads):
+    """A vmapped stack's copy of nn.Linear (stacked._VmapLinear, two kernels fewer a layer)
+    computes what F.linear computes under vmap, outputs and all three gradients, to the bit,
+    whether a member's input and the gradient coming back are contiguous or not (BaseConv's
+    gate meets a transposed convolution; torch's linear folds contiguous rows, not others)."""
+    gen = torch.Generator().manual_seed(dims)
+    lead = [8, 21, 5][:dims - 1]
+
+    def drawn(last: int, layout: str) -> torch.Tensor:
+        if layout == "contiguous":
+            return torch.randn(3, *lead, last, dtype=torch.float64, generator=gen).to(device)
+        t = torch.randn(3, *lead[:-1], last, lead[-1], dtype=torch.float64, generator=gen)
+        return t.to(device).transpose(-1, -2)
+
+    x, grad = drawn(16, rows), drawn(24, grads)
+    layer = _VmapLinear(16, 24, dtype=torch.float64, device=device)
+    weights = {k: torch.randn(3, *v.shape, dtype=torch.float64, generator=gen).to(device)
+               for k, v in layer.named_parameters()}
+
+    def run(f):
+        xs = x.detach().requires_grad_()
+        ws = {k: v.detach().requires_grad_() for k, v in weights.items()}
+        y = vmap(f)(xs, ws)
+        return [y, *torch.autograd.grad(y, [xs, *ws.values()], grad)]
+
+    ours = run(lambda xs, ws: functional_call(layer, ws, (xs,)))
+    torch_s = run(lambda xs, ws: torch.nn.functional.linear(xs, ws["weight"], ws["bias"]))
+    assert [torch.equal(a, b) for a, b in zip(ours, torch_s, strict=True)] == [True] * 4
 
 
 @cuda

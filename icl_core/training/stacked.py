@@ -135,6 +135,24 @@ def _stacked(batches: list[Batch]) -> tuple:
             batches[0].mask)
 
 
+class _VmapLinear(torch.nn.Linear):
+    """nn.Linear as a vmapped stack runs it, in two kernels fewer a layer. F.linear's batching
+    rule takes addmm apart, scaling the bias by its beta (a `mul`, forward and backward)
+    before the `add`; this takes the path torch's linear takes (rows flattened into one
+    product for a 2-D or contiguous 3-D input, else a matmul and an add) without the scaling:
+    the same arithmetic, bit for bit, outputs and gradients, whatever the input's and the
+    incoming gradient's layouts (a test). A stack's copy of the model only: its class swapped
+    in StackedRun, its weights and names those of nn.Linear."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bias is None or x.dim() < 2:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        if x.dim() == 2 or (x.dim() == 3 and x.is_contiguous()):
+            rows = x.reshape(-1, x.shape[-1]) @ self.weight.t() + self.bias
+            return rows.view(*x.shape[:-1], rows.shape[-1])
+        return x @ self.weight.t() + self.bias
+
+
 class _Loss(torch.nn.Module):
     """The member's training loss as a module, so functional_call can swap its weights."""
 
@@ -160,9 +178,11 @@ class StackedRun:
         self.params = {f"model.{k}": v for k, v in params.items()}
         self.buffers = {f"model.{k}": v for k, v in buffers.items()}
         self.loss_module = _Loss(copy.deepcopy(runs[0].model))  # structure; weights swapped in
-        for module in self.loss_module.modules():
-            if isinstance(module, VmapAware) and len(runs) > 1:  # vmap-friendly (mixers.py,
-                module.stacked = True  # mha_mlp.py); a stack of one runs unvmapped: as alone
+        for module in self.loss_module.modules() if len(runs) > 1 else ():  # one: as alone
+            if isinstance(module, VmapAware):  # a vmap-friendly path (mixers.py, mha_mlp.py)
+                module.stacked = True
+            elif type(module) is torch.nn.Linear:
+                module.__class__ = _VmapLinear
         self.trainable = [p for p in self.params.values() if p.requires_grad]
         # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients written
         # anew by each backward), captured once as a CUDA graph where it can be
