@@ -13,6 +13,8 @@
 # ALL=1: committed evidence is not skipped (`icl plan --gpu-minutes M --all`: studies afresh).
 # INTERLEAVE=1: a study's stacks train at once in one process per study (each on its own CUDA
 # stream) instead of a process per stack; give such a job WORKERS = its number of studies.
+# GRAPH=1: each member's step a CUDA graph where its config allows (run_without_ray.py --graph:
+# counter draws, another random stream; `icl plan --gpu-minutes M --all --graph` prints it).
 # `icl plan --gpu-minutes M` picks the jobs for a window. Afterwards, on the developer's machine:
 #
 #     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
@@ -41,6 +43,7 @@ for job in "$@"; do
     args=()
     [ -z "${ALL:-}" ] && args+=(--skip-evidence)
     [ -n "${INTERLEAVE:-}" ] && args+=(--interleave)
+    [ -n "${GRAPH:-}" ] && args+=(--graph)
     [ -n "$seeds" ] && args+=(--seeds "$seeds")
     for study in ${studies//,/ }; do args+=(--study "$study"); done
     log="$OUT/${sweep}_${device}.log"

@@ -3,7 +3,7 @@
     python benchmarks/run_without_ray.py algoformer --preset gpu [--study loops ...]
         [--storage results] [--workers 8] [--device auto] [--stack auto]
         [--where task.name=rep_regression ...] [--time-limit SECONDS] [--seeds N]
-        [--skip-evidence] [--interleave]
+        [--skip-evidence] [--interleave] [--graph]
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
 the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
@@ -13,6 +13,9 @@ members are skipped, as a sweep re-run skips them. No restarts, no Tune: a faili
 recorded with its reason by the trial code and the others go on. Prints one line per trial.
 `--time-limit` stops the pool after that many seconds (for a lent machine's window): what
 finished is in the store, the trials cut off are named and train again on the next run.
+`--graph` trains every member whose config allows it with its step captured as a CUDA graph
+(counter draws: another random stream, so other config hashes than the preset's; the others
+train as they are, one line per study says how many and why).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
 from icl_core.running.study_report import write_manifest  # noqa: E402
 from icl_core.running.trial import TrialSpec, run_trial  # noqa: E402
-from icl_core.spec.config import flatten  # noqa: E402
+from icl_core.spec.config import flatten, on_graph_path  # noqa: E402
 from icl_core.storage.provenance import driver_provenance  # noqa: E402
 from icl_core.storage.store import Store  # noqa: E402
 from icl_core.training.stacked import stack_key  # noqa: E402
@@ -43,11 +46,13 @@ def selected(member, where: dict[str, str]) -> bool:
 
 def trials(sweep_name: str, preset: str, studies: list[str], storage: str, device: str,
            stack: str, provenance: dict, where: dict[str, str], seeds: int | None = None,
-           skip: dict | None = None, interleave: bool = False) -> list[TrialSpec]:
+           skip: dict | None = None, interleave: bool = False, graph: bool = False
+           ) -> list[TrialSpec]:
     """The trials of the selected studies' members not yet finished in `storage` (nor in
     `skip`: (sweep, study) -> config hashes held elsewhere, e.g. committed evidence); `seeds`
     plans seeds 0..seeds-1 in place of the preset's. A trial per stack, or with `interleave`
-    one per study, its stacks trained at once in one process (TrialSpec.interleave)."""
+    one per study, its stacks trained at once in one process (TrialSpec.interleave). `graph`:
+    each member on the graph path where its config allows it (`on_graph_path`)."""
     sweep, store, out = load_sweep(sweep_name), Store(storage), []
     for study in sweep.studies:
         if studies and study.name not in studies or not isinstance(study, Study):
@@ -57,9 +62,16 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         groups: dict = {}
         done = done | set((skip or {}).get((sweep.name, study.name), ()))
         sets = {"device": device} if device != "auto" else None
+        refused: list[str] = []
         for m in study.members(preset, sets, num_samples=seeds or None):
+            if graph:
+                m, why = on_graph_path(m)
+                refused += [why] if why else []
             if m.hash not in done and selected(m, where):
                 groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
+        if refused:
+            print(f"{study.name}: {len(refused)} members stay off the graph path ({refused[0]})",
+                  flush=True)
         if interleave and groups:
             out.append(TrialSpec(sweep.name, study.name, storage,
                                  [m for g in groups.values() for m in g], provenance=provenance,
@@ -111,6 +123,9 @@ def main() -> int:
                         help="seeds 0..N-1 per setting in place of the preset's")
     parser.add_argument("--skip-evidence", action="store_true",
                         help="skip the members whose rows are committed in evidence/<preset>/")
+    parser.add_argument("--graph", action="store_true",
+                        help="each member's step a CUDA graph where its config allows it "
+                        "(counter draws: another random stream, other config hashes)")
     parser.add_argument("--interleave", action="store_true",
                         help="one trial per study: its stacks trained at once in one process, "
                         "each on its own CUDA stream (default: a trial per stack)")
@@ -118,7 +133,7 @@ def main() -> int:
     where = dict(w.split("=", 1) for w in args.where)
     skip = committed_hashes(args.sweep, args.preset) if args.skip_evidence else None
     specs = trials(args.sweep, args.preset, args.study, args.storage, args.device, args.stack,
-                   driver_provenance(), where, args.seeds, skip, args.interleave)
+                   driver_provenance(), where, args.seeds, skip, args.interleave, args.graph)
     members = sum(len(s.members) for s in specs)
     print(f"{args.sweep} [{args.preset}]: {len(specs)} trials, {members} members, "
           f"{args.workers} workers", flush=True)

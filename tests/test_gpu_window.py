@@ -106,6 +106,39 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
     assert one.interleave and sorted(m["seed"] for m in one.members) == seeds
 
 
+def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_allows(capsys):
+    """--graph (with --all): each member with its step a CUDA graph where its config allows it
+    (counter draws: other hashes, so the study afresh), GRAPH=1 for the script, the rows
+    checked against the plan and not merged; a member the graph path refuses (L-BFGS) stays as
+    it is, and says why."""
+    import run_without_ray
+
+    from icl_core.spec.config import on_graph_path
+
+    assert icl(["plan", "--gpu-minutes", "10", "--only", "algoformer/examples", "--all",
+                "--graph"]) == 0
+    out = capsys.readouterr().out
+    assert "ALL=1 GRAPH=1 OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced " \
+        "algoformer:examples:cuda:" in out
+    assert "icl cost --check /tmp/store" in out and "icl evidence --merge" not in out
+    assert icl(["plan", "--gpu-minutes", "10", "--graph"]) == 2
+    assert "--graph: needs --all" in capsys.readouterr().err
+    specs = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
+                                   "cuda", "auto", {}, {}, graph=True)
+    trained = [m["train"] for s in specs for m in s.members]
+    assert trained and all(t["draws"] == "counter" and t["cuda_graph"] for t in trained)
+    plain = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
+                                   "cuda", "auto", {}, {})
+    assert {m["seed"] for s in plain for m in s.members} == \
+        {m["seed"] for s in specs for m in s.members}  # the same members, on the graph path
+    from icl_core.spec.config import resolve_member
+    from tests.test_stacked import lsa_member
+
+    lbfgs = resolve_member(lsa_member())
+    same, why = on_graph_path(lbfgs)
+    assert same is lbfgs and "train.draws" in why and "lbfgs" in why
+
+
 def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_path):
     first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
     for seed in (0, 1):

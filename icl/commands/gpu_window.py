@@ -2,6 +2,7 @@
 the undecided verdicts' studies first, and the one prepared command that runs them there.
 
     icl plan --gpu-minutes 10 [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all]
+        [--graph]
 
 Each grid study of the preset (a search needs Ray and Optuna, which the lent machine lacks) is
 costed on one GPU by the cost model: its seeds stacked, as benchmarks/run_without_ray.py runs
@@ -14,7 +15,12 @@ window: first those whose claims the verdict engine leaves undecided on the comm
 behind decided claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per
 setting in place of the preset's (a number fixed before the run, never raised after seeing
 one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
-script), and prints the planned wall of every selected study in one window.
+script), and prints the planned wall of every selected study in one window. `--graph` (with
+`--all`: another random stream is a study afresh) plans each member whose config allows it with
+its step captured as a CUDA graph (icl_core.spec.config.on_graph_path: counter draws) and
+prints the command with `GRAPH=1`; its rows are checked against the plan (`icl cost --check`),
+not merged into the evidence of the generator's stream. Until a window's steps fit the graph
+path (`icl cost`), its steps are costed as the eager path's: the plan is an upper bound.
 
 It prints one line per study (claims it serves, members, planned seconds) and the command:
 benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit; its rows go to
@@ -93,13 +99,14 @@ def claims_by_study(preset: str) -> dict[tuple[str, str], list[tuple[str, str]]]
 
 
 def candidates(preset: str, only: list[str] | None, seeds: int | None,
-               every: bool = False) -> list[Candidate]:
+               every: bool = False, graph: bool = False) -> list[Candidate]:
     """Every grid study of the selected sweep files that has `preset`, costed on one GPU: the
-    members not committed in evidence/<preset>/, or with `every` all of them."""
+    members not committed in evidence/<preset>/, or with `every` all of them; with `graph`,
+    each on the graph path where its config allows it."""
     from analysis.claims.evidence import load
     from icl.catalog import load_sweep, selected
     from icl_core.running.trial_pool import cost_model
-    from icl_core.spec.config import ConfigError
+    from icl_core.spec.config import ConfigError, on_graph_path
     from icl_core.spec.study import Study
     from icl_core.training.stacked import stack_groups
 
@@ -115,6 +122,8 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
             served_claims = claims.get((name, study.name), [])
             try:
                 members = study.members(preset, {"device": "cuda"}, num_samples=seeds or None)
+                if graph:
+                    members = [on_graph_path(m)[0] for m in members]
             except ConfigError as exc:
                 out.append(Candidate(name, study.name, 0, 0, [], served_claims, str(exc)))
                 continue
@@ -175,7 +184,7 @@ def window_seconds(chosen: list[Candidate]) -> float:
 
 
 def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None,
-            every: bool = False) -> str:
+            every: bool = False, graph: bool = False) -> str:
     """The one command that runs the chosen studies on the lent machine: one job per sweep
     file, with its `processes`."""
     by_sweep: dict[str, list[Candidate]] = {}
@@ -186,7 +195,8 @@ def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | 
     for sweep, cs in by_sweep.items():
         job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers[sweep]}"
         jobs.append(job + (f":{seeds}" if seeds else ""))
-    return (f"{'ALL=1 ' if every else ''}OUT=$OUT LIMIT={math.floor(window_s)} bash "
+    return (f"{'ALL=1 ' if every else ''}{'GRAPH=1 ' if graph else ''}OUT=$OUT "
+            f"LIMIT={math.floor(window_s)} bash "
             f"benchmarks/gpu_evidence.sh {preset} " + " ".join(jobs))
 
 
@@ -203,6 +213,9 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     parser.add_argument("--all", action="store_true",
                         help="plan every member, committed evidence or not (the preset's studies "
                         "run afresh in one window: the command, and their planned wall)")
+    parser.add_argument("--graph", action="store_true",
+                        help="with --all: each member's step a CUDA graph where its config "
+                        "allows it (counter draws: another random stream)")
     args = parser.parse_args(argv)
     from icl_core.spec.config import ConfigError
     from icl_core.spec.study import PRESETS
@@ -211,11 +224,14 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         raise ConfigError(f"--gpu-minutes: must be > 0, got {args.gpu_minutes:g}")
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {args.seeds}")
+    if args.graph and not args.all:
+        raise ConfigError("--graph: needs --all (counter draws are another random stream than "
+                          "the committed evidence's: the studies run afresh)")
     if args.preset not in PRESETS:
         raise ConfigError(f"--preset: unknown {args.preset!r}; valid choices: "
                           f"{', '.join(PRESETS)}")
     window_s = args.gpu_minutes * 60
-    found = candidates(args.preset, args.only, args.seeds, every=args.all)
+    found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     chosen = choose(found, window_s - STARTUP_S)
@@ -245,8 +261,17 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
             "--preset, another scale)"))
         return 1
     studies = " ".join(f"{c.sweep}/{c.study}" for c in chosen)
-    line = command(chosen, args.preset, window_s, args.seeds, every=args.all)
-    print(f"run on the GPU machine:\n  {line}\n"
-          f"then here, with its store unpacked to /tmp/store:\n  icl evidence --merge --from "
-          f"/tmp/store --preset {args.preset} {studies} && icl verdicts --write")
+    line = command(chosen, args.preset, window_s, args.seeds, every=args.all, graph=args.graph)
+    then = ("icl cost --check /tmp/store    # the graph path planned against measured; its rows "
+            "are another random stream, not merged into the evidence") if args.graph else \
+        (f"icl evidence --merge --from /tmp/store --preset {args.preset} {studies} && "
+         "icl verdicts --write")
+    print(f"run on the GPU machine:\n  {line}\nthen here, with its store unpacked to "
+          f"/tmp/store:\n  {then}")
+    if args.graph:
+        from icl_core.planning import gpu_rates
+
+        if not any(path.startswith("graph") for path in gpu_rates.load().rates):
+            print("the graph path is not fitted yet (`icl cost`): its steps are costed as the "
+                  "eager path's, so this plan is an upper bound")
     return 0

@@ -391,3 +391,19 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
         overrides = {k: v for k, v in point.items() if k != "test_dist"}
         TASKS.resolve({**to_plain(task), **overrides}, f"eval.grid[{i}]", from_cli)
     return member
+
+
+def on_graph_path(member: MemberConfig) -> tuple[MemberConfig, str | None]:
+    """The member with its step captured as a CUDA graph (train.draws='counter',
+    train.cuda_graph), and None; or the member as it is and why its config refuses that (a
+    task that cannot draw by counter, L-BFGS or a finite dataset, train.compile). Counter
+    draws are another random stream than the generator's: another config hash, another
+    member's numbers (`icl plan --gpu-minutes --graph`, run_without_ray.py --graph)."""
+    if member.train.cuda_graph:
+        return member, None
+    raw = member.to_dict()
+    raw["train"] = {**raw["train"], "draws": "counter", "cuda_graph": True}
+    try:
+        return resolve_member(raw), None
+    except ConfigError as exc:
+        return member, str(exc)
