@@ -20,6 +20,8 @@
 #     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ...
 #     icl verdicts --write
+# (a GRAPH=1 window's rows draw by counter: `icl cost --check /tmp/store`, not merged; give it
+# its own STORE, so a later window's archive does not carry them)
 set -u
 PRESET=${1:?usage: gpu_evidence.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS[:SEEDS] ...}
 shift

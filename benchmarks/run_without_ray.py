@@ -64,11 +64,12 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         sets = {"device": device} if device != "auto" else None
         refused: list[str] = []
         for m in study.members(preset, sets, num_samples=seeds or None):
+            why = None
             if graph:
                 m, why = on_graph_path(m)
-                refused += [why] if why else []
             if m.hash not in done and selected(m, where):
                 groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
+                refused += [why] if why else []
         if refused:
             print(f"{study.name}: {len(refused)} members stay off the graph path ({refused[0]})",
                   flush=True)

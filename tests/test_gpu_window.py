@@ -123,6 +123,10 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
     assert "icl cost --check /tmp/store" in out and "icl evidence --merge" not in out
     assert icl(["plan", "--gpu-minutes", "10", "--graph"]) == 2
     assert "--graph: needs --all" in capsys.readouterr().err
+    assert icl(["plan", "--gpu-minutes", "10", "--only", "preconditioned_gd/lsa_dim", "--all",
+                "--graph"]) == 0  # L-BFGS: every member eager, and why
+    assert "9 of them eager (train.draws: 'counter' draws online batches; a fixed batch " \
+        "(optimizer='lbfgs')" in capsys.readouterr().out
     specs = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
                                    "cuda", "auto", {}, {}, graph=True)
     trained = [m["train"] for s in specs for m in s.members]
@@ -166,6 +170,25 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
     with pytest.raises(SystemExit) as bad:  # argparse's usage error: a study not named
         icl(["evidence", "--from", first.uri, "--preset", "reduced", SWEEP])
     assert bad.value.code == 2
+
+
+def test_a_merge_of_another_random_stream_is_refused_by_name(tmp_path, capsys):
+    """A GRAPH=1 window's rows draw by counter: merged into evidence drawn by the generator,
+    they would pass for more seeds of the same stream. The merge is refused (the committed
+    rows, from before train.draws, drew by generator); a replacement is the user's choice."""
+    first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
+    for seed in (0, 1):
+        write_member(first, 4.0, seed)  # no train.draws column: the generator's
+    compact(first.uri, "reduced", SWEEP, STUDY, root)
+    write_member(second, 4.0, 2, **{"train.draws": "counter", "train.cuda_graph": True})
+    argv = ["evidence", "--from", second.uri, "--preset", "reduced", f"{SWEEP}/{STUDY}",
+            "--evidence", str(root)]
+    assert icl([*argv, "--merge"]) == 2
+    err = capsys.readouterr().err
+    assert "by counter, the committed evidence's by generator: another random stream" in err
+    assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [0, 1]  # untouched
+    assert icl(argv) == 0  # without --merge the store's rows replace the evidence
+    assert load("reduced", SWEEP, STUDY, root)["train.draws"].to_list() == ["counter"]
 
 
 @pytest.mark.parametrize("flags", [["--gpu-minutes", "10", "--preset", "nope"]])

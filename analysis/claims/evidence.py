@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.reading.store import read_rows
+from icl_core.common.validation import ConfigError
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"  # the source tree's folder
 # columns no claim or figure reads: provenance that is kept once per study (provenance.json)
@@ -123,6 +124,14 @@ def _named(kept: pl.DataFrame, earlier: dict) -> pl.DataFrame:
                               if "device_name" in kept.columns else named).alias("device_name"))
 
 
+def draws_of(rows: pl.DataFrame) -> set[str]:
+    """How a frame's members drew their training batches (train.draws); rows from before the
+    field drew from the generator."""
+    if "train.draws" not in rows.columns:
+        return {"generator"}
+    return set(rows["train.draws"].fill_null("generator").unique().to_list())
+
+
 def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
             scale: str | None = None, merge: bool = False) -> Path:
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
@@ -141,6 +150,13 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     merged_from = []
     earlier = None
     if before is not None:
+        ours, theirs = draws_of(rows), draws_of(before)
+        if ours != theirs:
+            raise ConfigError(
+                f"{sweep}/{study}: the store's members draw their batches by "
+                f"{'/'.join(sorted(ours))}, the committed evidence's by "
+                f"{'/'.join(sorted(theirs))}: another random stream, not more seeds of the same "
+                "one; --merge refused (without --merge the store's rows replace the evidence)")
         earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json")
                              .read_text())
         kept = _named(before.filter(

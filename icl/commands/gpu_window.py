@@ -50,6 +50,7 @@ class Candidate:
     claims: list[tuple[str, str]] = field(default_factory=list)  # (claim id, outcome)
     skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a seed that goes
     # with another key neither one for one nor at one value)
+    off_graph: str = ""  # --graph: how many of those to run stay eager, and the first why
 
     @property
     def trials(self) -> int:
@@ -123,7 +124,8 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
             try:
                 members = study.members(preset, {"device": "cuda"}, num_samples=seeds or None)
                 if graph:
-                    members = [on_graph_path(m)[0] for m in members]
+                    paths = [on_graph_path(m) for m in members]
+                    members = [m for m, _ in paths]
             except ConfigError as exc:
                 out.append(Candidate(name, study.name, 0, 0, [], served_claims, str(exc)))
                 continue
@@ -131,8 +133,11 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
             held = set(rows["config_hash"].unique().to_list()) if rows is not None else set()
             to_run = [m for m in members if m.hash not in held]
             stacks = [[to_run[i] for i in g] for g in stack_groups(to_run, "always")]
+            eager = [why for m, why in paths if why and m.hash not in held] if graph else []
             out.append(Candidate(name, study.name, len(members), len(to_run),
-                                 [model.unit_seconds(s) for s in stacks], served_claims))
+                                 [model.unit_seconds(s) for s in stacks], served_claims,
+                                 off_graph=f"{len(eager)} of them eager ({eager[0]})"
+                                 if eager else ""))
     return out
 
 
@@ -244,7 +249,8 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
                 f"{c.planned_s:.0f} s") if c.to_run else \
             f"skipped ({c.skipped})" if c.skipped else \
             f"all {c.members} members in evidence/{args.preset}"
-        print(f"{mark} {c.sweep}/{c.study}: {what}; {served(c.claims)}")
+        print(f"{mark} {c.sweep}/{c.study}: {what}; {served(c.claims)}"
+              + (f"; {c.off_graph}" if c.off_graph else ""))
     total = window_seconds(chosen)
     print(f"chosen: {len(chosen)} of {len(found)} studies, planned {total:.0f} s of "
           f"{window_s - STARTUP_S:.0f} s")

@@ -47,8 +47,11 @@ PEAK = {"float32": 67e12, "float64": 34e12, "bfloat16": 990e12}
 MEMBER_FIELDS = {f.name for f in fields(MemberConfig)}  # a row's config columns start so
 # A path's revision, raised when what its step launches changes: steps timed on an earlier
 # revision stay in the file as a record but are not fitted. 2 (2026-11-28): counter draws hash
-# a call's two stream words at once, a graph's body writes its gradients unzeroed, and a stack
-# of one runs without vmap (about half the kernels of a lone graph step).
+# a call's two stream words at once, a graph's body writes its gradients unzeroed, a stack of
+# one runs without vmap and with SDPA (about a third of the kernels of a lone graph step), and
+# a stack's linear layers skip F.linear's batching rule (2 kernels a layer). The generator
+# path stays at 1: its lone steps are unchanged and its stacked ones lose 2 of ~25 kernels a
+# layer, within its fit's error; raising it would leave the base path with no steps to fit.
 REVISIONS = {"counter": 2, "graph": 2}
 
 

@@ -125,10 +125,12 @@ class TrainConfig:
 
         require(not (self.dataset_size and self.optimizer in FIXED_BATCH), f"{path}.dataset_size",
                 f"{self.optimizer} trains on one fixed batch; leave dataset_size at 0")
+        drawn_once = f"a fixed batch (optimizer={self.optimizer!r})" \
+            if self.optimizer in FIXED_BATCH else \
+            f"a finite dataset (dataset_size={self.dataset_size})"
         require(self.draws != "counter" or not (self.dataset_size or self.optimizer in FIXED_BATCH),
-                f"{path}.draws", "'counter' draws online batches; a finite dataset "
-                f"(dataset_size={self.dataset_size}) or a fixed batch (optimizer="
-                f"{self.optimizer!r}) is drawn once from the generator: use draws='generator'")
+                f"{path}.draws", f"'counter' draws online batches; {drawn_once} is drawn once "
+                "from the generator: use draws='generator'")
 
         if self.optimizer not in OPTIMIZERS:
             raise unknown(f"{path}.optimizer", "", self.optimizer, sorted(OPTIMIZERS))
