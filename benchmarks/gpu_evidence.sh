@@ -14,14 +14,14 @@
 # INTERLEAVE=1: a study's stacks train at once in one process per study (each on its own CUDA
 # stream) instead of a process per stack; give such a job WORKERS = its number of studies.
 # GRAPH=1: each member's step a CUDA graph where its config allows (run_without_ray.py --graph:
-# counter draws, another random stream; `icl plan --gpu-minutes M --all --graph` prints it).
+# the same members and random streams; `icl plan --gpu-minutes M --graph` prints it).
 # `icl plan --gpu-minutes M` picks the jobs for a window. Afterwards, on the developer's machine:
 #
 #     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ...
 #     icl verdicts --write
-# (a GRAPH=1 window's rows draw by counter: `icl cost --check /tmp/store`, not merged; give it
-# its own STORE, so a later window's archive does not carry them)
+# (`icl evidence --merge` refuses rows of another random stream, e.g. counter draws into
+# evidence drawn by the generator)
 set -u
 PRESET=${1:?usage: gpu_evidence.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS[:SEEDS] ...}
 shift

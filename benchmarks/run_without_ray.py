@@ -14,8 +14,8 @@ recorded with its reason by the trial code and the others go on. Prints one line
 `--time-limit` stops the pool after that many seconds (for a lent machine's window): what
 finished is in the store, the trials cut off are named and train again on the next run.
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
-(counter draws: another random stream, so other config hashes than the preset's; the others
-train as they are, one line per study says how many and why).
+(the same members: their hashes and random streams; the others train as they are, one line
+per study says how many and why).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def main() -> int:
                         help="skip the members whose rows are committed in evidence/<preset>/")
     parser.add_argument("--graph", action="store_true",
                         help="each member's step a CUDA graph where its config allows it "
-                        "(counter draws: another random stream, other config hashes)")
+                        "(the same members: their hashes and random streams)")
     parser.add_argument("--interleave", action="store_true",
                         help="one trial per study: its stacks trained at once in one process, "
                         "each on its own CUDA stream (default: a trial per stack)")

@@ -315,3 +315,5 @@ def test_the_default_keeps_every_config_hash():
     plain = resolve_member(tiny_member())
     assert resolve_member(tiny_member(train__draws="generator")).hash == plain.hash
     assert resolve_member(tiny_member(train__draws="counter")).hash != plain.hash
+    # a captured step is a speed, as the device is: the same member either way
+    assert resolve_member(tiny_member(train__cuda_graph=True)).hash == plain.hash

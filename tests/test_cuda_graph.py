@@ -33,9 +33,10 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 def member(seed: int, graph: bool, device: str = "cpu", dtype: str = "float64", **over):
-    raw = tiny_member(train__draws="counter", train__cuda_graph=graph, train__warmup_steps=3,
-                      train__schedule="step", train__step_size=5, train__gamma=0.5,
-                      train__grad_clip=0.5, **over)
+    raw = tiny_member(**{"train__draws": "counter", "train__cuda_graph": graph,
+                         "train__warmup_steps": 3, "train__schedule": "step",
+                         "train__step_size": 5, "train__gamma": 0.5, "train__grad_clip": 0.5,
+                         **over})
     return resolve_member({**raw, "seed": seed, "dtype": dtype, "device": device})
 
 
@@ -55,8 +56,11 @@ def test_a_tensor_step_draws_what_an_int_step_draws():
         assert torch.equal(a, b)
 
 
-def test_the_graphs_body_trains_to_the_numbers_of_the_eager_step():
-    eager, body = stack(False), stack(True)
+@pytest.mark.parametrize("draws", ["counter", "generator"])
+def test_the_graphs_body_trains_to_the_numbers_of_the_eager_step(draws):
+    """Counter draws from the step tensor, or each member's generator (registered with the
+    graph on CUDA): the body trains as the eager step does."""
+    eager, body = stack(False, train__draws=draws), stack(True, train__draws=draws)
     assert eager_reason(body) == "no CUDA graph on a cpu device"
     lr = body.optimizer.param_groups[0]["lr"]
     assert torch.is_tensor(lr) and lr is body.lr
@@ -154,7 +158,8 @@ def test_the_graphs_body_skips_the_steps_the_eager_step_skips():
 
 
 @pytest.mark.parametrize("over, field_error", [
-    ({"train__draws": "generator"}, "needs draws='counter'"),
+    ({"train__draws": "generator", "train__optimizer": "lbfgs"}, "needs online Adam/AdamW"),
+    ({"train__draws": "generator", "train__dataset_size": 256}, "needs online batches"),
     ({"train__compile": True}, "choose one"),
 ])
 def test_a_graph_the_config_cannot_have_is_refused_by_name(over, field_error):
@@ -202,6 +207,8 @@ def test_a_stacks_linear_is_f_linear_bit_for_bit(device, dims, rows, grads):
     ("float32", {}, (3, 7)), ("float32", {"train__skip_grad_norm": 3.0}, (3, 7)),
     ("float64", {}, (3, 7)),  # float64: MaskedAdam (steps_masked)
     ("float32", {}, (7,)),  # a stack of one: unvmapped
+    ("float32", {"train__draws": "generator"}, (3, 7)),  # members' generators, graph-safe
+    ("float32", {"train__draws": "generator"}, (7,)),
 ])
 def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
     """Captured (the batch's mask on the device from the task: no copy inside the capture;
@@ -215,9 +222,38 @@ def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
     assert graphed.graph.graph is not None and graphed.graph.why_eager is None
     skipped = [r.skipped_steps for r in eager.runs]
     assert [r.skipped_steps for r in graphed.runs] == skipped
-    assert (sum(skipped) > 0) == bool(over)  # the rule is exercised where it is set
+    assert (sum(skipped) > 0) == ("train__skip_grad_norm" in over)  # exercised where set
     for p, q in zip(weights(eager), weights(graphed), strict=True):
         torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+    # the replays advanced each member's generator as the eager steps did (a checkpoint's state)
+    for a, b in zip(eager.runs, graphed.runs, strict=True):
+        assert torch.equal(a.data_gen.get_state(), b.data_gen.get_state())
+
+
+@cuda
+def test_a_failed_capture_steps_eagerly_from_the_generators_it_found_on_cuda(monkeypatch):
+    """A capture that fails (here: a host read inside it) leaves the stack eager, said once,
+    with its members' generators where they were before it: the stack trains to the numbers
+    of one never captured."""
+    eager, failing = (stack(True, "cuda", "float32", train__draws="generator") for _ in range(2))
+    eager.graph = StepGraph(eager)
+    eager.graph.why_eager = "held eager by the test"
+    body = failing.static_step
+
+    def reads_the_host(step):
+        losses = body(step)
+        if torch.cuda.is_current_stream_capturing():
+            float(losses.sum())  # not allowed while capturing: the capture fails
+        return losses
+
+    monkeypatch.setattr(failing, "static_step", reads_the_host)
+    failing.train_until(WARMUP_STEPS + 6)
+    eager.train_until(WARMUP_STEPS + 6)
+    assert failing.graph.graph is None and failing.graph.why_eager.startswith("capture failed")
+    for p, q in zip(weights(eager), weights(failing), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+    for a, b in zip(eager.runs, failing.runs, strict=True):
+        assert torch.equal(a.data_gen.get_state(), b.data_gen.get_state())
 
 
 @cuda

@@ -107,40 +107,41 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
 
 
 def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_allows(capsys):
-    """--graph (with --all): each member with its step a CUDA graph where its config allows it
-    (counter draws: other hashes, so the study afresh), GRAPH=1 for the script, the rows
-    checked against the plan and not merged; a member the graph path refuses (L-BFGS) stays as
-    it is, and says why."""
+    """--graph: each member with its step a CUDA graph where its config allows it. A captured
+    step is a speed, not a setting: the same members (hashes, random streams), so the plan
+    skips the committed ones as an eager plan does, GRAPH=1 tells the script, and the rows
+    merge into the evidence. A member the graph path refuses (L-BFGS) stays eager, and says
+    why."""
     import run_without_ray
 
-    from icl_core.spec.config import on_graph_path
-
-    assert icl(["plan", "--gpu-minutes", "10", "--only", "algoformer/examples", "--all",
-                "--graph"]) == 0
-    out = capsys.readouterr().out
-    assert "ALL=1 GRAPH=1 OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced " \
-        "algoformer:examples:cuda:" in out
-    assert "icl cost --check /tmp/store" in out and "icl evidence --merge" not in out
-    assert icl(["plan", "--gpu-minutes", "10", "--graph"]) == 2
-    assert "--graph: needs --all" in capsys.readouterr().err
-    assert icl(["plan", "--gpu-minutes", "10", "--only", "preconditioned_gd/lsa_dim", "--all",
-                "--graph"]) == 0  # L-BFGS: every member eager, and why
-    assert "9 of them eager (train.draws: 'counter' draws online batches; a fixed batch " \
-        "(optimizer='lbfgs')" in capsys.readouterr().out
-    specs = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
-                                   "cuda", "auto", {}, {}, graph=True)
-    trained = [m["train"] for s in specs for m in s.members]
-    assert trained and all(t["draws"] == "counter" and t["cuda_graph"] for t in trained)
-    plain = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
-                                   "cuda", "auto", {}, {})
-    assert {m["seed"] for s in plain for m in s.members} == \
-        {m["seed"] for s in specs for m in s.members}  # the same members, on the graph path
-    from icl_core.spec.config import resolve_member
+    from icl_core.spec.config import on_graph_path, resolve_member
     from tests.test_stacked import lsa_member
 
+    plans = {}
+    for flags in ([], ["--graph"]):
+        assert icl(["plan", "--gpu-minutes", "10", "--seeds", "5", *flags]) == 0
+        plans[bool(flags)] = capsys.readouterr().out
+    counts = {graph: re.findall(r"^. (\w+/\w+): (\d+) of (\d+) members", out, re.M)
+              for graph, out in plans.items()}
+    assert counts[True] == counts[False] and counts[True]  # the committed members are skipped
+    assert "GRAPH=1 OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced " in plans[True]
+    assert "icl evidence --merge --from /tmp/store --preset reduced" in plans[True]
+    assert "costed as the eager path's, so this plan is an upper bound" in plans[True]
+    assert icl(["plan", "--gpu-minutes", "10", "--only", "preconditioned_gd/lsa_dim", "--all",
+                "--graph"]) == 0  # L-BFGS: every member eager, and why
+    assert "9 of them eager (train.cuda_graph: needs online Adam/AdamW training, not " \
+        "'lbfgs')" in capsys.readouterr().out
+    specs = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
+                                   "cuda", "auto", {}, {}, graph=True)
+    plain = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
+                                   "cuda", "auto", {}, {})
+    graphed = [resolve_member(m) for s in specs for m in s.members]
+    assert graphed and all(m.train.cuda_graph and m.train.draws == "generator" for m in graphed)
+    assert sorted(m.hash for m in graphed) == \
+        sorted(resolve_member(m).hash for s in plain for m in s.members)  # the same members
     lbfgs = resolve_member(lsa_member())
     same, why = on_graph_path(lbfgs)
-    assert same is lbfgs and "train.draws" in why and "lbfgs" in why
+    assert same is lbfgs and "train.cuda_graph" in why and "lbfgs" in why
 
 
 def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_path):

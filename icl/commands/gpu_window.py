@@ -15,12 +15,12 @@ window: first those whose claims the verdict engine leaves undecided on the comm
 behind decided claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per
 setting in place of the preset's (a number fixed before the run, never raised after seeing
 one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
-script), and prints the planned wall of every selected study in one window. `--graph` (with
-`--all`: another random stream is a study afresh) plans each member whose config allows it with
-its step captured as a CUDA graph (icl_core.spec.config.on_graph_path: counter draws) and
-prints the command with `GRAPH=1`; its rows are checked against the plan (`icl cost --check`),
-not merged into the evidence of the generator's stream. Until a window's steps fit the graph
-path (`icl cost`), its steps are costed as the eager path's: the plan is an upper bound.
+script), and prints the planned wall of every selected study in one window. `--graph` plans
+each member whose config allows it with its step captured as a CUDA graph
+(icl_core.spec.config.on_graph_path: the same member, hash and random stream, so its rows
+join the evidence as an eager window's do) and prints the command with `GRAPH=1`. Until a
+window's steps fit the graph path (`icl cost`), its steps are costed as the eager path's: the
+plan is an upper bound.
 
 It prints one line per study (claims it serves, members, planned seconds) and the command:
 benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit; its rows go to
@@ -219,8 +219,8 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
                         help="plan every member, committed evidence or not (the preset's studies "
                         "run afresh in one window: the command, and their planned wall)")
     parser.add_argument("--graph", action="store_true",
-                        help="with --all: each member's step a CUDA graph where its config "
-                        "allows it (counter draws: another random stream)")
+                        help="each member's step a CUDA graph where its config allows it (the "
+                        "same members: their hashes and random streams)")
     args = parser.parse_args(argv)
     from icl_core.spec.config import ConfigError
     from icl_core.spec.study import PRESETS
@@ -229,9 +229,6 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         raise ConfigError(f"--gpu-minutes: must be > 0, got {args.gpu_minutes:g}")
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {args.seeds}")
-    if args.graph and not args.all:
-        raise ConfigError("--graph: needs --all (counter draws are another random stream than "
-                          "the committed evidence's: the studies run afresh)")
     if args.preset not in PRESETS:
         raise ConfigError(f"--preset: unknown {args.preset!r}; valid choices: "
                           f"{', '.join(PRESETS)}")
@@ -268,12 +265,9 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         return 1
     studies = " ".join(f"{c.sweep}/{c.study}" for c in chosen)
     line = command(chosen, args.preset, window_s, args.seeds, every=args.all, graph=args.graph)
-    then = ("icl cost --check /tmp/store    # the graph path planned against measured; its rows "
-            "are another random stream, not merged into the evidence") if args.graph else \
-        (f"icl evidence --merge --from /tmp/store --preset {args.preset} {studies} && "
-         "icl verdicts --write")
     print(f"run on the GPU machine:\n  {line}\nthen here, with its store unpacked to "
-          f"/tmp/store:\n  {then}")
+          f"/tmp/store:\n  icl evidence --merge --from /tmp/store --preset {args.preset} "
+          f"{studies} && icl verdicts --write")
     if args.graph:
         from icl_core.planning import gpu_rates
 

@@ -88,7 +88,8 @@ class TrainConfig:
     # that draw by counter; different numbers from "generator", the same alone or stacked)
     draws: str = "generator"
     # a stack's training step captured once as a CUDA graph and replayed (one launch a step:
-    # icl_core/training/stacked.py); needs draws="counter" and Adam/AdamW online training.
+    # icl_core/training/stacked.py); needs Adam/AdamW online training (either draws: each
+    # member's CUDA generator is registered with the graph, torch's graph-safe RNG).
     # The graph's body (a step tensor, an lr tensor, gradients written anew) runs eagerly
     # where capture is not possible: on a CPU, or a task or model whose step is not static
     cuda_graph: bool = False
@@ -141,10 +142,10 @@ class TrainConfig:
                 require(getattr(self, name) == unset, f"{path}.{name}",
                         f"L-BFGS has no {what}; leave it at {unset} with optimizer='lbfgs'")
         if self.cuda_graph:
-            why = ("needs draws='counter' (a member's generator cannot be replayed)"
-                   if self.draws != "counter" else
-                   f"needs online Adam/AdamW training, not {self.optimizer!r}"
+            why = (f"needs online Adam/AdamW training, not {self.optimizer!r}"
                    if self.optimizer not in ("adam", "adamw") else
+                   "needs online batches, not a finite dataset "
+                   f"(dataset_size={self.dataset_size})" if self.dataset_size else
                    "cannot be combined with compile (two ways to one end): choose one"
                    if self.compile else "")
             require(not why, f"{path}.cuda_graph", why)
@@ -243,7 +244,9 @@ class MemberConfig:
 
 # Fields that do not change what is computed; excluded from the config hash so a sweep
 # started on one machine can be extended on another.
-NON_SEMANTIC = ("device", "train.checkpoint_every", "eval.chunk")
+# (train.cuda_graph: a replayed step computes the eager step's arithmetic, as another device
+# does; its rows are the same member's, so an evidence window can run them captured)
+NON_SEMANTIC = ("device", "train.checkpoint_every", "eval.chunk", "train.cuda_graph")
 # Fields added with a fix that changed what their default computes: always in the hash (even at
 # their default), so rows written before the fix are never taken for finished by a re-run.
 ALWAYS_HASHED = ("model.loop_norm",)  # looped models: the per-loop final LayerNorm
@@ -396,15 +399,14 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
 
 
 def on_graph_path(member: MemberConfig) -> tuple[MemberConfig, str | None]:
-    """The member with its step captured as a CUDA graph (train.draws='counter',
-    train.cuda_graph), and None; or the member as it is and why its config refuses that (a
-    task that cannot draw by counter, L-BFGS or a finite dataset, train.compile). Counter
-    draws are another random stream than the generator's: another config hash, another
-    member's numbers (`icl plan --gpu-minutes --graph`, run_without_ray.py --graph)."""
+    """The member with its step captured as a CUDA graph (train.cuda_graph; its draws as they
+    are, so the same member: the same hash and random stream), and None; or the member as it
+    is and why its config refuses that (L-BFGS, a finite dataset, train.compile). For
+    `icl plan --gpu-minutes --graph` and run_without_ray.py --graph."""
     if member.train.cuda_graph:
         return member, None
     raw = member.to_dict()
-    raw["train"] = {**raw["train"], "draws": "counter", "cuda_graph": True}
+    raw["train"] = {**raw["train"], "cuda_graph": True}
     try:
         return resolve_member(raw), None
     except ConfigError as exc:

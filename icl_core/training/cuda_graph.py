@@ -4,7 +4,10 @@ Small models are bound by the host: a stacked step dispatches hundreds of kernel
 for in Python and in a launch. Replaying a captured graph is one launch a step. What the
 graph records is `StackedRun.static_step`: the step held in a 0-dim device tensor (filled
 before each replay), the batches drawn by counter from it (icl_core/tasks/draws.py: no
-generator state to advance), the vmapped forward and backward into gradients set to None
+generator state to advance) or by each member's CUDA generator (registered with the graph:
+torch's graph-safe RNG reads a generator's seed and offset on the device, and each replay
+advances its offset by what the step draws, as an eager step does; so the numbers, and a
+checkpoint's generator state, are the eager step's), the vmapped forward and backward into gradients set to None
 before it (the backward writes them; captured, in the graph's pool, rewritten by each
 replay), per-member clipping and a capturable Adam/AdamW (with train.skip_grad_norm, or for float64 and
 bfloat16 weights, MaskedAdam: training/masked_adam.steps_masked; its skip mask on the device) whose learning rate is a tensor the scheduler fills
@@ -68,11 +71,16 @@ class StepGraph:
             if self.warm < WARMUP_STEPS:
                 self.warm += 1
                 return self._side_stream_step()
+            states = [r.data_gen.get_state() for r in self.run.runs]
             try:
                 self._capture()
             except Exception as exc:  # noqa: BLE001  (any failure: eager, said once)
                 self.why_eager = f"capture failed: {type(exc).__name__}: {exc}"
                 logger.warning(f"train.cuda_graph: eager steps ({self.why_eager})")
+                # the members' generators as before the capture (a failed one may have moved
+                # them); where one cannot be set back, the run fails here, not on wrong draws
+                for run, state in zip(self.run.runs, states, strict=True):
+                    run.data_gen.set_state(state)
                 return self.run.static_step(self.step)
         self.graph.replay()
         return self.losses.clone()
@@ -98,6 +106,9 @@ class StepGraph:
         graph = torch.cuda.CUDAGraph()
         for p in self.run.trainable:  # the warm-up's gradients freed before, not during, capture
             p.grad = None
+        if self.run.keys is None:  # generator draws: each member's generator, graph-safe
+            for run in self.run.runs:
+                graph.register_generator_state(run.data_gen)
         with torch.cuda.device(self.run.device), torch.cuda.graph(graph, stream=self._side):
             self.losses = self.run.static_step(self.step)
         self.graph = graph
