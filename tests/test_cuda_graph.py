@@ -254,6 +254,8 @@ def test_a_failed_capture_steps_eagerly_from_the_generators_it_found_on_cuda(mon
         torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
     for a, b in zip(eager.runs, failing.runs, strict=True):
         assert torch.equal(a.data_gen.get_state(), b.data_gen.get_state())
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()  # the stream given back
+    torch.randn(1, device="cuda")  # the default generator draws eagerly again
 
 
 @cuda

@@ -29,12 +29,16 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch.torch_version import TorchVersion
 
 from icl_core.models.base import HasTrainingLoss
 from icl_core.tasks.base import SamplesTrainingBatches
 
 logger = logging.getLogger(__name__)
 WARMUP_STEPS = 3  # eager steps on a side stream before the capture (torch's whole-network recipe)
+# a generator a captured step draws from is registered with the graph before the capture up to
+# torch 2.13; from 2.14 on its first draw in a capture registers it (pytorch PR #176753)
+EXPLICIT_RNG_REGISTRATION = TorchVersion(torch.__version__) < (2, 14)
 
 
 def eager_reason(run) -> str | None:
@@ -71,16 +75,14 @@ class StepGraph:
             if self.warm < WARMUP_STEPS:
                 self.warm += 1
                 return self._side_stream_step()
+            stream = torch.cuda.current_stream(self.run.device)
             states = [r.data_gen.get_state() for r in self.run.runs]
             try:
                 self._capture()
             except Exception as exc:  # noqa: BLE001  (any failure: eager, said once)
                 self.why_eager = f"capture failed: {type(exc).__name__}: {exc}"
                 logger.warning(f"train.cuda_graph: eager steps ({self.why_eager})")
-                # the members' generators as before the capture (a failed one may have moved
-                # them); where one cannot be set back, the run fails here, not on wrong draws
-                for run, state in zip(self.run.runs, states, strict=True):
-                    run.data_gen.set_state(state)
+                self._after_failed_capture(stream, states)
                 return self.run.static_step(self.step)
         self.graph.replay()
         return self.losses.clone()
@@ -103,12 +105,28 @@ class StepGraph:
         """Record one static step (recording runs nothing: the replay after it trains), on the
         member's device, on the warm-up's side stream (made there: torch's default capture
         stream is made once a process, on whichever device captured first)."""
-        graph = torch.cuda.CUDAGraph()
-        for p in self.run.trainable:  # the warm-up's gradients freed before, not during, capture
-            p.grad = None
-        if self.run.keys is None:  # generator draws: each member's generator, graph-safe
-            for run in self.run.runs:
-                graph.register_generator_state(run.data_gen)
-        with torch.cuda.device(self.run.device), torch.cuda.graph(graph, stream=self._side):
-            self.losses = self.run.static_step(self.step)
+        with torch.cuda.device(self.run.device):  # the generators' device states made there
+            graph = torch.cuda.CUDAGraph()
+            for p in self.run.trainable:  # the warm-up's gradients freed before the capture
+                p.grad = None
+            if self.run.keys is None and EXPLICIT_RNG_REGISTRATION:  # generator draws
+                for run in self.run.runs:
+                    graph.register_generator_state(run.data_gen)
+            with torch.cuda.graph(graph, stream=self._side):
+                self.losses = self.run.static_step(self.step)
         self.graph = graph
+
+    def _after_failed_capture(self, stream, states: list[torch.Tensor]) -> None:
+        """What a failed capture leaves undone. torch.cuda.graph's exit can skip leaving its
+        stream, so `stream` is made current again. Before torch 2.14 a failed capture leaves
+        the generators registered with it marked as capturing (their next eager draw raises):
+        each member draws on from a fresh generator at its state before the capture, and the
+        device's default generator (always registered) gets a fresh copy of its own state."""
+        torch.cuda.set_stream(stream)
+        for run, state in zip(self.run.runs, states, strict=True):
+            run.data_gen = torch.Generator(device=run.device)
+            run.data_gen.set_state(state)
+        index = self.run.device.index
+        default = torch.cuda.default_generators[
+            torch.cuda.current_device() if index is None else index]
+        default.graphsafe_set_state(default.clone_state())
