@@ -3,15 +3,16 @@
 Small models are bound by the host: a stacked step dispatches hundreds of kernels, each paid
 for in Python and in a launch. Replaying a captured graph is one launch a step. What the
 graph records is `StackedRun.static_step`: the step held in a 0-dim device tensor (filled
-before each replay), the batches drawn by counter from it (icl_core/tasks/draws.py: no
+before each replay); the batches drawn by counter from it (icl_core/tasks/draws.py: no
 generator state to advance) or by each member's CUDA generator (registered with the graph:
 torch's graph-safe RNG reads a generator's seed and offset on the device, and each replay
 advances its offset by what the step draws, as an eager step does; so the numbers, and a
-checkpoint's generator state, are the eager step's), the vmapped forward and backward into gradients set to None
-before it (the backward writes them; captured, in the graph's pool, rewritten by each
-replay), per-member clipping and a capturable Adam/AdamW (with train.skip_grad_norm, or for float64 and
-bfloat16 weights, MaskedAdam: training/masked_adam.steps_masked; its skip mask on the device) whose learning rate is a tensor the scheduler fills
-between replays. The losses (K,) come back in a tensor the graph writes; train_until
+checkpoint's generator state, are the eager step's); the vmapped forward and backward into
+gradients set to None before it (the backward writes them; captured, in the graph's pool,
+rewritten by each replay); per-member clipping; and a capturable Adam/AdamW (with
+train.skip_grad_norm, or for float64 and bfloat16 weights, MaskedAdam:
+training/masked_adam.steps_masked; its skip mask on the device) whose learning rate is a
+tensor the scheduler fills between replays. The losses (K,) come back in a tensor the graph writes; train_until
 reads them once per report, as it reads an eager stack's, so divergence and stop rules see
 the same numbers.
 

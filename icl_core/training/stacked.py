@@ -253,9 +253,10 @@ class StackedRun:
     def _vmapped(self, params, buffers, inputs, targets, extras, mask, step: int = 0):
         """Every member's loss (K,): the loss module vmapped over the stacked weights and
         batches. A stack of one (a lone member with train.cuda_graph) is called on its
-        member's squeezed views instead: the same arithmetic without vmap's batched forms
-        (a linear's bmm and separate bias add, a LayerNorm's affine apart, their backward
-        reductions), about 30% fewer kernels, which a replayed small step is bound by."""
+        member's squeezed views instead, its layers on their own paths (SDPA attention): the
+        arithmetic of the member alone, without vmap's batched forms (a linear's bmm and
+        separate bias add, a LayerNorm's affine apart, their backward reductions), about half
+        the kernels, which a replayed small step is bound by."""
         def one(p, b, x, y, ex):
             return functional_call(self.loss_module, (p, b), (x, y, ex, mask, step))
 
@@ -351,7 +352,8 @@ class StackedRun:
 
     def static_step(self, step: torch.Tensor) -> torch.Tensor:
         """The body of a captured step, at the step held in a 0-dim device tensor: the
-        batches drawn by counter from it, the gradients set to None before the backward (as
+        batches drawn by counter from it or by the members' generators (registered with the
+        graph), the gradients set to None before the backward (as
         the eager step does: the backward writes them, no zeroing and no accumulation, two
         kernels a weight fewer; captured, they are allocated once in the graph's pool and
         rewritten in place by every replay, torch's whole-network recipe), the optimizer step
