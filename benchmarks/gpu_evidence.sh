@@ -14,7 +14,8 @@
 # INTERLEAVE=1: a study's stacks train at once in one process per study (each on its own CUDA
 # stream) instead of a process per stack; give such a job WORKERS = its number of studies.
 # GRAPH=1: each member's step a CUDA graph where its config allows (run_without_ray.py --graph:
-# the same members and random streams; `icl plan --gpu-minutes M --graph` prints it).
+# the same members and random streams; `icl plan --gpu-minutes M --graph` prints it), once the
+# replay CUDA tests pass here (tests/test_cuda_graph.py; else the jobs run eagerly, said so).
 # `icl plan --gpu-minutes M` picks the jobs for a window. Afterwards, on the developer's machine:
 #
 #     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
@@ -38,6 +39,19 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
     || echo "no nvidia-smi"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
 torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+
+if [ -n "${GRAPH:-}" ] && [ -z "${GRAPH_CHECKED:-}" ]; then
+    # a replayed step must be shown equal to the eager one here before its rows (the same
+    # members' hashes) join the evidence; gpu_window.sh runs these first and says so
+    if timeout 150 $PY -m pytest -q -p no:cacheprovider -rfE tests/test_cuda_graph.py \
+            -k "replayed or failed_capture" >"$OUT/graph_tests.log" 2>&1; then
+        echo "== GRAPH=1: the replay CUDA tests passed: $(tail -n 1 "$OUT/graph_tests.log")"
+    else
+        echo "== GRAPH=1 dropped: the replay CUDA tests did not pass here; the jobs run eagerly"
+        tail -n 8 "$OUT/graph_tests.log"
+        GRAPH=""
+    fi
+fi
 
 pids=()
 for job in "$@"; do

@@ -20,7 +20,7 @@ from torch.func import functional_call, vmap
 
 from icl_core.common.validation import ConfigError
 from icl_core.running.trial import TrialSpec, run_trial
-from icl_core.spec.config import resolve_member
+from icl_core.spec.config import graph_refusal, resolve_member
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
 from icl_core.training.stacked import StackedRun, _VmapLinear
@@ -157,6 +157,25 @@ def test_the_graphs_body_skips_the_steps_the_eager_step_skips():
         torch.testing.assert_close(q, p, rtol=1e-10, atol=1e-13)
 
 
+LOOPED = {"name": "algoformer", "width": 8, "heads": 2, "layers": 1, "loops": 3, "window": 2}
+
+
+def test_a_looped_model_is_captured_unless_its_loop_curriculum_reads_the_step():
+    """A model's own training loss keeps its step out of a graph only where it reads the step
+    (a loop curriculum: AlgoFormer's reduced and gpu presets have none), as a task's training
+    curriculum does; on a CPU the reason is the device. The graph's body of such a stack
+    trains to the eager step's numbers."""
+    plain = member(3, True, model=LOOPED)
+    assert graph_refusal(plain) is None
+    assert graph_refusal(member(3, True, model={**LOOPED, "curriculum_start": 1})) == \
+        "the model's own training loss reads the step on the host"
+    assert graph_refusal(member(3, True, task={"name": "relu_teacher"}, eval__baselines=[])) \
+        == "the task's training curriculum reads the step on the host"
+    body, eager = stack(True, model=LOOPED), stack(False, model=LOOPED)
+    assert eager_reason(body) == "no CUDA graph on a cpu device"
+    assert body.train_until(8) == pytest.approx(eager.train_until(8), rel=1e-10)
+
+
 @pytest.mark.parametrize("over, field_error", [
     ({"train__draws": "generator", "train__optimizer": "lbfgs"}, "needs online Adam/AdamW"),
     ({"train__draws": "generator", "train__dataset_size": 256}, "needs online batches"),
@@ -209,6 +228,7 @@ def test_a_stacks_linear_is_f_linear_bit_for_bit(device, dims, rows, grads):
     ("float32", {}, (7,)),  # a stack of one: unvmapped
     ("float32", {"train__draws": "generator"}, (3, 7)),  # members' generators, graph-safe
     ("float32", {"train__draws": "generator"}, (7,)),
+    ("float32", {"model": LOOPED}, (3, 7)),  # a model's own training loss, no curriculum
 ])
 def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
     """Captured (the batch's mask on the device from the task: no copy inside the capture;

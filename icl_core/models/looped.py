@@ -174,6 +174,12 @@ class Looped(ModelBase):
             return cfg.loops
         return min(cfg.loops, cfg.curriculum_start + step // cfg.curriculum_every)
 
+    @staticmethod
+    def training_loss_reads_step(cfg) -> bool:
+        """Whether `training_loss` reads the step: only under a loop curriculum (a captured
+        step, train.cuda_graph, cannot read it on the host; icl_core.spec.config.graph_refusal)."""
+        return bool(cfg.curriculum_start)
+
     def training_loss(self, batch: Batch, step: int) -> torch.Tensor:
         """Eq. 6 window loss: T0 loops without gradients, then the mean masked MSE of the
         readouts after each of the last min(ΔT, T) iterations."""

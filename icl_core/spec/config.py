@@ -398,16 +398,39 @@ def resolve_member(raw: dict, from_cli: bool = False) -> MemberConfig:
     return member
 
 
+def graph_refusal(member: MemberConfig) -> str | None:
+    """Why a member's step cannot be captured as a CUDA graph though its config allows
+    train.cuda_graph (it then steps eagerly, said once): its task's training curriculum, or
+    its model's own training loss where that reads the step (the model class's
+    `training_loss_reads_step(model_cfg)`, e.g. a loop curriculum; True where it does not say),
+    read the step on the host. None: it can be captured."""
+    from icl_core.models import MODELS
+    from icl_core.models.base import HasTrainingLoss
+    from icl_core.tasks import TASKS
+    from icl_core.tasks.base import SamplesTrainingBatches
+
+    if issubclass(TASKS.builder(member.task.name), SamplesTrainingBatches):
+        return "the task's training curriculum reads the step on the host"
+    model = MODELS.builder(member.model.name)
+    if issubclass(model, HasTrainingLoss) and \
+            getattr(model, "training_loss_reads_step", lambda cfg: True)(member.model):
+        return "the model's own training loss reads the step on the host"
+    return None
+
+
 def on_graph_path(member: MemberConfig) -> tuple[MemberConfig, str | None]:
     """The member with its step captured as a CUDA graph (train.cuda_graph; its draws as they
     are, so the same member: the same hash and random stream), and None; or the member as it
-    is and why its config refuses that (L-BFGS, a finite dataset, train.compile). For
-    `icl plan --gpu-minutes --graph` and run_without_ray.py --graph."""
+    is and why its config refuses that (L-BFGS, a finite dataset, train.compile) or its step
+    could not be captured (`graph_refusal`). For `icl plan --gpu-minutes --graph` and
+    run_without_ray.py --graph."""
     if member.train.cuda_graph:
-        return member, None
+        return member, graph_refusal(member)
     raw = member.to_dict()
     raw["train"] = {**raw["train"], "cuda_graph": True}
     try:
-        return resolve_member(raw), None
+        graphed = resolve_member(raw)
     except ConfigError as exc:
         return member, str(exc)
+    why = graph_refusal(graphed)
+    return (member, why) if why else (graphed, None)

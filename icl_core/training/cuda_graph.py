@@ -32,8 +32,7 @@ import logging
 import torch
 from torch.torch_version import TorchVersion
 
-from icl_core.models.base import HasTrainingLoss
-from icl_core.tasks.base import SamplesTrainingBatches
+from icl_core.spec.config import graph_refusal
 
 logger = logging.getLogger(__name__)
 WARMUP_STEPS = 3  # eager steps on a side stream before the capture (torch's whole-network recipe)
@@ -43,14 +42,11 @@ EXPLICIT_RNG_REGISTRATION = TorchVersion(torch.__version__) < (2, 14)
 
 
 def eager_reason(run) -> str | None:
-    """Why a stack's step cannot be captured (None: it can)."""
+    """Why a stack's step cannot be captured (None: it can): no CUDA device, or its members'
+    step is read on the host (icl_core.spec.config.graph_refusal)."""
     if run.device.type != "cuda":
         return f"no CUDA graph on a {run.device.type} device"
-    if isinstance(run.runs[0].task, SamplesTrainingBatches):
-        return "the task's training curriculum reads the step on the host"
-    if isinstance(run.runs[0].model, HasTrainingLoss):
-        return "the model's own training loss reads the step on the host"
-    return None
+    return graph_refusal(run.runs[0].member)
 
 
 class StepGraph:
