@@ -16,8 +16,9 @@ take ~10 minutes: a later window runs `--parts 3`, the rest measured:
    4, 8) trained one after another and then at once, each on its own CUDA stream, with and
    without the graph: wall time of the whole trial (evaluation included).
 3. benchmarks/stack_scaling.py, a separate process per size: ms/step, member-steps/s, share
-   of the measured peak and aten operations per step, for generator draws, counter draws and
-   counter draws with the graph, at issue 46's target cells: K = 1, 2, 32, 512 at the cpu size
+   of the measured peak and aten operations per step, for generator draws (eager, and replayed
+   in the graph: what GRAPH=1 evidence runs), counter draws and counter draws with the graph,
+   at issue 46's target cells: K = 1, 2, 32, 512 at the cpu size
    (fp32) and K = 1, 8, 128 at the paper size (fp32, then TF32), with the reference beside it
    (--ref; default ../shared/tools/ref_stack.py, which a lent machine does not have: carry a
    copy) and the peers' one-GPT-2-per-process loop (--peer, benchmarks/peer_loop.py; the lent
@@ -253,7 +254,7 @@ def stack_scaling(args, out: Path) -> None:
         extra = ["--budget-s", str(budget), "--peer"] + (["--tf32"] if tf32 else [])
         extra += ["--steps", "3", "--ref", "none"] if args.quick else \
             ["--ref", args.ref] if args.ref else []
-        scaling_pass(args, "stack scaling", size, ks, "generator,counter,graph",
+        scaling_pass(args, "stack scaling", size, ks, "generator,graph-generator,counter,graph",
                      out / ("stack.json" if size == "cpu" else f"stack_{size}.json"), limit,
                      extra)
 

@@ -96,8 +96,10 @@ def sync(device: torch.device) -> None:
 def member(size: str, seed: int, device: str, draws: str = "generator",
            precision: str = "fp32") -> MemberConfig:
     """One member at a model size: least-squares ICL, D = 5, N = 20, Adam, batch 64. `draws`:
-    a train.draws scheme, "graph" (counter draws, the step a CUDA graph: train.cuda_graph) or
-    "compile" (counter draws, train.compile: a stack's vmapped loss compiled). `precision` is
+    a train.draws scheme, "graph" (counter draws, the step a CUDA graph: train.cuda_graph),
+    "graph-generator" (the members' generators replayed in the graph: what an evidence window
+    runs with GRAPH=1) or "compile" (counter draws, train.compile: a stack's vmapped loss
+    compiled). `precision` is
     the member's train.precision: the trainer sets TF32 itself from it (an fp32 member turns
     TF32 off whatever the caller allowed), so a TF32 pass needs TF32 members."""
     depth, width, heads = SIZES[size]
@@ -106,8 +108,9 @@ def member(size: str, seed: int, device: str, draws: str = "generator",
         "model": {"name": "transformer", "depth": depth, "width": width, "heads": heads,
                   "mlp_ratio": 4, "layer_norm": True},
         "train": {"optimizer": "adam", "lr": 1e-3, "batch_size": BATCH, "steps": 10**9,
-                  "draws": "counter" if draws in ("graph", "compile") else draws,
-                  "cuda_graph": draws == "graph", "compile": draws == "compile",
+                  "draws": "counter" if draws in ("graph", "compile") else
+                  "generator" if draws == "graph-generator" else draws,
+                  "cuda_graph": draws.startswith("graph"), "compile": draws == "compile",
                   "precision": precision},
         "eval": {"n_prompts": 1},
         "seed": seed, "dtype": "float32", "device": device,
@@ -402,8 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the reference's --graph: its whole step in one CUDA graph (1, CUDA only) or eager")
     add("--draws", default="generator",
         help="train.draws schemes, a row each per cell: generator, counter, graph (counter "
-        "draws and the step a CUDA graph, train.cuda_graph; eager on a CPU), compile (counter "
-        "draws, train.compile: pays a compile per cell, ~30 s) (default generator)")
+        "draws and the step a CUDA graph, train.cuda_graph; eager on a CPU), graph-generator "
+        "(the members' generators replayed in the graph), compile (counter draws, "
+        "train.compile: pays a compile per cell, ~30 s) (default generator)")
     add("--peer", action="store_true",
         help="also time the peers' loop (benchmarks/peer_loop.py: one GPT-2 per process, needs "
         "transformers) per size and precision, and print members per GPU-hour, ours / peer")
@@ -426,9 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--steps: must be >= 1")
     warmup = DEFAULTS[kind][2] if args.warmup is None else args.warmup
     draws = tuple(d.strip() for d in args.draws.split(",") if d.strip())
-    if not draws or set(draws) - {*DRAWS, "graph", "compile"}:
+    if not draws or set(draws) - {*DRAWS, "graph", "graph-generator", "compile"}:
         raise SystemExit(f"--draws: {args.draws!r}; valid choices: {', '.join(DRAWS)}, graph, "
-                         "compile")
+                         "graph-generator, compile")
     torch.set_num_threads(args.threads)
     precisions = ["fp32"] + (["tf32"] if args.tf32 and kind == "cuda" else [])
     ref_path = None if args.ref == "none" else Path(args.ref) if args.ref else DEFAULT_REF
