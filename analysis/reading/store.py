@@ -308,8 +308,8 @@ def _plan(storage: str, sweep: str, study: str | None, expected) -> _Plan:
 
 
 def _count(plan: _Plan) -> None:
+    read = plan.coverage.read  # members by where their rows were: rows/, failed/, compacted/
     for entry in (m for members in plan.groups.values() for m in members):
-        read = plan.coverage.read  # members by where their rows were: rows/, failed/, compacted/
         read[entry.folder] = read.get(entry.folder, 0) + entry.members
 
 

@@ -60,15 +60,18 @@ def path_of(member: MemberConfig) -> str:
     `counter` (train.draws), or `graph` (train.cuda_graph); `+compile` (train.compile); and
     its precision (train.precision). E.g. "generator fp32" (the defaults), "graph tf32",
     "counter+compile fp32"."""
-    kind = "graph" if member.train.cuda_graph else member.train.draws
-    return f"{kind}{'+compile' if member.train.compile else ''} {member.train.precision}"
+    return f"{_kind(member)}{'+compile' if member.train.compile else ''} {member.train.precision}"
+
+
+def _kind(member: MemberConfig) -> str:
+    """A step's kind: `graph` (train.cuda_graph), else its draws."""
+    return "graph" if member.train.cuda_graph else member.train.draws
 
 
 def revision_of(member: MemberConfig, revisions: dict | None = None) -> int:
     """The revision of a member's path in `revisions` (default the current REVISIONS; 1 where
     never raised)."""
-    kind = "graph" if member.train.cuda_graph else member.train.draws
-    return (REVISIONS if revisions is None else revisions).get(kind, 1)
+    return (REVISIONS if revisions is None else revisions).get(_kind(member), 1)
 
 
 def features(member: MemberConfig, stack: int) -> list[float]:

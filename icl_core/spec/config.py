@@ -409,13 +409,10 @@ def graph_refusal(member: MemberConfig) -> str | None:
     from icl_core.tasks import TASKS
     from icl_core.tasks.base import SamplesTrainingBatches
 
-    def is_a(builder, capability) -> bool:  # a registry entry may be a function, not a class
-        return isinstance(builder, type) and issubclass(builder, capability)
-
-    if is_a(TASKS.builder(member.task.name), SamplesTrainingBatches):
+    if issubclass(TASKS.builder(member.task.name), SamplesTrainingBatches):
         return "the task's training curriculum reads the step on the host"
     model = MODELS.builder(member.model.name)
-    if is_a(model, HasTrainingLoss) and \
+    if issubclass(model, HasTrainingLoss) and \
             getattr(model, "training_loss_reads_step", lambda cfg: True)(member.model):
         return "the model's own training loss reads the step on the host"
     return None

@@ -119,18 +119,19 @@ class CounterDraws:
         self.members = keys.shape[0]
         self.device = keys.device
         self._halves = (keys & M32, (keys >> 32) & M32)  # (K,) each
+        self._step_halves = (step & M32, (step >> 32) & M32)  # once a step, not a call
 
     def _streams(self) -> torch.Tensor:
         """This step's and call's two 32-bit stream words per member, (2, K, 1): one per salt,
         both mixed in the same operations (a tensor step: on the device)."""
         salted = [_mix2(salt ^ self.calls) for salt in SALTS]  # host ints: no aten ops
         lo, hi = self._halves
+        step_lo, step_hi = self._step_halves
         if torch.is_tensor(self.step):
-            s = torch.stack([(self.step & M32) ^ h for h in salted])  # (2,)
-            s = _mix2(_mix1(s) ^ ((self.step >> 32) & M32))
+            s = _mix2(_mix1(torch.stack([step_lo ^ h for h in salted])) ^ step_hi)  # (2,)
             mixed = lo ^ s[:, None]  # (2, K)
         else:
-            s = [_mix2(_mix1(h ^ (self.step & M32)) ^ ((self.step >> 32) & M32)) for h in salted]
+            s = [_mix2(_mix1(h ^ step_lo) ^ step_hi) for h in salted]
             mixed = torch.stack([lo ^ word for word in s])  # (2, K)
         return _mix2(_mix1(mixed) ^ hi).unsqueeze(2)
 
