@@ -91,7 +91,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "sweeps"))  # the shared bases, as sweep files import them
 
 from bases import CPU_LS, LIU_LS  # noqa: E402
-from peer_loop import Peer  # noqa: E402  (benchmarks/: the peers' loop)
+from peer_loop import Peer, transformers_version  # noqa: E402  (benchmarks/: the peers' loop)
 
 from icl_core import PRESETS, Preset, Study, Sweep  # noqa: E402
 from icl_core.planning.resources import plan_trials  # noqa: E402
@@ -160,17 +160,15 @@ class Ours:
 
 
 def part_a(args) -> dict:
-    try:
-        import transformers
-    except ImportError:
-        raise SystemExit("part a needs Hugging Face transformers: pip install transformers") \
-            from None
+    version = transformers_version()
+    if version is None:
+        raise SystemExit("part a needs Hugging Face transformers: pip install transformers")
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     default_steps = STEPS_A["cuda" if device.type == "cuda" else "cpu"]
     warmup = args.warmup if args.warmup is not None else default_steps[2]
     repeats = args.repeats or 3
-    out = {"transformers": transformers.__version__, "threads": args.threads,
+    out = {"transformers": version, "threads": args.threads,
            "device": str(device), "layout": args.layout, "batch": args.batch, "sizes": {}}
     for size in args.sizes.split(","):
         member = step_member(size, args)

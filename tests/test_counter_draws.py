@@ -128,8 +128,8 @@ def test_the_stream_is_pinned(step, first, total, second_call, as_tensor):
 
 def test_a_call_mixes_both_stream_words_in_one_chain():
     """A graph replays every operation of a call: the two stream words are hashed together
-    ((2, K) tensors), not one after the other (127 operations with a tensor step; 246 each
-    word apart)."""
+    ((2, K) tensors), not one after the other (131 operations with a tensor step, the draws
+    object's making included; 253 each word apart)."""
     with OpCount() as counter:
         CounterDraws(torch.tensor([1, 2, 3]), torch.tensor(5)).words(100)
     assert sum(counter.ops.values()) < 160

@@ -174,8 +174,8 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
 
 
 def test_a_merge_of_another_random_stream_is_refused_by_name(tmp_path, capsys):
-    """A GRAPH=1 window's rows draw by counter: merged into evidence drawn by the generator,
-    they would pass for more seeds of the same stream. The merge is refused (the committed
+    """Rows drawn by counter, merged into evidence drawn by the generator, would pass for more
+    seeds of the same stream. The merge is refused (the committed
     rows, from before train.draws, drew by generator); a replacement is the user's choice."""
     first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
     for seed in (0, 1):
