@@ -137,6 +137,10 @@ BAD = [
      "--sweep model.depth: also given to --set; give a key to one of them"),
     (["--num-samples", "2", "--sweep", "seed=0,1"],
      "--sweep seed: conflicts with --num-samples"),
+    # a field left out of the hash: its values would be one member, the others dropped silently
+    (["--sweep", "train.cuda_graph=false,true"],
+     "--sweep train.cuda_graph: train.cuda_graph does not change what a member computes"),
+    (["--sweep", "eval.chunk=64,128"], "values 64, 128 would be one member run once"),
 ]
 
 
@@ -156,6 +160,21 @@ def test_bad_sweeps_are_one_line_and_exit_2_before_ray(tmp_path, capsys, argv, m
     assert "Traceback" not in out + err
     assert ray.is_initialized() == was_running
     assert not (tmp_path / "r").exists()
+
+
+def test_a_declared_grid_over_a_field_outside_the_hash_is_refused_and_one_value_passes():
+    from icl_core.spec.config import ConfigError
+    from icl_core.spec.study import expand
+
+    (study,) = [s for s in SWEEP.studies if s.name == STUDY]
+    base = study.base
+    with pytest.raises(ConfigError, match=r"grid.device: device does not change what"):
+        expand(base, {"device": ["cpu", "cuda"]})
+    with pytest.raises(ConfigError, match=r"grid.train.steps,eval.chunk: eval.chunk does not"):
+        expand(base, {("train.steps", "eval.chunk"): [(2, 64), (4, 128)]})
+    # one value (or one value repeated, as a collapsed axis is) is a setting, not an axis
+    assert len(expand(base, {"train.cuda_graph": [True]})) == 1
+    assert len(expand(base, {("train.steps", "eval.chunk"): [(2, 64), (4, 64)]})) == 2
 
 
 def test_a_zipped_axis_and_a_search_are_not_swept(tmp_path, capsys):

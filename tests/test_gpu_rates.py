@@ -157,6 +157,20 @@ def test_icl_cost_adds_measured_steps_refits_a_path_and_writes_it(tmp_path, caps
     written = gpu_rates.load(rates_file)
     assert written.for_member(members("graph")[0]).floor_s == pytest.approx(2e-4, rel=1e-6)
     assert written.rates[gpu_rates.BASE_PATH] == gpu_rates.load().rates[gpu_rates.BASE_PATH]
+    # graphs replaying the members' generators (GRAPH=1 evidence) launch fewer kernels than
+    # counter graphs: their own path, costed as the base path until measured, then fitted apart
+    replayed = members("graph-generator")[0]
+    assert gpu_rates.path_of(replayed) == "graph-generator fp32"
+    assert written.for_member(replayed) == written.rates[gpu_rates.BASE_PATH]
+    faster = dataclasses.replace(graph, floor_s=1e-4)
+    (tmp_path / "replayed.json").write_text(json.dumps(stack_json(drawn(faster,
+                                                                        "graph-generator"))))
+    assert icl(["cost", "--rates", str(rates_file), "--add", str(tmp_path / "replayed.json"),
+                "--write"]) == 0
+    assert "graph-generator fp32: 0.1 ms +" in capsys.readouterr().out
+    written = gpu_rates.load(rates_file)
+    assert written.for_member(replayed).floor_s == pytest.approx(1e-4, rel=1e-6)
+    assert written.for_member(members("graph")[0]).floor_s == pytest.approx(2e-4, rel=1e-6)
     # steps measured on a CPU, or a file older than the member column, are refused
     (tmp_path / "cpu.json").write_text(json.dumps(stack_json(drawn(graph), device="cpu")))
     assert icl(["cost", "--rates", str(rates_file), "--add", str(tmp_path / "cpu.json")]) == 2

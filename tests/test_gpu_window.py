@@ -137,6 +137,10 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
                                    "cuda", "auto", {}, {})
     graphed = [resolve_member(m) for s in specs for m in s.members]
     assert graphed and all(m.train.cuda_graph and m.train.draws == "generator" for m in graphed)
+    # costed (once measured) by the replayed-generator graphs' own rates, not counter graphs'
+    from icl_core.planning.gpu_rates import path_of
+
+    assert {path_of(m) for m in graphed} == {"graph-generator fp32"}
     assert sorted(m.hash for m in graphed) == \
         sorted(resolve_member(m).hash for s in plain for m in s.members)  # the same members
     lbfgs = resolve_member(lsa_member())

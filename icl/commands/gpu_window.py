@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     if args.graph:
         from icl_core.planning import gpu_rates
 
-        if not any(path.startswith("graph") for path in gpu_rates.load().rates):
+        if not any(path.startswith("graph-generator") for path in gpu_rates.load().rates):
             print("the graph path is not fitted yet (`icl cost`): its steps are costed as the "
                   "eager path's, so this plan is an upper bound")
     return 0

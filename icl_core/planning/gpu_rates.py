@@ -57,15 +57,20 @@ REVISIONS = {"counter": 2, "graph": 2}
 
 def path_of(member: MemberConfig) -> str:
     """The path a member's step takes: eager with its batches drawn by `generator` or
-    `counter` (train.draws), or `graph` (train.cuda_graph); `+compile` (train.compile); and
-    its precision (train.precision). E.g. "generator fp32" (the defaults), "graph tf32",
-    "counter+compile fp32"."""
+    `counter` (train.draws), or captured (train.cuda_graph): `graph` with counter draws,
+    `graph-generator` with the members' generators replayed (what an evidence window runs with
+    GRAPH=1; fewer launches, so fitted apart); `+compile` (train.compile); and its precision
+    (train.precision). E.g. "generator fp32" (the defaults), "graph tf32",
+    "graph-generator fp32", "counter+compile fp32"."""
     return f"{_kind(member)}{'+compile' if member.train.compile else ''} {member.train.precision}"
 
 
 def _kind(member: MemberConfig) -> str:
-    """A step's kind: `graph` (train.cuda_graph), else its draws."""
-    return "graph" if member.train.cuda_graph else member.train.draws
+    """A step's kind: its draws, eager; `graph` (counter draws) or `graph-<draws>` captured."""
+    draws = member.train.draws
+    if member.train.cuda_graph:
+        return "graph" if draws == "counter" else f"graph-{draws}"
+    return draws
 
 
 def revision_of(member: MemberConfig, revisions: dict | None = None) -> int:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icl_core.spec.config import (
+    NON_SEMANTIC,
     ConfigError,
     MemberConfig,
     coerce,
@@ -179,6 +180,7 @@ def apply_preset(base, grid, presets, preset, sets=None, sweeps=None) -> tuple[d
             raise ConfigError(f"--sweep {key}: also given to --set; give a key to one of them "
                               "(--set: one value, --sweep: an axis)")
         values = parse_axis(base, key, text)
+        refuse_non_semantic(f"--sweep {key}", key, values)
         zipped = _zipped_axis(grid, key)
         if zipped is not None:
             raise ConfigError(f"--sweep {key}: part of the zipped grid axis ({', '.join(zipped)}), "
@@ -201,6 +203,9 @@ def expand(base: dict, grid: dict) -> list[MemberConfig]:
             not isinstance(v, (list, tuple)) or len(v) != len(key) for v in values
         ):
             raise ConfigError(f"grid.{name}: each value must be a tuple of {len(key)} values")
+        for i, sub in enumerate(key if isinstance(key, tuple) else (key,)):
+            refuse_non_semantic(f"grid.{name}", sub,
+                                [v[i] for v in values] if isinstance(key, tuple) else values)
     keys = list(grid)
     out, seen = [], set()
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -216,6 +221,19 @@ def expand(base: dict, grid: dict) -> list[MemberConfig]:
             seen.add(member.hash)
             out.append(member)
     return out
+
+
+def refuse_non_semantic(label: str, key: str, values: list) -> None:
+    """An axis over a field that does not change what a member computes (NON_SEMANTIC: left
+    out of the hash, as `device` is) would make its members one member, and the grid would
+    keep the first silently: refused, by name, when it has more than one value."""
+    distinct = list(dict.fromkeys(map(repr, values)))
+    if key in NON_SEMANTIC and len(distinct) > 1:
+        raise ConfigError(
+            f"{label}: {key} does not change what a member computes (it is left out of the "
+            f"member's hash, as {', '.join(k for k in NON_SEMANTIC if k != key)} are), so its "
+            f"values {', '.join(distinct)} would be one member run once; give it one value "
+            f"(--set {key}=VALUE), or compare them with a benchmark (docs/performance.md)")
 
 
 def parse_override(base: dict, key: str, text: str, flag: str = "--set") -> Any:
