@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# the benchmark scripts' helpers (stack_scaling.member, run_without_ray.trials, ...) import by
+# their module names, as the scripts import each other
+sys.path.append(str(ROOT / "benchmarks"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,13 +7,12 @@ K = 32 as at K = 2; bad configs are refused by name."""
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import tiny_member
+from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
 from test_stacked import assert_same_numbers, rows_sorted
 
 from icl_core.common.validation import ConfigError
@@ -25,9 +24,6 @@ from icl_core.tasks.base import Batch, DrawsByCounter, TaskBase, TaskConfig
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.stacked import StackedRun, stack_groups
 from icl_core.training.train import MemberRun, counter_keys, train_batch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
 
 
 def member(seed: int, draws: str = "counter", dtype: str = "float64", **over):

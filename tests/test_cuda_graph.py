@@ -10,12 +10,10 @@ the eager body, and a task whose curriculum reads the step on the host is not ca
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from conftest import tiny_member
+from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
 from torch.func import functional_call, vmap
 
 from icl_core.common.validation import ConfigError
@@ -25,9 +23,6 @@ from icl_core.tasks.draws import CounterDraws
 from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
 from icl_core.training.stacked import StackedRun, _VmapLinear
 from icl_core.training.train import MemberRun, counter_keys
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -20,7 +20,6 @@ from icl_core.planning.cost import CostModel
 from icl_core.spec.config import ConfigError, resolve_member, to_plain
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
 TRUE = gpu_rates.Rates(floor_s=2e-3, layer_pass_s=1e-3, stack_floor_s=5e-3,
                        stack_layer_pass_s=4e-4, member_s=3e-4, s_per_flop=1 / 30e12)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +20,6 @@ from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def test_the_window_takes_undecided_claims_first_most_per_second_within_the_window():

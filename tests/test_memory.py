@@ -58,7 +58,6 @@ def test_the_estimate_grows_with_what_a_member_holds():
 def test_the_estimate_is_within_2x_of_a_measured_peak():
     """One real member on the CPU in a fresh process: ru_maxrss at the end minus the RSS after
     imports, against the estimate (benchmarks/memory_check.py does three)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from memory_check import CHILD, MEMBERS
 
     cfg = MEMBERS["transformer w256 d4 T41 batch 64"]

@@ -4,10 +4,6 @@ estimates, on this machine's device (a smoke member, a few steps)."""
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import paper_step  # noqa: E402
 
