@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def _checkpoint_s(members, seconds: float) -> float:
     """Seconds between a trial's checkpoints: its estimate over its checkpoints (one every
     train.checkpoint_every steps of each member or stack)."""
-    from icl_core.training.stacked import stack_key
+    from icl_core.training.stack_rules import stack_key
 
     stacks = {stack_key(m) or m.hash: m for m in members}.values()
     count = sum(math.ceil(m.train.steps / m.train.checkpoint_every) for m in stacks)

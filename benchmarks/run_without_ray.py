@@ -35,7 +35,7 @@ from icl_core.running.trial import TrialSpec, run_trial  # noqa: E402
 from icl_core.spec.config import flatten, on_graph_path  # noqa: E402
 from icl_core.storage.provenance import driver_provenance  # noqa: E402
 from icl_core.storage.store import Store  # noqa: E402
-from icl_core.training.stacked import stack_key  # noqa: E402
+from icl_core.training.stack_rules import stack_key  # noqa: E402
 
 
 def selected(member, where: dict[str, str]) -> bool:

@@ -68,7 +68,8 @@ from icl_core.planning.memory import host_memory, human, member_memory  # noqa: 
 from icl_core.spec.config import MemberConfig, resolve_member, to_plain  # noqa: E402
 from icl_core.tasks.draws import DRAWS  # noqa: E402
 from icl_core.training.flops import step_flops, step_shape  # noqa: E402
-from icl_core.training.stacked import StackedRun, stack_groups  # noqa: E402
+from icl_core.training.stack_rules import stack_groups  # noqa: E402
+from icl_core.training.stacked import StackedRun  # noqa: E402
 from icl_core.training.throughput import _measure  # noqa: E402
 from icl_core.training.train import MemberRun  # noqa: E402
 

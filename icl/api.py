@@ -134,7 +134,7 @@ def make_options(*, study=None, preset="cpu", storage=None, sets=None, sweeps=No
                  plan_cpus=None, dashboard=True) -> Options:
     """Options from the API's keywords (see `run` and `plan`); checks what argparse checks on
     the command line (--stack and --logger choices)."""
-    from icl_core.training.stacked import STACK_MODES
+    from icl_core.training.stack_rules import STACK_MODES
 
     loggers = [loggers] if isinstance(loggers, str) else list(loggers or ())
     _choice("--stack", stack, STACK_MODES)

@@ -17,7 +17,7 @@ import sys
 from icl.api import JOB_STORAGE, LOGGERS, Options, execute, make_plan
 from icl_core.spec.config import ConfigError
 from icl_core.spec.study import PRESETS
-from icl_core.training.stacked import STACK_MODES
+from icl_core.training.stack_rules import STACK_MODES
 
 
 def pack_arg(text: str) -> int | str:

@@ -49,7 +49,7 @@ def print_plan(sweep, plans: list[Plan], args, store=None) -> PlanCost:
     values, its base config's fields off their defaults and what is already finished
     (`plan_details`). Returns the plan's cost (its total: `PlanCost.summary`)."""
     from icl_core.running.trial_pool import cost_model
-    from icl_core.training.stacked import stack_groups, trial_stack_mode
+    from icl_core.training.stack_rules import stack_groups, trial_stack_mode
 
     gpus, cpus = planned_cluster(args)
     cost = PlanCost(gpus, cpus)

@@ -39,7 +39,7 @@ from icl_core.tasks.base import (
 )
 from icl_core.training.evaluate import evaluate
 from icl_core.training.flops import step_flops
-from icl_core.training.stacked import stack_key
+from icl_core.training.stack_rules import stack_key
 from icl_core.training.train import MemberRun
 
 CPU = torch.device("cpu")

@@ -22,7 +22,7 @@ from icl_core.spec.config import graph_refusal, resolve_member
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
 from icl_core.training.stacked import StackedRun, _VmapLinear
-from icl_core.training.train import MemberRun, counter_keys
+from icl_core.training.train import MemberRun, counter_keys, train_batch
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -243,6 +243,35 @@ def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
     # the replays advanced each member's generator as the eager steps did (a checkpoint's state)
     for a, b in zip(eager.runs, graphed.runs, strict=True):
         assert torch.equal(a.data_gen.get_state(), b.data_gen.get_state())
+
+
+def assert_batches_are_the_members_own(stack: StackedRun, members, steps=(0, 1)) -> None:
+    """The stack's batches at `steps` equal those its members draw alone, bit for bit, and
+    its generators end where theirs do."""
+    alone = [MemberRun(m) for m in members]
+    for step in steps:
+        inputs, targets, extras, _ = stack._batch(step)
+        for k, run in enumerate(alone):
+            own = train_batch(run.task, run.member.train.batch_size, run.data_gen, step)
+            assert torch.equal(inputs[k], own.inputs), (step, k)
+            assert torch.equal(targets[k], own.targets), (step, k)
+            for key, value in own.extras.items():
+                assert torch.equal(extras[key][k], value), (step, k, key)
+    for run, mine in zip(alone, stack.runs, strict=True):
+        assert torch.equal(run.data_gen.get_state(), mine.data_gen.get_state())
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_a_stacks_generator_batches_are_its_members_own_where_the_windows_run(device):
+    """A stack's generator draws run the task's batch code once on the K·B prompts (every
+    sweep task on the CPU: tests/test_stacked.py); on the GPU the evidence windows stack on,
+    in both dtypes, with label noise (three draws a member)."""
+    for dtype in ("float32", "float64"):
+        members = [member(s, False, device, dtype, train__draws="generator",
+                          task__noise_std=0.1) for s in (3, 7, 11)]
+        stack = StackedRun([MemberRun(m) for m in members])
+        assert stack.together
+        assert_batches_are_the_members_own(stack, members)
 
 
 @cuda

@@ -13,7 +13,7 @@ from test_stacked import Crash, assert_same_numbers, float64_seeds, rows_sorted
 from icl_core.running.trial import TrialFailed, TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
 from icl_core.storage.store import Store
-from icl_core.training.stacked import stack_groups
+from icl_core.training.stack_rules import stack_groups
 
 
 def two_shapes(steps: int = 12) -> list[dict]:

@@ -30,7 +30,7 @@ from icl_core.running.plans import PlanRequest, make_plans, plan_gpu_seconds
 from icl_core.spec.config import resolve_member
 from icl_core.spec.search import Search
 from icl_core.storage.store import Store
-from icl_core.training.stacked import stack_key
+from icl_core.training.stack_rules import stack_key
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,8 @@ from icl import catalog
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import ConfigError, resolve_member, set_path
 from icl_core.spec.search import Search
-from icl_core.training.stacked import StackedRun, stack_groups, stack_key
+from icl_core.training.stack_rules import stack_groups, stack_key
+from icl_core.training.stacked import StackedRun
 from icl_core.training.train import MemberRun
 
 KEY = ["config_hash", "metric", "predictor", "statistic", "step", "test_dist", "position",
@@ -142,6 +143,64 @@ def test_members_that_differ_only_in_label_noise_stack_to_their_numbers_alone(tm
     alone, stacked = rows_sorted(tmp_path / "never"), rows_sorted(tmp_path / "always")
     assert set(stacked["stack_size"]) == {6}
     assert_same_numbers(alone, stacked)
+
+
+def one_member_per_task() -> dict[str, dict]:
+    """The first smoke member of each task the sweep files train online with generator
+    draws."""
+    found: dict[str, dict] = {}
+    for name in catalog.sweep_names():
+        for study in catalog.load_sweep(name).studies:
+            if isinstance(study, Search):
+                continue
+            for member in study.members("smoke"):
+                if member.task.name not in found and not member.train.dataset_size \
+                        and member.train.draws == "generator":
+                    found[member.task.name] = member.to_dict()
+    return found
+
+
+TASKS = one_member_per_task()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_stacks_generator_draws_are_each_members_own_drawn_in_one_task_call(dtype):
+    """Generator draws of a stack's members of one task (config and task seed) run the task's
+    batch code once, on their K·B prompts, each member's generator drawing what it draws
+    alone: the batches equal those drawn member by member bit for bit, for every task the
+    sweeps train, and the generators end in the same states (on CUDA: tests/test_cuda_graph.py).
+    Only the draws grow with K."""
+    from stack_scaling import OpCount
+    from test_cuda_graph import assert_batches_are_the_members_own
+
+    from icl_core.tasks.draws import DrawnBatches
+    from icl_core.training.stacked import draws_together
+
+    assert {"linear_regression", "relu_teacher"} <= set(TASKS)
+    together = 0
+    for name, raw in sorted(TASKS.items()):
+        members = [resolve_member({**raw, "seed": seed, "dtype": dtype, "device": "cpu"})
+                   for seed in (0, 1, 2)]
+        stack = StackedRun([MemberRun(m) for m in members])
+        if name == "relu_teacher":  # its curriculum draws by the step, member by member
+            assert not stack.together
+            continue
+        assert stack.together == isinstance(stack.runs[0].task, DrawnBatches), name
+        together += stack.together
+        assert_batches_are_the_members_own(stack, members)
+    assert together >= 4
+    # members of another task seed keep their own tasks' batch code, member by member
+    raw = TASKS["linear_regression"]
+    seeded = [MemberRun(resolve_member({**raw, "seed": 0, "task_seed": t})) for t in (0, 1)]
+    assert not draws_together(seeded) and draws_together(seeded[:1])
+    # the batch code's operations do not grow with K; each member's draws do (one a call)
+    counts = []
+    for k in (2, 8):
+        stack = StackedRun([MemberRun(resolve_member({**raw, "seed": s})) for s in range(k)])
+        with OpCount() as counter:
+            stack._batch(0)
+        counts.append((counter.ops["aten.randn"], counter.launches - counter.ops["aten.randn"]))
+    assert counts[1][0] == 4 * counts[0][0] > 0 and counts[1][1] == counts[0][1], counts
 
 
 def test_per_member_gradient_clipping_matches(tmp_path):

@@ -109,7 +109,7 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
     from icl_core.running.trial_pool import cost_model
     from icl_core.spec.config import ConfigError, on_graph_path
     from icl_core.spec.study import Study
-    from icl_core.training.stacked import stack_groups
+    from icl_core.training.stack_rules import stack_groups
 
     claims = claims_by_study(preset)
     model = cost_model(1.0, 1)  # one GPU: its cached calibrations, else the H100 rate model

@@ -80,7 +80,7 @@ def calibrate(model: CostModel, members: list[MemberConfig], stacks: bool = Fals
     built or trained raises CalibrationFailed (its hash and the short error)."""
     import torch
 
-    from icl_core.training.stacked import stack_key
+    from icl_core.training.stack_rules import stack_key
 
     shapes: dict[str, MemberConfig] = {}
     for member in members:

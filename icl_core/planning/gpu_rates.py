@@ -52,6 +52,9 @@ MEMBER_FIELDS = {f.name for f in fields(MemberConfig)}  # a row's config columns
 # a stack's linear layers skip F.linear's batching rule (2 kernels a layer). The generator
 # path stays at 1: its lone steps are unchanged and its stacked ones lose 2 of ~25 kernels a
 # layer, within its fit's error; raising it would leave the base path with no steps to fit.
+# Later that day a seed stack's generator draws went through one task call (about 6 launches
+# a member fewer): its per-member term now overstates a large stack a little, so the plans
+# are upper bounds there until the next window's generator steps are added.
 REVISIONS = {"counter": 2, "graph": 2}
 
 

@@ -89,7 +89,7 @@ def _units(group: list[MemberConfig], stack: str, gpu: float, cost) -> list[tupl
     """Members in units that stay together: a stack of members that differ only in their
     seeds where this trial kind stacks and the cost model says it pays (launch-bound), else
     one member each; (members, stacked) per unit, first-seen order."""
-    from icl_core.training.stacked import stack_key, trial_stack_mode
+    from icl_core.training.stack_rules import stack_key, trial_stack_mode
 
     if trial_stack_mode(stack, gpu) != "always":
         return [([m], False) for m in group]
@@ -172,7 +172,7 @@ def plan_trials(
     share a stack side by side where the trial stacks), or with "auto" cost-balanced
     (`balanced_trials`, to `target_s`, default TARGET_TRIAL_S). `cost`: an icl_core.planning.cost
     CostModel (default: the FLOP estimate of the cluster's device kind)."""
-    from icl_core.training.stacked import check_stack_mode, stack_key, trial_stack_mode
+    from icl_core.training.stack_rules import check_stack_mode, stack_key, trial_stack_mode
 
     if pack not in ("auto", "gpu") and (not isinstance(pack, int) or pack < 1):
         raise ValueError(f"pack must be an integer >= 1, 'auto' or 'gpu', got {pack!r}")
@@ -211,7 +211,7 @@ def plan_trials(
 
 def trial_seconds(members: list[MemberConfig], res: TrialResources, stack: str, cost) -> float:
     """The cost model's duration of a trial: its stacks (icl_core.training.stacked) one after another."""
-    from icl_core.training.stacked import stack_groups, trial_stack_mode
+    from icl_core.training.stack_rules import stack_groups, trial_stack_mode
 
     mode = trial_stack_mode(stack, res.gpu)
     return sum(cost.unit_seconds([members[i] for i in g]) for g in stack_groups(members, mode))

@@ -37,7 +37,8 @@ from icl_core.training.member_evals import (
     headline_mse,
     needs_model,
 )
-from icl_core.training.stacked import StackedRun, stack_groups, stack_key
+from icl_core.training.stack_rules import stack_groups, stack_key
+from icl_core.training.stacked import StackedRun
 from icl_core.training.throughput import records
 from icl_core.training.train import (
     MemberRun,

@@ -5,7 +5,9 @@ and `integers`, each shape led by the prompt axis B. Two kinds:
 
 * `GeneratorDraws` (train.draws = "generator", the default): torch's own `randn` / `rand` /
   `randint` on the member's `torch.Generator`, call for call what the tasks drew before this
-  module existed (so every existing config keeps its numbers). One member per call.
+  module existed (so every existing config keeps its numbers). One member per call;
+  `MembersGeneratorDraws` lays a stack's members' own draws along the prompt axis, as
+  counter draws do, so a task's batch code runs once for the stack.
 * `CounterDraws` (train.draws = "counter"): no state. Element i of the c-th call at optimizer
   step s of the member with key k (its data seed, `derive_seed(seed, "data")`) is a pure
   function h(k, s, c, i) of 32-bit integer hashes, computed in int64 tensors on the draws'
@@ -79,6 +81,34 @@ class GeneratorDraws:
 
     def integers(self, high, shape):
         return torch.randint(0, high, shape, generator=self.generator, device=self.device)
+
+
+class MembersGeneratorDraws:
+    """The K members' own generators, each drawing exactly what it draws alone (the same calls
+    in the same order), laid member-major along the prompt axis as `CounterDraws` lays its
+    members: a call for shape (B, ...) returns (K·B, ...), so a task's batch code runs once on
+    the K·B prompts (not once a member) and `stacked` folds the result. Only the draws
+    themselves (one a member and call) grow with K."""
+
+    def __init__(self, generators: list[torch.Generator], device: torch.device):
+        self.each = [GeneratorDraws(g, device) for g in generators]
+        self.members = len(generators)
+
+    def _joined(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        return parts[0] if self.members == 1 else torch.cat(parts)
+
+    def normal(self, shape, dtype):
+        return self._joined([d.normal(shape, dtype) for d in self.each])
+
+    def normals(self, shapes, dtype):
+        drawn = [d.normals(shapes, dtype) for d in self.each]  # member by member, in order
+        return [self._joined([member[i] for member in drawn]) for i in range(len(shapes))]
+
+    def uniform(self, shape, dtype):
+        return self._joined([d.uniform(shape, dtype) for d in self.each])
+
+    def integers(self, high, shape):
+        return self._joined([d.integers(high, shape) for d in self.each])
 
 
 def _mul32(x, c: int):
@@ -198,6 +228,12 @@ class DrawnBatches:
     def sample_counter(self, batch_size: int, draws: CounterDraws) -> Batch:
         """DrawsByCounter: the K members' batches, (K, B, ...)."""
         return stacked(self._draw(batch_size, draws), draws.members)
+
+    def sample_members(self, batch_size: int, generators: list[torch.Generator]) -> Batch:
+        """The batches K members of this one task (its config and seed) draw alone on their
+        generators, (K, B, ...), the batch code run once on the K·B prompts."""
+        return stacked(self._draw(batch_size, MembersGeneratorDraws(generators, self.device)),
+                       len(generators))
 
 
 def stacked(batch: Batch, members: int) -> Batch:

@@ -6,15 +6,14 @@ config) train as one `StackedRun`: their weights are stacked along a leading mem
 (`torch.func.stack_module_state`), one vmapped forward and backward
 (`torch.func.functional_call`) and one optimizer step train all of them.
 
-Members whose tasks differ only in a field that never changes a batch's shapes
-(`SHAPE_FREE_TASK_FIELDS`: the label noise) stack too, with generator draws.
+Which members stack is icl_core/training/stack_rules.py's (`stack_key`).
 
 Nothing else changes for a member:
 - it is initialised by its own `MemberRun` (same seed, same weights as alone) and sees the
-  data it would see alone: with train.draws = "generator" (the default) each member's batch is
-  drawn from its own generator, one call per member and step; with train.draws = "counter"
-  (icl_core/tasks/draws.py) one call draws all K batches from the members' keys and the step,
-  so the step's host work and aten operations do not grow with K (`_batch`);
+  data it would see alone (`_batch`): train.draws = "generator" (the default) draws from each
+  member's generator, the task's batch code run once on the K·B prompts where they share the
+  task (`draws_together`); "counter" (icl_core/tasks/draws.py) draws all K batches in one call
+  from the members' keys and the step, so no aten operation grows with K;
 - Adam / AdamW are elementwise, so a member's optimizer state is its slice of the stacked
   state; gradient clipping is per member (its own norm); with train.skip_grad_norm a member
   skips the steps it skips alone (its norm above the limit), decided and applied on the
@@ -26,11 +25,8 @@ Nothing else changes for a member:
   resume stacked or one member after another.
 
 Packed (stacked) and unpacked runs of the same config and seed agree to rounding (a test
-checks float64 to rtol 1e-10). `stack_key` says which members may share a stack: online
-Adam/AdamW training (with counter draws, one task seed: one task draws the stack's batches)
-or L-BFGS on each member's own fixed batch (icl_core/training/stacked_lbfgs.py: torch's
-algorithm per member, its tests and breaks on the device), not epoch training, on a model
-whose class does not opt out (`stackable = False`, e.g. `nn.GRU`, which vmap cannot batch).
+checks float64 to rtol 1e-10). L-BFGS stacks run torch's algorithm per member, its tests and
+breaks on the device (icl_core/training/stacked_lbfgs.py).
 
 With train.compile a stack's vmapped forward and loss are one torch.compile'd function (the
 backward compiled with it; fused elementwise kernels where a lone member compiles only its
@@ -49,9 +45,10 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from icl_core.common.batch import Batch
-from icl_core.common.device import resolve_device
 from icl_core.models.base import HasTrainingLoss, VmapAware
-from icl_core.spec.config import MemberConfig, to_plain
+from icl_core.spec.config import to_plain
+from icl_core.tasks.base import SamplesTrainingBatches
+from icl_core.tasks.draws import DrawnBatches
 from icl_core.training.masked_adam import MaskedAdam, steps_masked
 from icl_core.training.stacked_lbfgs import StackedLBFGS
 from icl_core.training.train import (
@@ -66,65 +63,16 @@ from icl_core.training.train import (
     train_until,
 )
 
-STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
-# task fields that change a batch's values, never its shapes: with generator draws each member
-# draws from its own task, so members that differ only in these (and their seeds) stack
-SHAPE_FREE_TASK_FIELDS = frozenset({"noise_std"})
 logger = logging.getLogger(__name__)
 
 
-def stack_key(member: MemberConfig) -> str | None:
-    """Members with equal keys can be trained as one stack; None: this one trains alone."""
-    from icl_core.models import MODELS
-
-    cfg = member.train
-    if cfg.dataset_size:
-        return None
-    if not MODELS.builder(member.model.name).stackable:
-        return None
-    plain = to_plain(member)
-    # the evaluation points set the model's positions (eval_max_len): equal grids, equal shapes
-    plain["eval_grid"] = plain["eval"]["grid"]
-    # counter draws: one task draws the stack's batches, so its members share the task (and
-    # its seed); generator draws: each member's own task, of the same shapes
-    fields = ("model", "train", "task", "dtype", "device", "eval_grid") + \
-        (("task_seed",) if cfg.draws == "counter" else ())
-    if cfg.draws != "counter":
-        plain["task"] = {k: v for k, v in plain["task"].items()
-                         if k not in SHAPE_FREE_TASK_FIELDS}
-    return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
-
-
-def check_stack_mode(mode: str) -> None:
-    if mode not in STACK_MODES:
-        raise ValueError(f"stack mode {mode!r}; valid choices: {', '.join(STACK_MODES)}")
-
-
-def trial_stack_mode(mode: str, gpu_share: float) -> str:
-    """What `mode` means for a trial planned with `gpu_share` of a GPU: always or never."""
-    return "always" if mode == "always" or (mode == "auto" and gpu_share > 0) else "never"
-
-
-def stack_groups(members: list[MemberConfig], mode: str, steps: list[int] | None = None
-                 ) -> list[list[int]]:
-    """Indices of `members` grouped into stacks (groups of one train alone), in order; `auto`
-    stacks members whose device resolves to CUDA. `steps`: the step each resumes at, where a
-    checkpoint holds some at others' (e.g. a member a storage fault sent back to 0): a stack
-    trains at one step, so members at different steps stack apart."""
-    check_stack_mode(mode)
-    groups: dict[tuple, list[int]] = {}
-    out: list[list[int]] = []
-    for i, member in enumerate(members):
-        key = None if mode == "never" else stack_key(member)
-        if key is None or (mode == "auto" and resolve_device(member.device).type != "cuda"):
-            out.append([i])
-            continue
-        key = (key, steps[i] if steps else 0)
-        if key not in groups:
-            groups[key] = []
-            out.append(groups[key])
-        groups[key].append(i)
-    return out
+def draws_together(runs: list[MemberRun]) -> bool:
+    """Whether generator draws go through one call of the task (DrawnBatches.sample_members):
+    no training curriculum, and one task (config and seed; a generator stack's may differ)."""
+    task = runs[0].task
+    return isinstance(task, DrawnBatches) and not isinstance(task, SamplesTrainingBatches) \
+        and len({json.dumps([to_plain(r.member.task), r.member.task_seed], sort_keys=True)
+                 for r in runs}) == 1
 
 
 def _stacked(batches: list[Batch]) -> tuple:
@@ -212,6 +160,8 @@ class StackedRun:
         # train.draws = "counter": the members' keys (K,) (their tasks are alike: stack_key)
         self.keys = counter_keys([r.member for r in runs], self.device) \
             if cfg.draws == "counter" else None
+        # generator draws, members of one task: its batch code run once on their K·B prompts
+        self.together = self.keys is None and draws_together(runs)
         self.graph = None  # the captured step (CUDA, train.cuda_graph), made at the first step
         self.compiled = None  # train.compile: the vmapped loss compiled, made at the first step
         self.why_eager = ""  # why train.compile left the loss eager
@@ -228,9 +178,14 @@ class StackedRun:
     def _batch(self, step: int) -> tuple:
         """The K members' batches at `step`: inputs, targets, extras with a leading K axis and
         the shared mask (a curriculum's mask depends on the step only). Counter draws: one
-        call for the stack; generator draws: one per member, from its own generator."""
+        call for the stack; generator draws: each member's own generator, through one call of
+        their task where they share it (`draws_together`), else one call a member."""
         if self.keys is not None:
             batch = train_batch(self.runs[0].task, self.cfg.batch_size, self.keys, step)
+            return batch.inputs, batch.targets, batch.extras, batch.mask
+        if self.together:
+            batch = self.runs[0].task.sample_members(self.cfg.batch_size,
+                                                     [r.data_gen for r in self.runs])
             return batch.inputs, batch.targets, batch.extras, batch.mask
         return _stacked([train_batch(r.task, self.cfg.batch_size, r.data_gen, step)
                          for r in self.runs])
