@@ -57,21 +57,25 @@ def assert_same_numbers(a: pl.DataFrame, b: pl.DataFrame, rtol: float = 1e-10) -
     np.testing.assert_allclose(vb, va, rtol=rtol, atol=1e-300, equal_nan=True)
 
 
+def smoke_members():
+    """Every smoke member of the sweep files' grid studies, in order."""
+    for name in catalog.sweep_names():
+        for study in catalog.load_sweep(name).studies:
+            if not isinstance(study, Search):
+                yield from study.members("smoke")
+
+
 def one_member_per_model() -> dict[str, dict]:
     """The first stackable smoke member of each model the sweep files train."""
     found: dict[str, dict] = {}
-    for name in catalog.sweep_names():
-        for study in catalog.load_sweep(name).studies:
-            if isinstance(study, Search):
-                continue
-            for member in study.members("smoke"):
-                label = member.model.name + "/" + getattr(member.model, "mixer", "")
-                if label not in found and member.train.steps and stack_key(member):
-                    found[label] = member.to_dict()
-                elif member.model.name == "lsa" and "lsa/adam" not in found:
-                    lsa = member.to_dict()  # the sweeps train it with L-BFGS (lsa/ above)
-                    lsa["train"].update(optimizer="adam", lr=1e-3)
-                    found["lsa/adam"] = lsa
+    for member in smoke_members():
+        label = member.model.name + "/" + getattr(member.model, "mixer", "")
+        if label not in found and member.train.steps and stack_key(member):
+            found[label] = member.to_dict()
+        elif member.model.name == "lsa" and "lsa/adam" not in found:
+            lsa = member.to_dict()  # the sweeps train it with L-BFGS (lsa/ above)
+            lsa["train"].update(optimizer="adam", lr=1e-3)
+            found["lsa/adam"] = lsa
     return found
 
 
@@ -149,14 +153,10 @@ def one_member_per_task() -> dict[str, dict]:
     """The first smoke member of each task the sweep files train online with generator
     draws."""
     found: dict[str, dict] = {}
-    for name in catalog.sweep_names():
-        for study in catalog.load_sweep(name).studies:
-            if isinstance(study, Search):
-                continue
-            for member in study.members("smoke"):
-                if member.task.name not in found and not member.train.dataset_size \
-                        and member.train.draws == "generator":
-                    found[member.task.name] = member.to_dict()
+    for member in smoke_members():
+        if member.task.name not in found and not member.train.dataset_size \
+                and member.train.draws == "generator":
+            found[member.task.name] = member.to_dict()
     return found
 
 
