@@ -133,6 +133,25 @@ def test_a_stack_of_one_launches_fewer_kernels_than_a_vmapped_stack():
     assert launches[1] < 0.9 * launches[2], launches
 
 
+def test_a_vmapped_stack_builds_no_causal_mask_a_step():
+    """The attention's causal mask is a constant, made once per length and device: a stack's
+    step launches nothing to build it (it built three kernels a layer each step); one first
+    made under inference mode (a notebook's evaluation) still lets a step backpropagate."""
+    from icl_core.models import mixers
+
+    mixers._kept_hidden.cache_clear()
+    run = stack(False, dtype="float32")
+    with torch.inference_mode():
+        mixers.attend(*[torch.randn(2, 7, 4)] * 3, causal=True)
+    run.train_until(1)
+    with OpCount() as counter:
+        run.take_step(run.step)
+    built = {op: n for op, n in counter.ops.items()
+             if op in ("aten.ones", "aten.tril", "aten.triu", "aten.bitwise_not")}
+    assert not built and counter.ops["aten.masked_fill"] > 0, built
+    assert mixers._kept_hidden.cache_info().currsize >= 1
+
+
 def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):
     raw = [member(3, True, train__steps=6, train__report_every=3,
                   train__checkpoint_every=3).to_dict()]

@@ -5,6 +5,8 @@ Registered by short name in MIXERS; each takes (width, heads, causal, max_len) a
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -20,10 +22,23 @@ def register_mixer(name: str):
     return wrap
 
 
-def causal_keep(q: torch.Tensor) -> torch.Tensor:
-    """(T, T) bool: query t sees keys s <= t (T from queries shaped (..., T, d))."""
-    T = q.shape[-2]
-    return torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+def causal_hidden(q: torch.Tensor) -> torch.Tensor:
+    """(T, T) bool: query t does not see keys s > t (T from queries shaped (..., T, d)). A
+    constant, made once per length and device: a layer's forward masks with it and launches
+    nothing to build it, every step (a compiled graph folds its own)."""
+    if torch.compiler.is_compiling():
+        return _hidden(q.shape[-2], q.device)
+    return _kept_hidden(q.shape[-2], q.device)
+
+
+def _hidden(T: int, device: torch.device) -> torch.Tensor:
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_hidden(T: int, device: torch.device) -> torch.Tensor:
+    with torch.inference_mode(False):  # made under inference mode, a backward could not save it
+        return _hidden(T, device)
 
 
 def attend(q, k, v, causal: bool) -> torch.Tensor:
@@ -31,7 +46,7 @@ def attend(q, k, v, causal: bool) -> torch.Tensor:
     F.scaled_dot_product_attention computes, with a batching rule under vmap (a stack's path)."""
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
     if causal:
-        scores = scores.masked_fill(~causal_keep(q), float("-inf"))
+        scores = scores.masked_fill(causal_hidden(q), float("-inf"))
     return scores.softmax(-1) @ v
 
 
@@ -116,7 +131,7 @@ class ReLUAttention(SoftmaxAttention):
         T = q.shape[-2]
         scores = torch.relu(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5)  # (B, H, T, T)
         if self.causal:
-            scores = scores.masked_fill(~causal_keep(q), 0.0)
+            scores = scores.masked_fill(causal_hidden(q), 0.0)
             n = torch.arange(1, T + 1, device=q.device, dtype=scores.dtype)  # (T,)
         else:
             n = torch.full((T,), float(T), device=q.device, dtype=scores.dtype)
