@@ -140,7 +140,8 @@ BAD = [
     # a field left out of the hash: its values would be one member, the others dropped silently
     (["--sweep", "train.cuda_graph=false,true"],
      "--sweep train.cuda_graph: train.cuda_graph does not change what a member computes"),
-    (["--sweep", "eval.chunk=64,128"], "values 64, 128 would be one member run once"),
+    (["--sweep", "eval.chunk=64,128"], "values 64, 128 that differ only there would be one "
+     "member run once"),
 ]
 
 
@@ -171,10 +172,15 @@ def test_a_declared_grid_over_a_field_outside_the_hash_is_refused_and_one_value_
     with pytest.raises(ConfigError, match=r"grid.device: device does not change what"):
         expand(base, {"device": ["cpu", "cuda"]})
     with pytest.raises(ConfigError, match=r"grid.train.steps,eval.chunk: eval.chunk does not"):
-        expand(base, {("train.steps", "eval.chunk"): [(2, 64), (4, 128)]})
-    # one value (or one value repeated, as a collapsed axis is) is a setting, not an axis
+        expand(base, {("train.steps", "eval.chunk"): [(2, 64), (2, 128), (4, 64)]})
+    # one value (or one value repeated, as a collapsed axis is) is a setting, not an axis; in a
+    # zipped axis beside a field that tells its members apart, it goes with them
     assert len(expand(base, {"train.cuda_graph": [True]})) == 1
     assert len(expand(base, {("train.steps", "eval.chunk"): [(2, 64), (4, 64)]})) == 2
+    spaced = expand(base, {("train.steps", "train.checkpoint_every"): [(4000, 2000),
+                                                                       (8000, 4000)]})
+    assert [(m.train.steps, m.train.checkpoint_every) for m in spaced] == [(4000, 2000),
+                                                                           (8000, 4000)]
 
 
 def test_a_zipped_axis_and_a_search_are_not_swept(tmp_path, capsys):

@@ -22,7 +22,7 @@ from icl_core.spec.config import graph_refusal, resolve_member
 from icl_core.tasks.draws import CounterDraws
 from icl_core.training.cuda_graph import WARMUP_STEPS, StepGraph, eager_reason
 from icl_core.training.stacked import StackedRun, _VmapLinear
-from icl_core.training.train import MemberRun, counter_keys, train_batch
+from icl_core.training.train import MemberRun, counter_keys
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -264,33 +264,48 @@ def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
         assert torch.equal(a.data_gen.get_state(), b.data_gen.get_state())
 
 
-def assert_batches_are_the_members_own(stack: StackedRun, members, steps=(0, 1)) -> None:
-    """The stack's batches at `steps` equal those its members draw alone, bit for bit, and
-    its generators end where theirs do."""
-    alone = [MemberRun(m) for m in members]
-    for step in steps:
-        inputs, targets, extras, _ = stack._batch(step)
-        for k, run in enumerate(alone):
-            own = train_batch(run.task, run.member.train.batch_size, run.data_gen, step)
-            assert torch.equal(inputs[k], own.inputs), (step, k)
-            assert torch.equal(targets[k], own.targets), (step, k)
-            for key, value in own.extras.items():
-                assert torch.equal(extras[key][k], value), (step, k, key)
-    for run, mine in zip(alone, stack.runs, strict=True):
-        assert torch.equal(run.data_gen.get_state(), mine.data_gen.get_state())
+# every task whose batch code runs on a generator stack's K·B prompts, in its branches
+DRAWN_TASKS = [
+    {"name": "linear_regression", "dim": 5, "n_points": 10, "noise_std": 0.1},
+    {"name": "linear_regression", "dim": 4, "n_points": 8, "layout": "all_prefix",
+     "spectrum": (1.0, 1.0, 0.5, 0.25), "w_law": "inverse"},
+    {"name": "primitives", "op": "affine", "dim": 6, "n_points": 10},
+    {"name": "primitives", "op": "multiply", "dim": 6, "n_points": 10},
+    {"name": "ls_features", "dim": 5, "n_points": 10, "features": 2, "target": "grad",
+     "w0_std": 1.0},
+    {"name": "qstr", "n_points": 12, "dim": 6, "q": 3},
+    {"name": "rep_regression", "dim": 6, "n_points": 10, "hidden": 6, "noise_std": 0.1},
+    {"name": "rep_ar", "dim": 6, "q": 3, "n_points": 10, "hidden": 6, "noise_std": 1.0},
+    {"name": "cot_mlp", "dim": 6, "layers": 3, "n_points": 10, "noise_std": 0.1},
+]
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
-def test_a_stacks_generator_batches_are_its_members_own_where_the_windows_run(device):
-    """A stack's generator draws run the task's batch code once on the K·B prompts (every
-    sweep task on the CPU: tests/test_stacked.py); on the GPU the evidence windows stack on,
-    in both dtypes, with label noise (three draws a member)."""
-    for dtype in ("float32", "float64"):
-        members = [member(s, False, device, dtype, train__draws="generator",
-                          task__noise_std=0.1) for s in (3, 7, 11)]
-        stack = StackedRun([MemberRun(m) for m in members])
-        assert stack.together
-        assert_batches_are_the_members_own(stack, members)
+@pytest.mark.parametrize("raw", DRAWN_TASKS, ids=lambda raw: "-".join(map(str, raw.values()))[:40])
+def test_a_tasks_batches_for_a_generator_stack_are_each_members_own(raw, device):
+    """A seed stack's generator draws run the task's batch code once on the K·B prompts
+    (DrawnBatches.sample_members; the stacked step: tests/test_stacked.py): member k's batch
+    is the one it draws alone bit for bit, and its generator ends where it does alone, in
+    both dtypes, on the GPU the windows stack on too (where larger matmuls may pick other
+    kernels)."""
+    from icl_core.tasks import TASKS, build_task
+
+    cfg = TASKS.resolve(raw, "task")
+    for dtype in (torch.float32, torch.float64):
+        task = build_task(cfg, 0, torch.device(device), dtype)
+        together = [torch.Generator(device=device).manual_seed(10 + k) for k in range(3)]
+        alone = [torch.Generator(device=device).manual_seed(10 + k) for k in range(3)]
+        for _ in range(2):
+            batch = task.sample_members(8, together)
+            for k, generator in enumerate(alone):
+                own = task.sample(8, generator)
+                assert torch.equal(batch.inputs[k], own.inputs), (dtype, k)
+                assert torch.equal(batch.targets[k], own.targets), (dtype, k)
+                assert torch.equal(batch.mask, own.mask)
+                for key, value in own.extras.items():
+                    assert torch.equal(batch.extras[key][k], value), (dtype, k, key)
+        for a, b in zip(together, alone, strict=True):
+            assert torch.equal(a.get_state(), b.get_state())
 
 
 @cuda

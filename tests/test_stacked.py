@@ -21,7 +21,7 @@ from icl_core.spec.config import ConfigError, resolve_member, set_path
 from icl_core.spec.search import Search
 from icl_core.training.stack_rules import stack_groups, stack_key
 from icl_core.training.stacked import StackedRun
-from icl_core.training.train import MemberRun
+from icl_core.training.train import MemberRun, train_batch
 
 KEY = ["config_hash", "metric", "predictor", "statistic", "step", "test_dist", "position",
        "prompt_len", "loop_iter", "infer_iter"]
@@ -163,6 +163,22 @@ def one_member_per_task() -> dict[str, dict]:
 TASKS = one_member_per_task()
 
 
+def assert_batches_are_the_members_own(stack: StackedRun, members, steps=(0, 1)) -> None:
+    """The stack's batches at `steps` equal those its members draw alone, bit for bit, and
+    its generators end where theirs do."""
+    alone = [MemberRun(m) for m in members]
+    for step in steps:
+        inputs, targets, extras, _ = stack._batch(step)
+        for k, run in enumerate(alone):
+            own = train_batch(run.task, run.member.train.batch_size, run.data_gen, step)
+            assert torch.equal(inputs[k], own.inputs), (step, k)
+            assert torch.equal(targets[k], own.targets), (step, k)
+            for key, value in own.extras.items():
+                assert torch.equal(extras[key][k], value), (step, k, key)
+    for run, mine in zip(alone, stack.runs, strict=True):
+        assert torch.equal(run.data_gen.get_state(), mine.data_gen.get_state())
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_stacks_generator_draws_are_each_members_own_drawn_in_one_task_call(dtype):
     """Generator draws of a stack's members of one task (config and task seed) run the task's
@@ -171,7 +187,6 @@ def test_a_stacks_generator_draws_are_each_members_own_drawn_in_one_task_call(dt
     sweeps train, and the generators end in the same states (on CUDA: tests/test_cuda_graph.py).
     Only the draws grow with K."""
     from stack_scaling import OpCount
-    from test_cuda_graph import assert_batches_are_the_members_own
 
     from icl_core.tasks.draws import DrawnBatches
     from icl_core.training.stacked import draws_together
@@ -182,7 +197,7 @@ def test_a_stacks_generator_draws_are_each_members_own_drawn_in_one_task_call(dt
         members = [resolve_member({**raw, "seed": seed, "dtype": dtype, "device": "cpu"})
                    for seed in (0, 1, 2)]
         stack = StackedRun([MemberRun(m) for m in members])
-        if name == "relu_teacher":  # its curriculum draws by the step, member by member
+        if name == "relu_teacher":  # its own batch code (not DrawnBatches): member by member
             assert not stack.together
             continue
         assert stack.together == isinstance(stack.runs[0].task, DrawnBatches), name

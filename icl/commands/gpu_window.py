@@ -51,6 +51,8 @@ class Candidate:
     skipped: str = ""  # why the study cannot run as asked (e.g. --seeds on a seed that goes
     # with another key neither one for one nor at one value)
     off_graph: str = ""  # --graph: how many of those to run stay eager, and the first why
+    graph_paths: set[str] = field(default_factory=set)  # --graph: the rate paths (gpu_rates)
+    # of those to run that are captured
 
     @property
     def trials(self) -> int:
@@ -106,6 +108,7 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
     each on the graph path where its config allows it."""
     from analysis.claims.evidence import load
     from icl.catalog import load_sweep, selected
+    from icl_core.planning import gpu_rates
     from icl_core.running.trial_pool import cost_model
     from icl_core.spec.config import ConfigError, on_graph_path
     from icl_core.spec.study import Study
@@ -137,7 +140,9 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
             out.append(Candidate(name, study.name, len(members), len(to_run),
                                  [model.unit_seconds(s) for s in stacks], served_claims,
                                  off_graph=f"{len(eager)} of them eager ({eager[0]})"
-                                 if eager else ""))
+                                 if eager else "",
+                                 graph_paths={gpu_rates.path_of(m) for m in to_run
+                                              if m.train.cuda_graph}))
     return out
 
 
@@ -271,7 +276,10 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     if args.graph:
         from icl_core.planning import gpu_rates
 
-        if not any(path.startswith("graph-generator") for path in gpu_rates.load().rates):
-            print("the graph path is not fitted yet (`icl cost`): its steps are costed as the "
-                  "eager path's, so this plan is an upper bound")
+        unfitted = sorted(set().union(*(c.graph_paths for c in chosen))
+                          - set(gpu_rates.load().rates))
+        if unfitted:
+            print(f"the graph path{'s' if len(unfitted) > 1 else ''} {', '.join(unfitted)} "
+                  f"{'are' if len(unfitted) > 1 else 'is'} not fitted yet (`icl cost`): its "
+                  "steps are costed as the eager path's, so this plan is an upper bound")
     return 0

@@ -35,7 +35,7 @@ def _hidden(T: int, device: torch.device) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured step replays with its mask, unseen
 def _kept_hidden(T: int, device: torch.device) -> torch.Tensor:
     with torch.inference_mode(False):  # made under inference mode, a backward could not save it
         return _hidden(T, device)

@@ -83,7 +83,8 @@ class TrainConfig:
     # precision is not what it measures (Study.measures_precision: never Liu et al.'s studies)
     precision: str = "fp32"
     # how online training batches are drawn (icl_core/tasks/draws.py): "generator", each
-    # member's own torch.Generator (a stack: one call per member per step); "counter", a
+    # member's own torch.Generator (a seed stack: one draw a member, the task's batch code once
+    # on the K·B prompts); "counter", a
     # stateless hash of (data seed, step) for all of a stack's members in one call (tasks
     # that draw by counter; different numbers from "generator", the same alone or stacked)
     draws: str = "generator"

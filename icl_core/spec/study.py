@@ -203,9 +203,7 @@ def expand(base: dict, grid: dict) -> list[MemberConfig]:
             not isinstance(v, (list, tuple)) or len(v) != len(key) for v in values
         ):
             raise ConfigError(f"grid.{name}: each value must be a tuple of {len(key)} values")
-        for i, sub in enumerate(key if isinstance(key, tuple) else (key,)):
-            refuse_non_semantic(f"grid.{name}", sub,
-                                [v[i] for v in values] if isinstance(key, tuple) else values)
+        refuse_non_semantic(f"grid.{name}", key, values)
     keys = list(grid)
     out, seen = [], set()
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -223,17 +221,24 @@ def expand(base: dict, grid: dict) -> list[MemberConfig]:
     return out
 
 
-def refuse_non_semantic(label: str, key: str, values: list) -> None:
-    """An axis over a field that does not change what a member computes (NON_SEMANTIC: left
-    out of the hash, as `device` is) would make its members one member, and the grid would
-    keep the first silently: refused, by name, when it has more than one value."""
-    distinct = list(dict.fromkeys(map(repr, values)))
-    if key in NON_SEMANTIC and len(distinct) > 1:
+def refuse_non_semantic(label: str, key: str | tuple, values: list) -> None:
+    """An axis whose values differ only in fields that do not change what a member computes
+    (NON_SEMANTIC: left out of the hash, as `device` is) would make those values one member,
+    and the grid would keep the first silently: refused, by name. A zipped axis may carry such
+    a field beside one that tells its members apart (checkpoints spaced with the steps)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    rows = [tuple(v) if isinstance(key, tuple) else (v,) for v in values]
+    loose = [i for i, k in enumerate(keys) if k in NON_SEMANTIC]
+    kept = {repr([r[i] for i in range(len(keys)) if i not in loose]) for r in rows}
+    distinct = list(dict.fromkeys(repr(r if isinstance(key, tuple) else r[0]) for r in rows))
+    if loose and len(kept) < len(distinct):
+        field = keys[loose[0]]
         raise ConfigError(
-            f"{label}: {key} does not change what a member computes (it is left out of the "
-            f"member's hash, as {', '.join(k for k in NON_SEMANTIC if k != key)} are), so its "
-            f"values {', '.join(distinct)} would be one member run once; give it one value "
-            f"(--set {key}=VALUE), or compare them with a benchmark (docs/performance.md)")
+            f"{label}: {field} does not change what a member computes (it is left out of the "
+            f"member's hash, as {', '.join(k for k in NON_SEMANTIC if k != field)} are), so "
+            f"values {', '.join(distinct)} that differ only there would be one member run "
+            f"once; give it one value (--set {field}=VALUE), or compare them with a benchmark "
+            "(docs/performance.md)")
 
 
 def parse_override(base: dict, key: str, text: str, flag: str = "--set") -> Any:

@@ -214,8 +214,9 @@ class CounterDraws:
 
 class DrawnBatches:
     """A task whose batch code draws from a `Draws` (its `_draw(batch_size, draws)`): `sample`
-    on a member's generator, and `sample_counter` (icl_core.tasks.base.DrawsByCounter) for a
-    stack's K members at once, folded to (K, B, ...)."""
+    on a member's generator; for a stack's K members at once, folded to (K, B, ...),
+    `sample_counter` (icl_core.tasks.base.DrawsByCounter) and `sample_members` (their
+    generators)."""
 
     device: torch.device
 

@@ -102,7 +102,7 @@ class LinearRegression(DrawnBatches, TaskBase):
         noisy = self.cfg.noise_std > 0
         shapes = [(batch_size, N + 1, D), (batch_size, D)] + [(batch_size, N + 1)] * noisy
         xs, w, *noise = draws.normals(shapes, self.dtype)  # xs (B, N+1, D): last row the query
-        B = xs.shape[0]  # K·B with a stack's counter draws
+        B = xs.shape[0]  # K·B with a stack's draws (DrawnBatches)
         if self.x_map is not None:
             xs = xs @ self.x_map  # rows ~ N(0, Σ)
             if self.cfg.w_law == "inverse":

@@ -108,7 +108,7 @@ class LSFeatures(DrawnBatches, TaskBase):
         D, N, B = self.cfg.dim, self.cfg.n_points, batch_size
         xs, w, w0 = draws.normals([(B, N, D), (B, D), (B, D)], self.dtype)
         w0 = self.cfg.w0_std * w0
-        B = xs.shape[0]  # K·B with a stack's counter draws
+        B = xs.shape[0]  # K·B with a stack's draws (DrawnBatches)
         ys = torch.einsum("bnd,bd->bn", xs, w)
         goal = w if self.cfg.target == "w" else ls_grad(w0, xs, ys)
         targets = xs.new_zeros(B, N + 1, D)

@@ -152,7 +152,7 @@ class SparseRetrieval(DrawnBatches, TaskBase):
 
     def indices(self, batch_size: int, draws: Draws) -> torch.Tensor:
         """(B, N, q) long: t_i per position (distinct within a position when q > 1); the same
-        tuple at every position for simple-qSTR. A stack's counter draws: K·B prompts."""
+        tuple at every position for simple-qSTR. A stack's draws: K·B prompts."""
         N, q = self.cfg.n_points, self.cfg.q
         rows = 1 if self.cfg.simple else N
         if q == 1:
@@ -195,7 +195,7 @@ class SparseRetrieval(DrawnBatches, TaskBase):
     def _draw(self, batch_size: int, draws: Draws) -> Batch:
         N = self.cfg.n_points
         x = draws.normal((batch_size, N, self.cfg.dim), self.dtype)
-        B = x.shape[0]  # K·B with a stack's counter draws
+        B = x.shape[0]  # K·B with a stack's draws (DrawnBatches)
         t = self.indices(batch_size, draws)
         own = self.codes.unsqueeze(0).expand(B, N, -1)  # w_i at position i
         pointed = self.codes[t].flatten(2)  # (B, N, q d_e): w_{t_i1}, ..., w_{t_iq}

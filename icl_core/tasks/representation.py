@@ -300,7 +300,7 @@ class CoTMLP(DrawnBatches, TaskBase):
         cfg, N, L = self.cfg, self.cfg.n_points, self.cfg.layers
         weights = leaky_mlp([cfg.dim] * (L + 1), draws, cfg.slope, (batch_size,), self.dtype)
         x = draws.normal((batch_size, N + 1, cfg.dim), self.dtype)
-        B = x.shape[0]  # K·B with a stack's counter draws
+        B = x.shape[0]  # K·B with a stack's draws (DrawnBatches)
         states = [x]
         for W in weights:
             states.append(F.leaky_relu(states[-1] @ W.transpose(-1, -2), cfg.slope))

@@ -388,8 +388,9 @@ def counter_keys(members: list[MemberConfig], device: torch.device) -> torch.Ten
 
 def train_batch(task, batch_size: int, draw: torch.Generator | torch.Tensor,
                 step: int) -> Batch:
-    """The online training batch at optimizer step `step` (MemberRun and StackedRun both draw
-    through here). `draw` routes:
+    """The online training batch at optimizer step `step` (MemberRun and StackedRun draw
+    through here; a seed stack's generator draws through one task call instead,
+    icl_core.training.stacked.draws_together). `draw` routes:
 
     * a member's `torch.Generator` (train.draws = "generator"): its (B, ...) batch. A task
       with a training curriculum defines `train_sample(batch_size, generator, step)` (e.g.
