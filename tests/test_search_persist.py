@@ -80,6 +80,23 @@ def test_preset_space_must_stay_within_its_steps():
         search.points("smoke")  # the base space (warmup to 10k) at 20 smoke steps
 
 
+def test_a_space_over_a_field_outside_the_hash_is_refused_by_name():
+    """Its sampled values would be one member (one hash): the searcher would be fed one loss
+    for different points. One value is a setting, not a space."""
+    import dataclasses
+
+    from icl_core.spec.config import ConfigError
+
+    width_lr = load_sweep("hpo_lr").study("width_lr")
+    for spec in (("choice", [64, 128]), ("int", 64, 128)):
+        search = dataclasses.replace(width_lr, space={**width_lr.space, "eval.chunk": spec})
+        with pytest.raises(ConfigError, match=r"space.eval.chunk: eval.chunk does not change "
+                                              r"what a member computes"):
+            search.for_preset("smoke").points("smoke")
+    one = dataclasses.replace(width_lr, space={**width_lr.space, "eval.chunk": ("choice", [64])})
+    assert one.for_preset("smoke").points("smoke")
+
+
 def test_a_repeated_search_config_reports_its_stored_loss(ray_session, tmp_path, capsys):
     """A search that samples a config an earlier trial finished (here: a one-value space)
     trains nothing for it, and the trial still reports the stored final loss to the searcher

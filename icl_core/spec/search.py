@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icl_core.spec.config import ConfigError, MemberConfig, resolve_member, set_path
-from icl_core.spec.study import Preset, apply_preset, check_preset_names, expand, parse_override
+from icl_core.spec.study import (
+    Preset,
+    apply_preset,
+    check_preset_names,
+    expand,
+    parse_override,
+    refuse_non_semantic,
+)
 
 KINDS = ("loguniform", "uniform", "int", "choice")
 
@@ -74,6 +81,7 @@ class Search:
                 raise ConfigError(f"space.{key}: low must be < high, got {spec[1:]}")
             if kind == "loguniform" and spec[1] <= 0:
                 raise ConfigError(f"space.{key}: loguniform needs low > 0")
+            refuse_non_semantic(f"space.{key}", key, values)
             for value in values:
                 trial = copy.deepcopy(raw)
                 parse_override(trial, key, str(value))  # the key exists and the type fits
