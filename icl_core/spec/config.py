@@ -83,8 +83,8 @@ class TrainConfig:
     # precision is not what it measures (Study.measures_precision: never Liu et al.'s studies)
     precision: str = "fp32"
     # how online training batches are drawn (icl_core/tasks/draws.py): "generator", each
-    # member's own torch.Generator (a seed stack: one draw a member, the task's batch code once
-    # on the K·B prompts); "counter", a
+    # member's own torch.Generator (a seed stack of one task config and seed: one draw a
+    # member, the task's batch code once on the K·B prompts); "counter", a
     # stateless hash of (data seed, step) for all of a stack's members in one call (tasks
     # that draw by counter; different numbers from "generator", the same alone or stacked)
     draws: str = "generator"
@@ -427,10 +427,8 @@ def on_graph_path(member: MemberConfig) -> tuple[MemberConfig, str | None]:
     run_without_ray.py --graph."""
     if member.train.cuda_graph:
         return member, graph_refusal(member)
-    raw = member.to_dict()
-    raw["train"] = {**raw["train"], "cuda_graph": True}
     try:
-        graphed = resolve_member(raw)
+        graphed = with_settings(member.to_dict(), {"train.cuda_graph": True})
     except ConfigError as exc:
         return member, str(exc)
     why = graph_refusal(graphed)

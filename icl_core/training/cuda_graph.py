@@ -19,8 +19,8 @@ the same numbers.
 How a run goes: `WARMUP_STEPS` eager steps on a side stream (they train: optimizer state and
 the allocator's blocks come into being, as capture requires), then one capture, then every
 step a replay. Eager instead, with one line saying why (`eager_reason`): on a device other
-than CUDA, for a task with a training curriculum or a model with its own training loss (both
-read the step on the host), and when the capture fails (the step then runs eagerly, and the
+than CUDA, where `graph_refusal` (icl_core.spec.config) says the step is read on the host (a
+task's training curriculum, a model's loss that reads the step), and when the capture fails (the step then runs eagerly, and the
 run goes on). A stack's numbers are those of its static step either way, so the graph is a
 speed, not a setting; the test holds a replayed stack to the eager static step on CUDA.
 """
@@ -118,7 +118,8 @@ class StepGraph:
         stream, so `stream` is made current again. Before torch 2.14 a failed capture leaves
         the generators registered with it marked as capturing (their next eager draw raises):
         each member draws on from a fresh generator at its state before the capture, and the
-        device's default generator (always registered) gets a fresh copy of its own state."""
+        device's default generator (always registered) gets a fresh copy of its own state (on
+        later versions, where nothing is left marked, the same states: harmless)."""
         torch.cuda.set_stream(stream)
         for run, state in zip(self.run.runs, states, strict=True):
             run.data_gen = torch.Generator(device=run.device)

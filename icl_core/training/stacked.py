@@ -2,7 +2,7 @@
 
 Small models are launch-bound on a GPU: one 4-layer, 64-wide transformer leaves most of it
 idle. Members that differ only in their seeds (same model, training, task, dtype and device
-config) train as one `StackedRun`: their weights are stacked along a leading member axis
+config; or in a shape-free task field: stack_rules) train as one `StackedRun`: their weights are stacked along a leading member axis
 (`torch.func.stack_module_state`), one vmapped forward and backward
 (`torch.func.functional_call`) and one optimizer step train all of them.
 
@@ -37,7 +37,6 @@ the host) keeps the eager vmapped loss, with one line saying so.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 
@@ -46,7 +45,6 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from icl_core.common.batch import Batch
 from icl_core.models.base import HasTrainingLoss, VmapAware
-from icl_core.spec.config import to_plain
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import DrawnBatches
 from icl_core.training.masked_adam import MaskedAdam, steps_masked
@@ -69,10 +67,10 @@ logger = logging.getLogger(__name__)
 def draws_together(runs: list[MemberRun]) -> bool:
     """Whether generator draws go through one call of the task (DrawnBatches.sample_members):
     no training curriculum, and one task (config and seed; a generator stack's may differ)."""
-    task = runs[0].task
+    task, first = runs[0].task, runs[0].member
     return isinstance(task, DrawnBatches) and not isinstance(task, SamplesTrainingBatches) \
-        and len({json.dumps([to_plain(r.member.task), r.member.task_seed], sort_keys=True)
-                 for r in runs}) == 1
+        and all(r.member.task == first.task and r.member.task_seed == first.task_seed
+                for r in runs)
 
 
 def _stacked(batches: list[Batch]) -> tuple:
