@@ -57,6 +57,17 @@ def tiny_member(**over) -> dict:
     return cfg
 
 
+def assert_same_batch(a, b) -> None:
+    """Two batches equal bit for bit: inputs, targets, mask and every extra."""
+    import torch
+
+    for x, y in ((a.inputs, b.inputs), (a.targets, b.targets), (a.mask, b.mask)):
+        assert torch.equal(x, y)
+    assert a.extras.keys() == b.extras.keys()
+    for key in a.extras:
+        assert torch.equal(a.extras[key], b.extras[key])
+
+
 @pytest.fixture
 def kept_figures(monkeypatch):
     """The figures the figure functions close, kept open for inspection."""

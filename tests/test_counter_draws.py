@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 from conftest import tiny_member
-from stack_scaling import OpCount  # noqa: E402  (the benchmark's counter: one way to count)
+from stack_scaling import OpCount  # the benchmark's counter: one way to count
 from test_stacked import assert_same_numbers, rows_sorted
 
 from icl_core.common.validation import ConfigError

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import assert_same_batch
 
 from icl_core.algorithms.teacher_baseline import network_forward
 from icl_core.models import build_model
@@ -39,14 +40,6 @@ def task(**fields):
 def draw(t, step=None, seed=0):
     gen = torch.Generator().manual_seed(seed)
     return t.sample(4, gen) if step is None else t.train_sample(4, gen, step)
-
-
-def assert_same_batch(a, b):
-    for x, y in ((a.inputs, b.inputs), (a.targets, b.targets), (a.mask, b.mask)):
-        assert torch.equal(x, y)
-    assert a.extras.keys() == b.extras.keys()
-    for key in a.extras:
-        assert torch.equal(a.extras[key], b.extras[key])
 
 
 def test_step_zero_truncates_dims_and_the_teacher_sees_the_truncated_x():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-import paper_step  # noqa: E402
+import paper_step
 
-from icl.catalog import load_sweep  # noqa: E402
-from icl_core.planning.cost import CostModel, device_label  # noqa: E402
+from icl.catalog import load_sweep
+from icl_core.planning.cost import CostModel, device_label
 
 
 def test_paper_step_prints_the_measurement_beside_the_model(capsys):
