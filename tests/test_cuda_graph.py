@@ -266,6 +266,58 @@ def test_a_replayed_stack_equals_the_eager_body_on_cuda(dtype, over, seeds):
         assert torch.equal(a.data_gen.get_state(), b.data_gen.get_state())
 
 
+def fused_attentions(counter: OpCount) -> int:
+    """SDPA's fused forward kernels (flash, efficient, cuDNN, the CPU's flash) counted."""
+    return sum(n for op, n in counter.ops.items()
+               if op.startswith("aten._scaled_dot_product_") and "attention" in op
+               and "backward" not in op)
+
+
+ATTENDING = {  # a causal transformer's attention (mixers.py); mha_mlp's, bidirectional
+    "transformer": tiny_member(),
+    "mha_mlp": tiny_member(task={"name": "qstr", "n_points": 4, "dim": 3},
+                           model={"name": "mha_mlp", "heads": 1, "mlp_width": 8},
+                           eval={"n_prompts": 50, "baselines": []}),
+}
+
+
+@cuda
+@pytest.mark.parametrize("name", ATTENDING)
+def test_a_float32_stack_attends_in_one_fused_kernel_a_layer_on_cuda(name):
+    """On CUDA a float32 stack's attention is SDPA's fused kernel, vmap's batching rule
+    folding the members into its batch (mixers.attend): one forward kernel a layer for the
+    whole stack, none looped member by member (torch warns where it loops), no mask applied
+    in matmuls; each member's loss and gradients are its own alone (a stack of one: SDPA
+    without vmap) to float32's rounding."""
+    import warnings
+
+    from icl_core.models.mha_mlp import MHAMLP
+    from icl_core.models.mixers import SoftmaxAttention
+
+    def run(seeds):
+        return StackedRun([MemberRun(resolve_member(
+            {**ATTENDING[name], "seed": s, "device": "cuda", "dtype": "float32"}))
+            for s in seeds])
+
+    stacked, alone = run((3, 7)), [run((s,)) for s in (3, 7)]
+    layers = sum(isinstance(m, (SoftmaxAttention, MHAMLP))
+                 for m in stacked.runs[0].model.modules())
+    with warnings.catch_warnings(record=True) as caught, OpCount() as counter:
+        warnings.simplefilter("always")
+        losses = stacked._losses(0)
+        losses.sum().backward()
+    looped = [str(w.message) for w in caught if "batching rule" in str(w.message)]
+    assert not looped, looped
+    assert layers >= 1 and fused_attentions(counter) == layers, dict(counter.ops)
+    assert "aten.masked_fill" not in counter.ops
+    for k, one in enumerate(alone):
+        loss = one._losses(0)
+        loss.sum().backward()
+        torch.testing.assert_close(losses[k], loss[0], rtol=1e-5, atol=1e-7)
+        for p, q in zip(stacked.trainable, one.trainable, strict=True):
+            torch.testing.assert_close(p.grad[k], q.grad[0], rtol=1e-4, atol=1e-6)
+
+
 # every task whose batch code runs on a generator stack's K·B prompts, in its branches
 DRAWN_TASKS = [
     {"name": "linear_regression", "dim": 5, "n_points": 10, "noise_std": 0.1},

@@ -55,8 +55,9 @@ class MHAMLP(ModelBase):
         return self.mlp(h)
 
     def _attention(self, z_BxNxE: torch.Tensor) -> torch.Tensor:
-        """nn.MultiheadAttention's self-attention (no dropout, no mask) in plain matmuls: its
-        SDPA kernels have no vmap batching rule, so under vmap torch would loop the members."""
+        """nn.MultiheadAttention's self-attention (no dropout, no mask) from its weights: its
+        fast path has no vmap batching rule, so under vmap torch would loop the members;
+        `attend` takes SDPA where vmap batches it, else plain matmuls."""
         B, N, E = z_BxNxE.shape
         H = self.attn.num_heads
         qkv = F.linear(z_BxNxE, self.attn.in_proj_weight, self.attn.in_proj_bias)

@@ -41,9 +41,20 @@ def _kept_hidden(T: int, device: torch.device) -> torch.Tensor:
         return _hidden(T, device)
 
 
+def fused_under_vmap(q: torch.Tensor) -> bool:
+    """Whether vmap batches F.scaled_dot_product_attention's kernel for these queries: CUDA's
+    fused kernels have batching rules that fold the members into the batch (one launch for a
+    stack); the CPU's flash kernel has none (vmap would loop the members, with a warning).
+    float64 takes SDPA's math path, these matmuls anyway; a compiled step fuses its own."""
+    return q.is_cuda and q.dtype != torch.float64 and not torch.compiler.is_compiling()
+
+
 def attend(q, k, v, causal: bool) -> torch.Tensor:
-    """Scaled dot-product softmax attention in plain matmuls, (..., T, d) each: what
-    F.scaled_dot_product_attention computes, with a batching rule under vmap (a stack's path)."""
+    """Scaled dot-product softmax attention as a stack runs it under vmap, (..., T, d) each:
+    F.scaled_dot_product_attention where vmap batches its kernel (`fused_under_vmap`), else
+    what it computes in plain matmuls, which vmap batches everywhere."""
+    if fused_under_vmap(q):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
     if causal:
         scores = scores.masked_fill(causal_hidden(q), float("-inf"))
@@ -72,7 +83,7 @@ class SoftmaxAttention(nn.Module):
 
     def attend(self, q, k, v) -> torch.Tensor:
         """(B, H, T, W/H) queries, keys, values -> (B, H, T, W/H) mixed values."""
-        if self.stacked:  # vmap has no batching rule for every SDPA kernel: plain matmuls
+        if self.stacked:  # vmap has no batching rule for every SDPA kernel (`attend`)
             return attend(q, k, v, self.causal)
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
