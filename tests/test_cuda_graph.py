@@ -135,23 +135,31 @@ def test_a_stack_of_one_launches_fewer_kernels_than_a_vmapped_stack():
     assert launches[1] < 0.9 * launches[2], launches
 
 
-def test_a_vmapped_stack_builds_no_causal_mask_a_step():
-    """The attention's causal mask is a constant, made once per length and device: a stack's
-    step launches nothing to build it (it built three kernels a layer each step); one first
-    made under inference mode (a notebook's evaluation) still lets a step backpropagate."""
+@pytest.mark.parametrize("mixer", ["attention", "relu_attention"])
+def test_a_vmapped_stack_builds_no_constant_a_step(mixer):
+    """The attention's causal mask, relu attention's key counts, the positions' indices and
+    the counter draws' spread are constants, made once per length and device
+    (common.device.constant): a stack's step launches nothing to build them (the mask took
+    three kernels a layer each step); one first made under inference mode (a notebook's
+    evaluation) still lets a step backpropagate."""
+    from icl_core.common import device
     from icl_core.models import mixers
 
-    mixers._kept_hidden.cache_clear()
-    run = stack(False, dtype="float32")
+    device._kept.cache_clear()
+    run = stack(False, dtype="float32", model={"name": "transformer", "width": 8, "depth": 2,
+                                               "heads": 2, "mixer": mixer})
     with torch.inference_mode():
         mixers.attend(*[torch.randn(2, 7, 4)] * 3, causal=True)
     run.train_until(1)
     with OpCount() as counter:
         run.take_step(run.step)
     built = {op: n for op, n in counter.ops.items()
-             if op in ("aten.ones", "aten.tril", "aten.triu", "aten.bitwise_not")}
+             if op in ("aten.ones", "aten.tril", "aten.triu", "aten.bitwise_not",
+                       "aten.arange", "aten.full", "aten.fill_")}
     assert not built and counter.ops["aten.masked_fill"] > 0, built
-    assert mixers._kept_hidden.cache_info().misses == 1  # the step's mask: that one, reused
+    # each made once: the mask (the one made under inference mode, reused), the positions,
+    # the spread of the step's one counter draw, relu's key counts
+    assert device._kept.cache_info().misses == (4 if mixer == "relu_attention" else 3)
 
 
 def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):

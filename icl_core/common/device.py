@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 
 import torch
@@ -78,3 +79,18 @@ def derive_seed(*parts) -> int:
 
 def generator(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
+
+
+def constant(make, *key) -> torch.Tensor:
+    """`make(*key)`, made once per key (a length, a device, ...: hashable values, never a
+    tensor) and kept: a step reads it and launches nothing to build it (a compiled graph
+    folds its own). The causal mask, the positions' indices, the counter draws' spread."""
+    if torch.compiler.is_compiling():
+        return make(*key)
+    return _kept(make, *key)
+
+
+@functools.cache  # never evicted: a captured step replays with its constants, unseen
+def _kept(make, *key) -> torch.Tensor:
+    with torch.inference_mode(False):  # made under inference mode, a backward could not save it
+        return make(*key)

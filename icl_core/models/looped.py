@@ -41,7 +41,7 @@ from icl_core.common.batch import Batch, masked_mse
 from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.mixers import MIXERS
-from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm
+from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm, positions
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,7 @@ class Body(nn.Module):
         self.ln_f = norm(cfg.width, cfg.layer_norm and final_norm)
 
     def forward(self, h_BxTxW: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(h_BxTxW.shape[1], device=h_BxTxW.device)
-        return self.ln_f(self.blocks(h_BxTxW + self.wpe(pos)))
+        return self.ln_f(self.blocks(h_BxTxW + self.wpe(positions(h_BxTxW))))
 
 
 class Looped(ModelBase):
@@ -198,6 +197,7 @@ class Looped(ModelBase):
 
     def num_params(self) -> int:
         """Trainable parameters without the positional tables (the loop body counts once)."""
-        positions = sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Embedding))
-        return sum(p.numel() for p in self.parameters()) - positions
+        position_weights = sum(m.weight.numel() for m in self.modules()
+                               if isinstance(m, nn.Embedding))
+        return sum(p.numel() for p in self.parameters()) - position_weights
 

@@ -5,11 +5,11 @@ Registered by short name in MIXERS; each takes (width, heads, causal, max_len) a
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from icl_core.common.device import constant
 
 MIXERS: dict[str, type[nn.Module]] = {}
 
@@ -24,21 +24,12 @@ def register_mixer(name: str):
 
 def causal_hidden(q: torch.Tensor) -> torch.Tensor:
     """(T, T) bool: query t does not see keys s > t (T from queries shaped (..., T, d)). A
-    constant, made once per length and device: a layer's forward masks with it and launches
-    nothing to build it, every step (a compiled graph folds its own)."""
-    if torch.compiler.is_compiling():
-        return _hidden(q.shape[-2], q.device)
-    return _kept_hidden(q.shape[-2], q.device)
+    constant (common.device.constant): a layer's forward masks with it and launches nothing to build it."""
+    return constant(_hidden, q.shape[-2], q.device)
 
 
 def _hidden(T: int, device: torch.device) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
-
-
-@functools.cache  # never evicted: a captured step replays with its mask, unseen
-def _kept_hidden(T: int, device: torch.device) -> torch.Tensor:
-    with torch.inference_mode(False):  # made under inference mode, a backward could not save it
-        return _hidden(T, device)
 
 
 def fused_under_vmap(q: torch.Tensor) -> bool:
@@ -139,11 +130,15 @@ class ReLUAttention(SoftmaxAttention):
     """
 
     def attend(self, q, k, v) -> torch.Tensor:
-        T = q.shape[-2]
         scores = torch.relu(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5)  # (B, H, T, T)
         if self.causal:
             scores = scores.masked_fill(causal_hidden(q), 0.0)
-            n = torch.arange(1, T + 1, device=q.device, dtype=scores.dtype)  # (T,)
-        else:
-            n = torch.full((T,), float(T), device=q.device, dtype=scores.dtype)
-        return (scores / n[:, None]) @ v  # (B, H, T, W/H)
+        n = constant(_visible, q.shape[-2], self.causal, q.device, scores.dtype)
+        return (scores / n) @ v  # (B, H, T, W/H)
+
+
+def _visible(T: int, causal: bool, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """(T, 1): n_t, the keys query t sees (t + 1 when causal, else T)."""
+    if causal:
+        return torch.arange(1, T + 1, device=device, dtype=dtype)[:, None]
+    return torch.full((T, 1), float(T), device=device, dtype=dtype)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from icl_core.common.device import constant
 from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.baseconv_gd import ConstructionFeatures, dim_from_width
@@ -91,6 +92,16 @@ def gpt2_init(model: nn.Module, std: float) -> None:
             nn.init.zeros_(module.bias)
 
 
+def positions(x_BxTxW: torch.Tensor) -> torch.Tensor:
+    """0 … T−1 on x's device, the learned positions' indices: a constant (common.device.constant),
+    no launch a step."""
+    return constant(_arange, x_BxTxW.shape[1], x_BxTxW.device)
+
+
+def _arange(T: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(T, device=device)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig, causal: bool, max_len: int):
         super().__init__()
@@ -126,7 +137,7 @@ class Transformer(ModelBase):
         T = x_BxTxI.shape[1]
         if T > self.max_len:
             raise ValueError(f"sequence of {T} tokens exceeds max_len={self.max_len}")
-        pos = torch.arange(T, device=x_BxTxI.device)
+        pos = positions(x_BxTxI)
         if self.frozen is not None:
             x_BxTxI = self.frozen(x_BxTxI)  # the construction's features, then trained layers
         h = self.read_in(x_BxTxI) + self.wpe(pos)  # (B, T, W)

@@ -38,6 +38,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from icl_core.common.batch import Batch
+from icl_core.common.device import constant
 
 DRAWS = ("generator", "counter")  # train.draws: how online training batches are drawn
 M32 = 0xFFFFFFFF
@@ -137,6 +138,11 @@ def _mix2(x):
     return _xorshift_multiply(x, 0x21F0AAAD, 0x735A2D97, 15)
 
 
+def _spread(n: int, device: torch.device) -> torch.Tensor:
+    """(n,) int64: i·φ mod 2³² in one product (i < 2³¹ and φ < 2³², so below 2⁶³)."""
+    return (torch.arange(n, device=device, dtype=torch.int64) * GOLDEN) & M32
+
+
 class CounterDraws:
     """Counter-based draws of K members at optimizer step `step`: `keys` (K,) int64 (each
     member's data seed, < 2⁶³) on the device the draws land on; each call takes the next
@@ -171,9 +177,7 @@ class CounterDraws:
             raise ValueError(f"a counter draw of {n} words: at most 2**31 - 1 a call")
         a, b = self._streams()
         self.calls += 1
-        # i·φ mod 2³² in one product: i < 2³¹ and φ < 2³², so it stays below 2⁶³
-        spread = (torch.arange(n, device=self.device, dtype=torch.int64) * GOLDEN) & M32
-        return _mix2(_mix1((spread + a) & M32) ^ b)
+        return _mix2(_mix1((constant(_spread, n, self.device) + a) & M32) ^ b)
 
     def _uniform_flat(self, n: int, dtype: torch.dtype) -> torch.Tensor:
         """(K, n) uniforms on [0, 1): 53 bits in float64, 24 bits in float32 (`dtype` is the
