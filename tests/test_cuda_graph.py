@@ -45,6 +45,14 @@ def weights(run: StackedRun) -> list[torch.Tensor]:
     return [p.detach().clone() for p in run.params.values()]
 
 
+ATTENDING = {  # a causal transformer's attention (mixers.py); mha_mlp's, bidirectional
+    "transformer": tiny_member(),
+    "mha_mlp": tiny_member(task={"name": "qstr", "n_points": 4, "dim": 3},
+                           model={"name": "mha_mlp", "heads": 1, "mlp_width": 8},
+                           eval={"n_prompts": 50, "baselines": []}),
+}
+
+
 def test_a_tensor_step_draws_what_an_int_step_draws():
     keys = counter_keys([member(s, True) for s in (3, 7)], torch.device("cpu"))
     for step in (0, 17, 2**40 + 5):
@@ -245,6 +253,16 @@ def test_a_stacks_linear_is_f_linear_bit_for_bit(device, dims, rows, grads):
     assert [torch.equal(a, b) for a, b in zip(ours, torch_s, strict=True)] == [True] * 4
 
 
+@pytest.mark.parametrize("name", ["transformer", "mha_mlp"])
+def test_every_linear_of_a_stacks_copy_is_the_stacks_linear(name):
+    """A vmapped stack's copy of the model runs each of its linear layers as _VmapLinear,
+    nn.MultiheadAttention's out-projection (a marker subclass of nn.Linear) included."""
+    members = [resolve_member({**ATTENDING[name], "seed": s}) for s in (3, 7)]
+    copy = StackedRun([MemberRun(m) for m in members]).loss_module
+    linears = [m for m in copy.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) >= 3 and all(type(m) is _VmapLinear for m in linears), linears
+
+
 @cuda
 @pytest.mark.parametrize("dtype, over, seeds", [
     ("float32", {}, (3, 7)), ("float32", {"train__skip_grad_norm": 3.0}, (3, 7)),
@@ -279,14 +297,6 @@ def fused_attentions(counter: OpCount) -> int:
     return sum(n for op, n in counter.ops.items()
                if op.startswith("aten._scaled_dot_product_") and "attention" in op
                and "backward" not in op)
-
-
-ATTENDING = {  # a causal transformer's attention (mixers.py); mha_mlp's, bidirectional
-    "transformer": tiny_member(),
-    "mha_mlp": tiny_member(task={"name": "qstr", "n_points": 4, "dim": 3},
-                           model={"name": "mha_mlp", "heads": 1, "mlp_width": 8},
-                           eval={"n_prompts": 50, "baselines": []}),
-}
 
 
 @cuda

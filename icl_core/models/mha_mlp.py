@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from icl_core.common.validation import require
-from icl_core.models.base import ModelBase, ModelConfig, refuse_causal
+from icl_core.models.base import ModelBase, ModelConfig, refuse_causal, stack_linear
 from icl_core.models.mixers import attend
 
 
@@ -60,7 +59,7 @@ class MHAMLP(ModelBase):
         `attend` takes SDPA where vmap batches it, else plain matmuls."""
         B, N, E = z_BxNxE.shape
         H = self.attn.num_heads
-        qkv = F.linear(z_BxNxE, self.attn.in_proj_weight, self.attn.in_proj_bias)
+        qkv = stack_linear(z_BxNxE, self.attn.in_proj_weight, self.attn.in_proj_bias)
         q, k, v = (t.view(B, N, H, E // H).transpose(1, 2) for t in qkv.split(E, dim=-1))
         y = attend(q, k, v, causal=False)  # (B, H, N, E/H)
         return self.attn.out_proj(y.transpose(1, 2).reshape(B, N, E))

@@ -44,7 +44,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from icl_core.common.batch import Batch
-from icl_core.models.base import HasTrainingLoss, VmapAware
+from icl_core.models.base import HasTrainingLoss, VmapAware, stack_linear
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import DrawnBatches
 from icl_core.training.masked_adam import MaskedAdam, steps_masked
@@ -82,21 +82,18 @@ def _stacked(batches: list[Batch]) -> tuple:
 
 
 class _VmapLinear(torch.nn.Linear):
-    """nn.Linear as a vmapped stack runs it, in two kernels fewer a layer. F.linear's batching
-    rule takes addmm apart, scaling the bias by its beta (a `mul`, forward and backward)
-    before the `add`; this takes the path torch's linear takes (rows flattened into one
-    product for a 2-D or contiguous 3-D input, else a matmul and an add) without the scaling:
-    the same arithmetic, bit for bit, outputs and gradients, whatever the input's and the
-    incoming gradient's layouts (a test). A stack's copy of the model only: its class swapped
-    in StackedRun, its weights and names those of nn.Linear."""
+    """nn.Linear as a vmapped stack runs it (models.base.stack_linear: two kernels fewer a
+    layer than F.linear's batching rule, the same arithmetic bit for bit). A stack's copy of
+    the model only: its class swapped in StackedRun, its weights and names those of
+    nn.Linear."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.bias is None or x.dim() < 2:
-            return torch.nn.functional.linear(x, self.weight, self.bias)
-        if x.dim() == 2 or (x.dim() == 3 and x.is_contiguous()):
-            rows = x.reshape(-1, x.shape[-1]) @ self.weight.t() + self.bias
-            return rows.view(*x.shape[:-1], rows.shape[-1])
-        return x @ self.weight.t() + self.bias
+        return stack_linear(x, self.weight, self.bias)
+
+
+# nn.Linear, and the marker subclass nn.MultiheadAttention's out-projection is (no behaviour
+# of its own): both swapped for _VmapLinear in a stack's copy
+LINEARS = (torch.nn.Linear, torch.nn.modules.linear.NonDynamicallyQuantizableLinear)
 
 
 class _Loss(torch.nn.Module):
@@ -127,7 +124,7 @@ class StackedRun:
         for module in self.loss_module.modules() if len(runs) > 1 else ():  # one: as alone
             if isinstance(module, VmapAware):  # a vmap-friendly path (mixers.py, mha_mlp.py)
                 module.stacked = True
-            elif type(module) is torch.nn.Linear:
+            elif type(module) in LINEARS:
                 module.__class__ = _VmapLinear
         self.trainable = [p for p in self.params.values() if p.requires_grad]
         # train.cuda_graph: the static step (a step tensor, an lr tensor, gradients written
