@@ -89,27 +89,36 @@ class MembersGeneratorDraws:
     in the same order), laid member-major along the prompt axis as `CounterDraws` lays its
     members: a call for shape (B, ...) returns (K·B, ...), so a task's batch code runs once on
     the K·B prompts (not once a member) and `stacked` folds the result. Only the draws
-    themselves (one a member and call) grow with K."""
+    themselves (one a member and call, each into its member's rows) grow with K."""
 
     def __init__(self, generators: list[torch.Generator], device: torch.device):
         self.each = [GeneratorDraws(g, device) for g in generators]
-        self.members = len(generators)
+        self.members, self.device = len(generators), device
 
-    def _joined(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        return parts[0] if self.members == 1 else torch.cat(parts)
+    def _drawn(self, shapes, dtype, fill) -> list[torch.Tensor]:
+        """Each member's draws of `shapes` (its shapes in order) in (K·B, ...) tensors, member
+        k's rows k·B to (k + 1)·B filled in place by `fill(rows, generator)`: what torch's
+        randn, rand and randint do to the tensor they make, so the same numbers (tested)."""
+        outs = [torch.empty(self.members, *shape, dtype=dtype, device=self.device)
+                for shape in shapes]
+        rows = [out.unbind(0) for out in outs]  # one operation a call, not one a member
+        for k, member in enumerate(self.each):
+            for each in rows:
+                fill(each[k], member.generator)
+        return [out.flatten(0, 1) for out in outs]
 
     def normal(self, shape, dtype):
-        return self._joined([d.normal(shape, dtype) for d in self.each])
+        return self.normals([shape], dtype)[0]
 
     def normals(self, shapes, dtype):
-        drawn = [d.normals(shapes, dtype) for d in self.each]  # member by member, in order
-        return [self._joined([member[i] for member in drawn]) for i in range(len(shapes))]
+        return self._drawn(shapes, dtype, lambda rows, g: rows.normal_(generator=g))
 
     def uniform(self, shape, dtype):
-        return self._joined([d.uniform(shape, dtype) for d in self.each])
+        return self._drawn([shape], dtype, lambda rows, g: rows.uniform_(generator=g))[0]
 
     def integers(self, high, shape):
-        return self._joined([d.integers(high, shape) for d in self.each])
+        return self._drawn([shape], torch.int64,
+                           lambda rows, g: rows.random_(0, high, generator=g))[0]
 
 
 def _mul32(x, c: int):
