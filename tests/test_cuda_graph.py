@@ -153,7 +153,7 @@ def test_a_vmapped_stack_builds_no_constant_a_step(mixer):
     from icl_core.common import device
     from icl_core.models import mixers
 
-    device._kept.cache_clear()
+    device._KEPT.clear()
     run = stack(False, dtype="float32", model={"name": "transformer", "width": 8, "depth": 2,
                                                "heads": 2, "mixer": mixer})
     with torch.inference_mode():
@@ -167,7 +167,29 @@ def test_a_vmapped_stack_builds_no_constant_a_step(mixer):
     assert not built and counter.ops["aten.masked_fill"] > 0, built
     # each made once: the mask (the one made under inference mode, reused), the positions,
     # the spread of the step's one counter draw, relu's key counts
-    assert device._kept.cache_info().misses == (4 if mixer == "relu_attention" else 3)
+    assert len(device._KEPT) == (4 if mixer == "relu_attention" else 3)
+
+
+@cuda
+def test_a_constant_first_met_in_a_capture_is_not_kept_on_cuda():
+    """A constant first made inside a CUDA graph's capture is only recorded there (made at
+    each replay), so it is not kept for eager readers; one made eagerly is."""
+    from icl_core.common import device
+
+    def thrice(n: int, where: torch.device) -> torch.Tensor:
+        return torch.arange(n, device=where) * 3
+
+    where = torch.device("cuda")
+    out = torch.zeros(11, dtype=torch.int64, device=where)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out.copy_(device.constant(thrice, 11, where))
+    assert (thrice, (11, where)) not in device._KEPT
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, thrice(11, where))
+    assert torch.equal(device.constant(thrice, 11, where), thrice(11, where))
+    assert (thrice, (11, where)) in device._KEPT
 
 
 def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):

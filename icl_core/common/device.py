@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 
 import torch
@@ -84,13 +83,20 @@ def generator(device: torch.device, seed: int) -> torch.Generator:
 def constant(make, *key) -> torch.Tensor:
     """`make(*key)`, made once per key (a length, a device, ...: hashable values, never a
     tensor) and kept: a step reads it and launches nothing to build it (a compiled graph
-    folds its own). The causal mask, the positions' indices, the counter draws' spread."""
+    folds its own). The causal mask, the positions' indices, the counter draws' spread.
+    Never evicted: a captured step replays with its constants, unseen. One first met inside
+    a CUDA graph's capture is not kept: its kernels were only recorded (the graph makes it
+    at each replay), so an eager reader would find memory nothing has written yet."""
     if torch.compiler.is_compiling():
         return make(*key)
-    return _kept(make, *key)
+    kept = _KEPT.get((make, key))
+    if kept is None:
+        with torch.inference_mode(False):  # made under inference mode, no backward could save it
+            kept = make(*key)
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            return kept
+        _KEPT[make, key] = kept
+    return kept
 
 
-@functools.cache  # never evicted: a captured step replays with its constants, unseen
-def _kept(make, *key) -> torch.Tensor:
-    with torch.inference_mode(False):  # made under inference mode, a backward could not save it
-        return make(*key)
+_KEPT: dict[tuple, torch.Tensor] = {}
