@@ -45,9 +45,11 @@ def weights(run: StackedRun) -> list[torch.Tensor]:
     return [p.detach().clone() for p in run.params.values()]
 
 
-ATTENDING = {  # a causal transformer's attention (mixers.py); mha_mlp's, bidirectional
+# a causal transformer's attention (mixers.py); mha_mlp's, bidirectional; head sizes a
+# multiple of 4, which CUDA's float32 fused kernel needs
+ATTENDING = {
     "transformer": tiny_member(),
-    "mha_mlp": tiny_member(task={"name": "qstr", "n_points": 4, "dim": 3},
+    "mha_mlp": tiny_member(task={"name": "qstr", "n_points": 4, "dim": 4},  # E = 16
                            model={"name": "mha_mlp", "heads": 1, "mlp_width": 8},
                            eval={"n_prompts": 50, "baselines": []}),
 }
@@ -356,6 +358,30 @@ def test_a_float32_stack_attends_in_one_fused_kernel_a_layer_on_cuda(name):
         torch.testing.assert_close(losses[k], loss[0], rtol=1e-5, atol=1e-7)
         for p, q in zip(stacked.trainable, one.trainable, strict=True):
             torch.testing.assert_close(p.grad[k], q.grad[0], rtol=1e-4, atol=1e-6)
+
+
+@cuda
+@pytest.mark.parametrize("name", ATTENDING)
+def test_float32_members_past_one_key_block_train_to_the_same_bits_twice_on_cuda(name):
+    """Past mixers.KEY_BLOCK tokens CUDA's fused attention adds its key blocks' gradients
+    atomically, in an order that changes run to run; there a member alone and a stack take
+    the matmul form, and training twice gives the same bits (same config, seed, device and
+    dtype: the same numbers)."""
+    from icl_core.models.mixers import KEY_BLOCK
+
+    raw = {**ATTENDING[name], "train": {**ATTENDING[name]["train"], "steps": 5}}
+    raw["task"] = {**raw["task"], "n_points": KEY_BLOCK + 7}
+    for seeds in ((3,), (3, 7)):
+        runs = []
+        for _ in range(2):
+            run = StackedRun([MemberRun(resolve_member(
+                {**raw, "seed": s, "device": "cuda", "dtype": "float32"})) for s in seeds])
+            assert run.runs[0].task.sample(1, torch.Generator("cuda")).inputs.shape[1] > KEY_BLOCK
+            with OpCount() as counter:
+                run.train_until(5)
+            assert fused_attentions(counter) == 0, dict(counter.ops)
+            runs.append(weights(run))
+        assert all(torch.equal(p, q) for p, q in zip(*runs, strict=True)), seeds
 
 
 # every task whose batch code runs on a generator stack's K·B prompts, in its branches

@@ -17,7 +17,7 @@ from torch import nn
 
 from icl_core.common.validation import require
 from icl_core.models.base import ModelBase, ModelConfig, refuse_causal, stack_linear
-from icl_core.models.mixers import attend
+from icl_core.models.mixers import attend, sdpa_deterministic
 
 
 @dataclass(frozen=True)
@@ -47,16 +47,17 @@ class MHAMLP(ModelBase):
     stacked = False  # set on a stack's copy (icl_core.training.stacked): the model runs under vmap
 
     def forward(self, z_BxNxE: torch.Tensor) -> torch.Tensor:
-        if self.stacked:  # the same attention from the module's own weights, vmap-friendly
-            h = self._attention(z_BxNxE)
+        if self.stacked or not sdpa_deterministic(z_BxNxE):  # the same attention from the
+            h = self._attention(z_BxNxE)  # module's own weights, vmap-friendly, deterministic
         else:
             h, _ = self.attn(z_BxNxE, z_BxNxE, z_BxNxE, need_weights=False)
         return self.mlp(h)
 
     def _attention(self, z_BxNxE: torch.Tensor) -> torch.Tensor:
         """nn.MultiheadAttention's self-attention (no dropout, no mask) from its weights: its
-        fast path has no vmap batching rule, so under vmap torch would loop the members;
-        `attend` takes SDPA where vmap batches it, else plain matmuls."""
+        fast path has no vmap batching rule, so under vmap torch would loop the members, and
+        its SDPA is not deterministic past mixers.KEY_BLOCK tokens on CUDA; `attend` takes
+        SDPA where vmap batches it and it is, else plain matmuls."""
         B, N, E = z_BxNxE.shape
         H = self.attn.num_heads
         qkv = stack_linear(z_BxNxE, self.attn.in_proj_weight, self.attn.in_proj_bias)

@@ -32,12 +32,28 @@ def _hidden(T: int, device: torch.device) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
+KEY_BLOCK = 64  # keys in one block of CUDA's fused attention backward (flash, efficient)
+
+
+def sdpa_deterministic(x: torch.Tensor) -> bool:
+    """Whether F.scaled_dot_product_attention trains to the same numbers run to run on
+    self-attention over x's T tokens, (..., T, d): on a CPU, yes; on CUDA, its fused
+    kernels' backward splits more than KEY_BLOCK keys into blocks and adds the blocks'
+    gradients atomically, in an order that changes from run to run. So past KEY_BLOCK
+    tokens only in float64 (SDPA's math path) or without gradients (evaluation)."""
+    return (not x.is_cuda or x.dtype == torch.float64 or x.shape[-2] <= KEY_BLOCK
+            or not torch.is_grad_enabled())
+
+
 def fused_under_vmap(q: torch.Tensor) -> bool:
-    """Whether vmap batches F.scaled_dot_product_attention's kernel for these queries: CUDA's
-    fused kernels have batching rules that fold the members into the batch (one launch for a
-    stack); the CPU's flash kernel has none (vmap would loop the members, with a warning).
-    float64 takes SDPA's math path, these matmuls anyway; a compiled step fuses its own."""
-    return q.is_cuda and q.dtype != torch.float64 and not torch.compiler.is_compiling()
+    """Whether a stack takes F.scaled_dot_product_attention under vmap: CUDA's fused kernels
+    have batching rules that fold the members into the batch (one launch for a stack, where
+    SDPA has a fused kernel for the head size: float32's a multiple of 4), deterministic up
+    to KEY_BLOCK tokens; the CPU's flash kernel has none (vmap would loop the members, with
+    a warning). float64 takes SDPA's math path, these matmuls anyway; a compiled step fuses
+    its own."""
+    return (q.is_cuda and q.dtype != torch.float64 and sdpa_deterministic(q)
+            and not torch.compiler.is_compiling())
 
 
 def attend(q, k, v, causal: bool) -> torch.Tensor:
@@ -74,8 +90,8 @@ class SoftmaxAttention(nn.Module):
 
     def attend(self, q, k, v) -> torch.Tensor:
         """(B, H, T, W/H) queries, keys, values -> (B, H, T, W/H) mixed values."""
-        if self.stacked:  # vmap has no batching rule for every SDPA kernel (`attend`)
-            return attend(q, k, v, self.causal)
+        if self.stacked or not sdpa_deterministic(q):  # `attend` decides; under vmap
+            return attend(q, k, v, self.causal)  # not every SDPA kernel has a batching rule
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 

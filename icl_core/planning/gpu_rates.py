@@ -55,8 +55,9 @@ MEMBER_FIELDS = {f.name for f in fields(MemberConfig)}  # a row's config columns
 # Later that day a seed stack's generator draws went through one task call (about 6 launches
 # a member fewer): its per-member term now overstates a large stack a little, so the plans
 # are upper bounds there until the next window's generator steps are added. Later still
-# (stop 60) a float32 stack's attention on CUDA became SDPA's fused kernel (about 10 launches
-# a layer fewer at K > 1): every stacked path's fitted terms overstate it likewise.
+# (stop 60) a stack's attention on CUDA up to 64 tokens became SDPA's fused kernel (about 10
+# launches a layer fewer at K > 1, float32 or bfloat16): every stacked path's fitted terms
+# overstate it likewise.
 REVISIONS = {"counter": 2, "graph": 2}
 
 
