@@ -107,6 +107,21 @@ def test_draws_are_a_pure_function_of_key_step_and_call():
     assert words.min() >= 0 and words.max() < 2**32
 
 
+def test_a_calls_spread_is_read_from_a_few_kept_tables_a_device():
+    """Each call's index spread is the first n of a kept table (common.device.constant) whose
+    size is a power of two: draws of every n from 1 to 300 (and of 1,000 to compare with) keep
+    10 tables, sizes 2 to 1,024, not 301, and read the words of a longer draw's first n."""
+    from icl_core.common import device
+
+    device._KEPT.clear()
+    for n in range(1, 301):
+        d = draws()
+        assert torch.equal(d.words(n), draws().words(1000)[:, :n])
+    sizes = sorted(t.numel() for (make, _), t in device._KEPT.items()
+                   if make.__name__ == "_spread")
+    assert sizes == [2 ** i for i in range(1, 11)], sizes  # 1000's table: 1024
+
+
 @pytest.mark.parametrize("step, first, total, second_call", [
     (0, [[4265985104, 3630132386, 2219006393], [1359483506, 60387228, 387734718]],
      4308888715824, [[3313167720, 2014062671, 2237605250], [1581047821, 1663280296, 3501593891]]),

@@ -186,7 +186,10 @@ class CounterDraws:
             raise ValueError(f"a counter draw of {n} words: at most 2**31 - 1 a call")
         a, b = self._streams()
         self.calls += 1
-        return _mix2(_mix1((constant(_spread, n, self.device) + a) & M32) ^ b)
+        # the first n of a kept table whose size is a power of two: every call's n reads one
+        # of a few tables a device (at most twice the largest n each), not one kept per n
+        spread = constant(_spread, 1 << max(n - 1, 1).bit_length(), self.device)[:n]
+        return _mix2(_mix1((spread + a) & M32) ^ b)
 
     def _uniform_flat(self, n: int, dtype: torch.dtype) -> torch.Tensor:
         """(K, n) uniforms on [0, 1): 53 bits in float64, 24 bits in float32 (`dtype` is the
