@@ -361,17 +361,20 @@ def test_a_float32_stack_attends_in_one_fused_kernel_a_layer_on_cuda(name):
 
 
 @cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("long", [False, True], ids=["one key block", "past one key block"])
 @pytest.mark.parametrize("name", ATTENDING)
-def test_float32_members_train_to_the_same_bits_twice_on_cuda(name, long):
+def test_members_train_to_the_same_bits_twice_on_cuda(name, long, precision):
     """Same config, seed, device and dtype: the same numbers. Up to mixers.KEY_BLOCK tokens
     a stack takes CUDA's fused attention (one key block: no atomics across blocks); past it
     the fused backward adds its key blocks' gradients atomically, in an order that changes
     run to run, so there a member alone and a stack take the matmul form. Either way,
-    training twice gives the same bits."""
+    training twice gives the same bits, in float32 and under bfloat16 autocast (whose
+    fused kernel is another: flash where float32's is memory-efficient)."""
     from icl_core.models.mixers import KEY_BLOCK
 
-    raw = {**ATTENDING[name], "train": {**ATTENDING[name]["train"], "steps": 5}}
+    raw = {**ATTENDING[name],
+           "train": {**ATTENDING[name]["train"], "steps": 5, "precision": precision}}
     if long:
         raw["task"] = {**raw["task"], "n_points": KEY_BLOCK + 7}
     for seeds in ((3,), (3, 7)):
