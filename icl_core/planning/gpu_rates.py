@@ -57,7 +57,9 @@ MEMBER_FIELDS = {f.name for f in fields(MemberConfig)}  # a row's config columns
 # are upper bounds there until the next window's generator steps are added. Later still
 # (stop 60) a stack's attention on CUDA up to 64 tokens became SDPA's fused kernel (about 10
 # launches a layer fewer at K > 1, float32 or bfloat16): every stacked path's fitted terms
-# overstate it likewise.
+# overstate it likewise. Past 64 tokens a member trains in the matmul form instead (SDPA's
+# fused backward is not deterministic there), alone too: plans for lone members that long
+# (9 of the gpu preset's, sequence_length/fixed_n_points_depth) are lower bounds.
 REVISIONS = {"counter": 2, "graph": 2}
 
 
