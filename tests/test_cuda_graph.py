@@ -370,13 +370,13 @@ def test_members_train_to_the_same_bits_twice_on_cuda(name, long, precision):
     the fused backward adds its key blocks' gradients atomically, in an order that changes
     run to run, so there a member alone and a stack take the matmul form. Either way,
     training twice gives the same bits, in float32 and under bfloat16 autocast (whose
-    fused kernel is another: flash where float32's is memory-efficient)."""
+    fused kernel is another: flash or cuDNN where float32's is memory-efficient)."""
     from icl_core.models.mixers import KEY_BLOCK
 
     raw = {**ATTENDING[name],
            "train": {**ATTENDING[name]["train"], "steps": 5, "precision": precision}}
     if long:
-        raw["task"] = {**raw["task"], "n_points": KEY_BLOCK + 7}
+        raw["task"] = {**raw["task"], "n_points": 4 * KEY_BLOCK + 7}  # several key blocks
     for seeds in ((3,), (3, 7)):
         runs = []
         for _ in range(2):

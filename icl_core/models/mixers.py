@@ -32,7 +32,9 @@ def _hidden(T: int, device: torch.device) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
-KEY_BLOCK = 64  # keys in one block of CUDA's fused attention backward (flash, efficient)
+# keys in one block of CUDA's fused attention backward (memory-efficient, flash; cuDNN's
+# tile is taken to be at least as long)
+KEY_BLOCK = 64
 
 
 def sdpa_deterministic(x: torch.Tensor) -> bool:
@@ -40,9 +42,12 @@ def sdpa_deterministic(x: torch.Tensor) -> bool:
     self-attention over x's T tokens, (..., T, d): on a CPU, yes; on CUDA, its fused
     kernels' backward splits more than KEY_BLOCK keys into blocks and adds the blocks'
     gradients atomically, in an order that changes from run to run. So past KEY_BLOCK
-    tokens only in float64 (SDPA's math path) or without gradients (evaluation)."""
+    tokens only in float64 (SDPA's math path), without gradients (evaluation), or under
+    torch's deterministic algorithms (not warn-only: one block of keys then)."""
     return (not x.is_cuda or x.dtype == torch.float64 or x.shape[-2] <= KEY_BLOCK
-            or not torch.is_grad_enabled())
+            or not torch.is_grad_enabled()
+            or (torch.are_deterministic_algorithms_enabled()
+                and not torch.is_deterministic_algorithms_warn_only_enabled()))
 
 
 def fused_under_vmap(q: torch.Tensor) -> bool:
@@ -51,15 +56,17 @@ def fused_under_vmap(q: torch.Tensor) -> bool:
     SDPA has a fused kernel for the head size: float32's a multiple of 4), deterministic up
     to KEY_BLOCK tokens; the CPU's flash kernel has none (vmap would loop the members, with
     a warning). float64 takes SDPA's math path, these matmuls anyway; a compiled step fuses
-    its own."""
+    its own (inductor may turn non-causal matmul attention back into SDPA where TF32 or
+    bfloat16 is allowed: train.compile's caveat, icl_core/spec/config.py)."""
     return (q.is_cuda and q.dtype != torch.float64 and sdpa_deterministic(q)
             and not torch.compiler.is_compiling())
 
 
 def attend(q, k, v, causal: bool) -> torch.Tensor:
-    """Scaled dot-product softmax attention as a stack runs it under vmap, (..., T, d) each:
-    F.scaled_dot_product_attention where vmap batches its kernel (`fused_under_vmap`), else
-    what it computes in plain matmuls, which vmap batches everywhere."""
+    """Scaled dot-product softmax attention, (..., T, d) each, as a stack runs it under vmap
+    and a member alone past KEY_BLOCK tokens on CUDA: F.scaled_dot_product_attention where
+    vmap batches its kernel and it is deterministic (`fused_under_vmap`), else what it
+    computes in plain matmuls, which vmap batches everywhere."""
     if fused_under_vmap(q):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
