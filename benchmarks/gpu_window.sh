@@ -33,7 +33,7 @@ start=$(date +%s)
 echo "== gpu_window: $TOTAL s in all, measurements first (at most $STACKS_S s)"
 if $PY -c "import pytest" 2>/dev/null; then
     echo "== CUDA tests (tests/test_cuda_graph.py)"
-    timeout 120 $PY -m pytest -q -p no:cacheprovider -rfEs tests/test_cuda_graph.py \
+    timeout 180 $PY -m pytest -q -p no:cacheprovider -rfEs tests/test_cuda_graph.py \
         >"$OUT/cuda_tests.log" 2>&1
     status=$?
     tail -n 14 "$OUT/cuda_tests.log"
