@@ -92,8 +92,7 @@ class MembersGeneratorDraws:
     themselves (one a member and call, each into its member's rows) grow with K."""
 
     def __init__(self, generators: list[torch.Generator], device: torch.device):
-        self.each = [GeneratorDraws(g, device) for g in generators]
-        self.members, self.device = len(generators), device
+        self.generators, self.members, self.device = generators, len(generators), device
 
     def _drawn(self, shapes, dtype, fill) -> list[torch.Tensor]:
         """Each member's draws of `shapes` (its shapes in order) in (K·B, ...) tensors, member
@@ -102,9 +101,9 @@ class MembersGeneratorDraws:
         outs = [torch.empty(self.members, *shape, dtype=dtype, device=self.device)
                 for shape in shapes]
         rows = [out.unbind(0) for out in outs]  # one operation a call, not one a member
-        for k, member in enumerate(self.each):
+        for k, generator in enumerate(self.generators):
             for each in rows:
-                fill(each[k], member.generator)
+                fill(each[k], generator)
         return [out.flatten(0, 1) for out in outs]
 
     def normal(self, shape, dtype):
