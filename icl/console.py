@@ -2,7 +2,8 @@
 
     icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
     icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
-    icl plan --gpu-minutes M [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all] [--graph]
+    icl plan --gpu-minutes M [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all]
+             [--graph]
                                    the studies one GPU runs in an M-minute window (undecided
                                    verdicts' first) and the one command that runs them there
     icl list [studies|sweeps|models|tasks] [--json]

@@ -68,8 +68,9 @@ class ModelBase(nn.Module):
     """Base class of every registered model: the class-level flags, with their defaults.
 
     stackable: members of a trial that differ only in their seeds may train as one stack
-      (icl_core.training.stacked: torch.func.vmap over stacked weights); False for a model vmap cannot
-      batch (nn.GRU has no batching rule). Read by icl_core.training.stack_rules.stack_key on the class.
+      (icl_core.training.stacked: torch.func.vmap over stacked weights); False for a model
+      vmap cannot batch (nn.GRU has no batching rule). Read by
+      icl_core.training.stack_rules.stack_key on the class.
     """
 
     stackable: ClassVar[bool] = True

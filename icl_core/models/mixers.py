@@ -24,7 +24,8 @@ def register_mixer(name: str):
 
 def causal_hidden(q: torch.Tensor) -> torch.Tensor:
     """(T, T) bool: query t does not see keys s > t (T from queries shaped (..., T, d)). A
-    constant (common.device.constant): a layer's forward masks with it and launches nothing to build it."""
+    constant (common.device.constant): a layer's forward masks with it and launches nothing
+    to build it."""
     return constant(_hidden, q.shape[-2], q.device)
 
 

@@ -93,8 +93,8 @@ def gpt2_init(model: nn.Module, std: float) -> None:
 
 
 def positions(x_BxTxW: torch.Tensor) -> torch.Tensor:
-    """0 … T−1 on x's device, the learned positions' indices: a constant (common.device.constant),
-    no launch a step."""
+    """0 … T−1 on x's device, the learned positions' indices: a constant
+    (common.device.constant), no launch a step."""
     return constant(_arange, x_BxTxW.shape[1], x_BxTxW.device)
 
 

@@ -63,7 +63,8 @@ class TrialSpec:
     hashes: list[str] = field(default_factory=list)  # the planner's config hashes (file
     # names): planning resolves each member once and passes them; left empty (tests,
     # notebooks), they are computed here
-    stack: str = "auto"  # icl_core.training.stack_rules.STACK_MODES: stack members on CUDA (auto), always, never
+    # icl_core.training.stack_rules.STACK_MODES: stack members on CUDA (auto), always, never
+    stack: str = "auto"
     driver: str = ""  # the id of the driver that claimed these members (icl_core.storage.claims)
     report_all: bool = False  # a search trial: Optuna / ASHA read every intermediate result
     # (a grid trial's reports only feed the progress line, so they are thinned out)

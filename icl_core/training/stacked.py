@@ -2,9 +2,9 @@
 
 Small models are launch-bound on a GPU: one 4-layer, 64-wide transformer leaves most of it
 idle. Members that differ only in their seeds (same model, training, task, dtype and device
-config; or in a shape-free task field: stack_rules) train as one `StackedRun`: their weights are stacked along a leading member axis
-(`torch.func.stack_module_state`), one vmapped forward and backward
-(`torch.func.functional_call`) and one optimizer step train all of them.
+config; or in a shape-free task field: stack_rules) train as one `StackedRun`: their weights
+are stacked along a leading member axis (`torch.func.stack_module_state`), one vmapped
+forward and backward (`torch.func.functional_call`) and one optimizer step train all of them.
 
 Which members stack is icl_core/training/stack_rules.py's (`stack_key`).
 
@@ -177,13 +177,13 @@ class StackedRun:
         their task where they share it (`draws_together`), else one call a member."""
         if self.keys is not None:
             batch = train_batch(self.runs[0].task, self.cfg.batch_size, self.keys, step)
-            return batch.inputs, batch.targets, batch.extras, batch.mask
-        if self.together:
+        elif self.together:
             batch = self.runs[0].task.sample_members(self.cfg.batch_size,
                                                      [r.data_gen for r in self.runs])
-            return batch.inputs, batch.targets, batch.extras, batch.mask
-        return _stacked([train_batch(r.task, self.cfg.batch_size, r.data_gen, step)
-                         for r in self.runs])
+        else:
+            return _stacked([train_batch(r.task, self.cfg.batch_size, r.data_gen, step)
+                             for r in self.runs])
+        return batch.inputs, batch.targets, batch.extras, batch.mask
 
     def _stacked_fixed_batch(self) -> tuple:
         """The members' L-BFGS fixed batches, each drawn as alone, stacked (made once)."""
