@@ -55,6 +55,12 @@ ATTENDING = {
 }
 
 
+def attending(name: str, seeds, **fields) -> StackedRun:
+    """A stack of ATTENDING[name]'s members (one seed: a member alone), `fields` set."""
+    return StackedRun([MemberRun(resolve_member({**ATTENDING[name], "seed": s, **fields}))
+                       for s in seeds])
+
+
 def test_a_tensor_step_draws_what_an_int_step_draws():
     keys = counter_keys([member(s, True) for s in (3, 7)], torch.device("cpu"))
     for step in (0, 17, 2**40 + 5):
@@ -146,7 +152,7 @@ def test_a_stack_of_one_launches_fewer_kernels_than_a_vmapped_stack():
 
 
 @pytest.mark.parametrize("mixer", ["attention", "relu_attention"])
-def test_a_vmapped_stack_builds_no_constant_a_step(mixer):
+def test_a_vmapped_stack_builds_no_constant_a_step(mixer, monkeypatch):
     """The attention's causal mask, relu attention's key counts, the positions' indices and
     the counter draws' spread are constants, made once per length and device
     (common.device.constant): a stack's step launches nothing to build them (the mask took
@@ -155,7 +161,7 @@ def test_a_vmapped_stack_builds_no_constant_a_step(mixer):
     from icl_core.common import device
     from icl_core.models import mixers
 
-    device._KEPT.clear()
+    monkeypatch.setattr(device, "_KEPT", {})  # a fresh cache (the kept one is never cleared)
     run = stack(False, dtype="float32", model={"name": "transformer", "width": 8, "depth": 2,
                                                "heads": 2, "mixer": mixer})
     with torch.inference_mode():
@@ -277,12 +283,11 @@ def test_a_stacks_linear_is_f_linear_bit_for_bit(device, dims, rows, grads):
     assert [torch.equal(a, b) for a, b in zip(ours, torch_s, strict=True)] == [True] * 4
 
 
-@pytest.mark.parametrize("name", ["transformer", "mha_mlp"])
+@pytest.mark.parametrize("name", ATTENDING)
 def test_every_linear_of_a_stacks_copy_is_the_stacks_linear(name):
     """A vmapped stack's copy of the model runs each of its linear layers as _VmapLinear,
     nn.MultiheadAttention's out-projection (a marker subclass of nn.Linear) included."""
-    members = [resolve_member({**ATTENDING[name], "seed": s}) for s in (3, 7)]
-    copy = StackedRun([MemberRun(m) for m in members]).loss_module
+    copy = attending(name, (3, 7)).loss_module
     linears = [m for m in copy.modules() if isinstance(m, torch.nn.Linear)]
     assert len(linears) >= 3 and all(type(m) is _VmapLinear for m in linears), linears
 
@@ -323,6 +328,34 @@ def fused_attentions(counter: OpCount) -> int:
                and "backward" not in op)
 
 
+def test_the_fused_kernel_is_taken_only_where_it_trains_deterministically():
+    """mixers.sdpa_deterministic / fused_under_vmap, by case (stand-ins for CUDA queries, so
+    the rule is checked on a CPU too): on CUDA up to KEY_BLOCK tokens, or past them without
+    gradients, in float64, or under torch's (not warn-only) deterministic algorithms; a
+    stack takes SDPA on CUDA where it is deterministic, never in float64 or on a CPU."""
+    from types import SimpleNamespace
+
+    from icl_core.models.mixers import KEY_BLOCK, fused_under_vmap, sdpa_deterministic
+
+    def q(cuda=True, dtype=torch.float32, tokens=KEY_BLOCK + 1):
+        return SimpleNamespace(is_cuda=cuda, dtype=dtype, shape=(2, 4, tokens, 8))
+
+    assert sdpa_deterministic(q(cuda=False)) and not fused_under_vmap(q(cuda=False))
+    assert sdpa_deterministic(q(tokens=KEY_BLOCK)) and fused_under_vmap(q(tokens=KEY_BLOCK))
+    assert sdpa_deterministic(q(dtype=torch.bfloat16, tokens=KEY_BLOCK))
+    assert sdpa_deterministic(q(dtype=torch.float64)) and not fused_under_vmap(
+        q(dtype=torch.float64, tokens=KEY_BLOCK))
+    assert not sdpa_deterministic(q()) and not fused_under_vmap(q())  # past one key block
+    with torch.no_grad():  # evaluation: no backward
+        assert sdpa_deterministic(q()) and fused_under_vmap(q())
+    for warn_only, expected in ((True, False), (False, True)):
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        try:
+            assert sdpa_deterministic(q()) == expected
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+
 @cuda
 @pytest.mark.parametrize("name", ATTENDING)
 def test_a_float32_stack_attends_in_one_fused_kernel_a_layer_on_cuda(name):
@@ -337,9 +370,7 @@ def test_a_float32_stack_attends_in_one_fused_kernel_a_layer_on_cuda(name):
     from icl_core.models.mixers import SoftmaxAttention
 
     def run(seeds):
-        return StackedRun([MemberRun(resolve_member(
-            {**ATTENDING[name], "seed": s, "device": "cuda", "dtype": "float32"}))
-            for s in seeds])
+        return attending(name, seeds, device="cuda", dtype="float32")
 
     stacked, alone = run((3, 7)), [run((s,)) for s in (3, 7)]
     layers = sum(isinstance(m, (SoftmaxAttention, MHAMLP))
@@ -380,8 +411,8 @@ def test_members_train_to_the_same_bits_twice_on_cuda(name, long, precision):
     for seeds in ((3,), (3, 7)):
         runs = []
         for _ in range(2):
-            run = StackedRun([MemberRun(resolve_member(
-                {**raw, "seed": s, "device": "cuda", "dtype": "float32"})) for s in seeds])
+            run = attending(name, seeds, device="cuda", dtype="float32",
+                            train=raw["train"], task=raw["task"])
             tokens = run.runs[0].task.sample(1, torch.Generator("cuda")).inputs.shape[1]
             assert (tokens > KEY_BLOCK) == long
             with OpCount() as counter:
@@ -431,16 +462,10 @@ def test_a_tasks_batches_for_a_generator_stack_are_each_members_own(raw, device)
         for B in (8, 1, 3):
             batch = task.sample_members(B, together)
             for k, generator in enumerate(alone):
-                mine = member_batch(batch, k)
-                theirs = task.sample(B, generator)
-                if device == "cpu" and B == 8:
-                    assert_same_batch(mine, theirs)
-                    continue
-                tol = 1e-5 if dtype == torch.float32 else 1e-12  # a few ulps, carried
-                for a, b in ((mine.inputs, theirs.inputs), (mine.targets, theirs.targets),
-                             *((mine.extras[n], theirs.extras[n]) for n in theirs.extras)):
-                    torch.testing.assert_close(a, b, rtol=tol, atol=tol)
-                assert torch.equal(mine.mask, theirs.mask)
+                # bit for bit on a CPU at B = 8; elsewhere a few ulps, carried
+                tol = 0.0 if (device, B) == ("cpu", 8) else \
+                    1e-5 if dtype == torch.float32 else 1e-12
+                assert_same_batch(member_batch(batch, k), task.sample(B, generator), tol)
         for a, b in zip(together, alone, strict=True):
             assert torch.equal(a.get_state(), b.get_state())
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -18,8 +17,6 @@ from icl.console import main as icl
 from icl_core.planning.cost import SHARED_SLOWDOWN
 from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_window_takes_undecided_claims_first_most_per_second_within_the_window():

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 import torch
 from conftest import assert_same_batch, tiny_member
+from stack_scaling import OpCount  # the benchmark's counter: one way to count
 
 from analysis.reading.store import read_rows
 from icl import catalog
@@ -189,8 +190,6 @@ def test_a_stacks_generator_draws_are_each_members_own_drawn_in_one_task_call(dt
     alone: the batches equal those drawn member by member bit for bit, for every task the
     sweeps train, and the generators end in the same states (on CUDA: tests/test_cuda_graph.py).
     Only the draws grow with K."""
-    from stack_scaling import OpCount
-
     from icl_core.tasks.draws import DrawnBatches
     from icl_core.training.stacked import draws_together
 
