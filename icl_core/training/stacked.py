@@ -47,6 +47,7 @@ from icl_core.common.batch import Batch
 from icl_core.models.base import HasTrainingLoss, VmapAware, stack_linear
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import DrawnBatches
+from icl_core.training.compiled import compiled, shape_key
 from icl_core.training.masked_adam import MaskedAdam, steps_masked
 from icl_core.training.stacked_lbfgs import StackedLBFGS
 from icl_core.training.train import (
@@ -195,7 +196,7 @@ class StackedRun:
         inputs, targets, extras, mask = self._stacked_fixed_batch() if self.fixed else \
             self._batch(step)
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
-        loss = self._compiled() if self.cfg.compile else None
+        loss = self._compiled(inputs) if self.cfg.compile else None
         if loss is not None:  # step unread: a model that reads it is left eager
             return loss(self.params, self.buffers, inputs, targets, extras, mask)
         return self._vmapped(self.params, self.buffers, inputs, targets, extras, mask, step)
@@ -218,16 +219,17 @@ class StackedRun:
             return loss.unsqueeze(0)
         return vmap(one)(params, buffers, inputs, targets, extras)
 
-    def _compiled(self):
-        """train.compile: `_vmapped` compiled once, a function of (weights, batches, mask);
-        None for a model with its own training loss (it reads the step on the host, which
-        would recompile it every step)."""
+    def _compiled(self, inputs: torch.Tensor):
+        """train.compile: `_vmapped` compiled once, a function of (weights, batches, mask), for
+        the stack's shapes (training.compiled: stacks of these shapes share it, others are
+        compiled apart); None for a model with its own training loss (it reads the step on the
+        host, which would recompile it every step)."""
         if self.compiled is None and not self.why_eager:
             if isinstance(self.runs[0].model, HasTrainingLoss):
                 self.why_eager = "the model's own training loss reads the step on the host"
                 logger.info(f"train.compile: the stack's loss runs eagerly ({self.why_eager})")
                 return None
-            self.compiled = torch.compile(self._vmapped)
+            self.compiled = compiled(self._vmapped, shape_key(self.params.items(), inputs.shape))
         return self.compiled
 
     def _update(self) -> None:

@@ -37,6 +37,7 @@ from icl_core.spec.config import MemberConfig, TrainConfig
 from icl_core.tasks import build_task
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import CounterDraws, member_batch
+from icl_core.training.compiled import compile_model
 from icl_core.training.throughput import reset_peak_memory
 
 STALL_STEPS = 500  # consecutive steps skipped by skip_grad_norm: the member has stalled
@@ -72,7 +73,7 @@ class MemberRun:
         )
         cfg = member.train
         if cfg.compile:
-            self.model.compile()  # in place: state_dict keys (checkpoints) unchanged
+            compile_model(self.model, cfg.batch_size)  # in place: state_dict keys unchanged
         reset_peak_memory(self.device)
         self.optimizer = OPTIMIZERS[cfg.optimizer](self.model.parameters(), cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
