@@ -138,6 +138,37 @@ def test_a_stack_of_one_trains_as_its_member_alone(label):
             assert torch.equal(p[0], q.detach())
 
 
+
+@pytest.mark.parametrize("kind", ["adam", "cuda_graph", "compile", "skip_grad_norm", "lbfgs"])
+def test_a_finished_stack_is_freed_when_dropped_without_the_cycle_collector(kind):
+    """A trial drops a stack when its members are written; its weights, optimizer state and
+    (on CUDA) its captured graph's memory pool go then, not at Python's next cyclic garbage
+    collection, which can come long after the next stack took its memory: a stack holds no
+    reference cycle. It held one through its StepGraph (train.cuda_graph; the graph's body
+    runs eagerly here) and through its compiled loss, a bound method (train.compile; made
+    here, not compiled)."""
+    import gc
+    import weakref
+
+    raw = lsa_member() if kind == "lbfgs" else tiny_member(
+        **{"train__draws": "counter", f"train__{kind}": True} if kind in ("cuda_graph", "compile")
+        else {"train__skip_grad_norm": 3.0} if kind == "skip_grad_norm" else {})
+    stack = StackedRun([MemberRun(resolve_member({**raw, "seed": s})) for s in (0, 1)])
+    gc.collect()
+    gc.disable()
+    try:
+        if kind == "compile":
+            assert stack._compiled(stack._batch(0)[0]) is not None  # torch.compile: lazy
+        else:
+            stack.train_until(2)
+        assert (stack.graph is not None) == (kind == "cuda_graph")
+        freed = [weakref.ref(stack), weakref.ref(next(iter(stack.params.values())))]
+        del stack
+        assert [ref() is None for ref in freed] == [True, True]
+    finally:
+        gc.enable()
+
+
 def test_members_that_differ_only_in_label_noise_stack_to_their_numbers_alone(tmp_path):
     """AlgoFormer's vs_newton sweeps the label noise: with generator draws each member draws
     from its own task, so the noise levels of a seed stack (one stack, not one a level) and

@@ -33,21 +33,17 @@ def shape_key(weights: Iterable[tuple[str, torch.Tensor]], batch: tuple) -> tupl
             ("batch", tuple(batch)))
 
 
-def own_code(fn: Callable, key: tuple) -> types.CodeType:
+def own_code(fn: types.FunctionType, key: tuple) -> types.CodeType:
     """`fn`'s code object for `key`: one copy per (code, key), made at the first call."""
-    code = getattr(fn, "__func__", fn).__code__
-    return _CODES.setdefault((code, key), code.replace())
+    return _CODES.setdefault((fn.__code__, key), fn.__code__.replace())
 
 
-def compiled(fn: Callable, key: tuple) -> Callable:
-    """torch.compile(fn) for static shapes, with the dynamo cache of `key`'s code object; `fn`
-    a function or a bound method."""
-    func = getattr(fn, "__func__", fn)
-    own = types.FunctionType(own_code(fn, key), func.__globals__, func.__name__,
-                             func.__defaults__, func.__closure__)
-    own.__kwdefaults__ = func.__kwdefaults__
-    bound = getattr(fn, "__self__", None)
-    return torch.compile(own if bound is None else types.MethodType(own, bound), dynamic=False)
+def compiled(fn: types.FunctionType, key: tuple) -> Callable:
+    """torch.compile(fn) for static shapes, with the dynamo cache of `key`'s code object."""
+    own = types.FunctionType(own_code(fn, key), fn.__globals__, fn.__name__, fn.__defaults__,
+                             fn.__closure__)
+    own.__kwdefaults__ = fn.__kwdefaults__
+    return torch.compile(own, dynamic=False)
 
 
 def compile_model(model: torch.nn.Module, batch_size: int) -> None:

@@ -28,6 +28,7 @@ speed, not a setting; the test holds a replayed stack to the eager static step o
 from __future__ import annotations
 
 import logging
+import weakref
 
 import torch
 from torch.torch_version import TorchVersion
@@ -53,7 +54,10 @@ class StepGraph:
     """The captured step of one StackedRun (its `static_step`), replayed; eager where none."""
 
     def __init__(self, run):
-        self.run = run
+        # the run holds this graph: a weak reference back, so a finished stack (its weights,
+        # optimizer state and the graph's memory pool) is freed when its trial drops it, not at
+        # the next cyclic garbage collection
+        self.run = weakref.proxy(run)
         self.step = torch.zeros((), dtype=torch.int64, device=run.device)
         self.why_eager = eager_reason(run)
         self.graph: torch.cuda.CUDAGraph | None = None

@@ -198,7 +198,7 @@ class StackedRun:
         self.tokens_per_step = inputs.shape[1] * inputs.shape[2]
         loss = self._compiled(inputs) if self.cfg.compile else None
         if loss is not None:  # step unread: a model that reads it is left eager
-            return loss(self.params, self.buffers, inputs, targets, extras, mask)
+            return loss(self, self.params, self.buffers, inputs, targets, extras, mask)
         return self._vmapped(self.params, self.buffers, inputs, targets, extras, mask, step)
 
     def _vmapped(self, params, buffers, inputs, targets, extras, mask, step: int = 0):
@@ -229,7 +229,10 @@ class StackedRun:
                 self.why_eager = "the model's own training loss reads the step on the host"
                 logger.info(f"train.compile: the stack's loss runs eagerly ({self.why_eager})")
                 return None
-            self.compiled = compiled(self._vmapped, shape_key(self.params.items(), inputs.shape))
+            # the function, not the bound method (called with self): no reference cycle, so a
+            # finished stack is freed when its trial drops it
+            self.compiled = compiled(StackedRun._vmapped,
+                                     shape_key(self.params.items(), inputs.shape))
         return self.compiled
 
     def _update(self) -> None:
