@@ -11,10 +11,18 @@ import torch._dynamo.utils
 from conftest import tiny_member
 
 from icl_core.spec.config import resolve_member
+from icl_core.training import compiled
 from icl_core.training.compiled import own_code, shape_key
 from icl_core.training.evaluate import evaluate
 from icl_core.training.stacked import StackedRun
 from icl_core.training.train import MemberRun
+
+
+@pytest.fixture(autouse=True)
+def fresh_codes(monkeypatch):
+    """Each test's own code copies: the process keeps them (and dynamo their compiled
+    variants), so a member of one of these shapes compiled by an earlier test would be met."""
+    monkeypatch.setattr(compiled, "_CODES", {})
 
 
 def graphs() -> int:
@@ -78,9 +86,20 @@ def test_a_stack_of_another_size_is_compiled_for_its_own_static_shapes():
 
 
 def test_a_functions_code_is_copied_once_per_shape():
-    """The dynamo cache a compile lands in is its code object's: one copy per (code, shape)."""
-    weights = [("w", torch.zeros(2, 3))]
-    key, other = shape_key(weights, (8,)), shape_key(weights, (16,))
-    assert own_code(graphs, key) is own_code(graphs, key) is not graphs.__code__
-    assert own_code(graphs, other) is not own_code(graphs, key)
-    assert shape_key([("w", torch.zeros(2, 3, dtype=torch.float64))], (8,)) != key
+    """The dynamo cache a compile lands in is its code object's: one copy per (code, shape).
+    A shape is the model's and the task's config (heads and sequence length change no weight
+    of some models; the label noise changes no shape), the weights and the training batch."""
+    def key(**over):
+        m = member(1)
+        m = resolve_member({**m.to_dict(), **{k: {**m.to_dict()[k], **v} for k, v in
+                                                over.items()}})
+        return shape_key(m, MemberRun(m).model.named_parameters(), (m.train.batch_size,))
+
+    base = key()
+    assert own_code(graphs, base) is own_code(graphs, key()) is not graphs.__code__
+    assert key(task={"noise_std": 0.5}) == base
+    for other in (key(model={"heads": 4}), key(task={"n_points": 9}),
+                  key(train={"batch_size": 16})):
+        assert other != base and own_code(graphs, other) is not own_code(graphs, base)
+    assert shape_key(member(1), [("w", torch.zeros(2))], (8,)) != \
+        shape_key(member(1), [("w", torch.zeros(2, dtype=torch.float64))], (8,))

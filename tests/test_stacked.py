@@ -5,8 +5,10 @@ stacked or unstacked to the same numbers; the grouping rule."""
 
 from __future__ import annotations
 
+import gc
 import math
 import warnings
+import weakref
 
 import numpy as np
 import polars as pl
@@ -138,18 +140,15 @@ def test_a_stack_of_one_trains_as_its_member_alone(label):
             assert torch.equal(p[0], q.detach())
 
 
-
 @pytest.mark.parametrize("kind", ["adam", "cuda_graph", "compile", "skip_grad_norm", "lbfgs"])
 def test_a_finished_stack_is_freed_when_dropped_without_the_cycle_collector(kind):
     """A trial drops a stack when its members are written; its weights, optimizer state and
-    (on CUDA) its captured graph's memory pool go then, not at Python's next cyclic garbage
-    collection, which can come long after the next stack took its memory: a stack holds no
-    reference cycle. It held one through its StepGraph (train.cuda_graph; the graph's body
-    runs eagerly here) and through its compiled loss, a bound method (train.compile; made
-    here, not compiled)."""
-    import gc
-    import weakref
-
+    (on CUDA) its captured graph's memory pool go then, and its members' models with theirs,
+    not at Python's next cyclic garbage collection, which can come long after the next stack
+    took its memory: no reference cycle. There were: through the stack's StepGraph
+    (train.cuda_graph; the graph's body runs eagerly here), its compiled loss (a bound method)
+    and each member's compiled model (nn.Module.compile's bound method; train.compile, the
+    compiled functions made here, not compiled)."""
     raw = lsa_member() if kind == "lbfgs" else tiny_member(
         **{"train__draws": "counter", f"train__{kind}": True} if kind in ("cuda_graph", "compile")
         else {"train__skip_grad_norm": 3.0} if kind == "skip_grad_norm" else {})
@@ -159,12 +158,14 @@ def test_a_finished_stack_is_freed_when_dropped_without_the_cycle_collector(kind
     try:
         if kind == "compile":
             assert stack._compiled(stack._batch(0)[0]) is not None  # torch.compile: lazy
+            assert all(r.model._compiled_call_impl is not None for r in stack.runs)
         else:
             stack.train_until(2)
         assert (stack.graph is not None) == (kind == "cuda_graph")
-        freed = [weakref.ref(stack), weakref.ref(next(iter(stack.params.values())))]
+        freed = [weakref.ref(stack), weakref.ref(next(iter(stack.params.values()))),
+                 *(weakref.ref(r.model) for r in stack.runs)]
         del stack
-        assert [ref() is None for ref in freed] == [True, True]
+        assert [ref() is None for ref in freed] == [True] * 4
     finally:
         gc.enable()
 

@@ -76,11 +76,11 @@ class TrainConfig:
     stop_loss: float | None = None
     # torch.compile: pays a compile (~30-40 s on a CPU) for faster steps on a GPU; a member
     # alone compiles its model (as nn.Module.compile), a stack its vmapped loss and backward
-    # (icl_core.training.stacked), for static shapes, one cache a shape (training/compiled.py:
-    # a worker that meets many shapes compiles each). Caveat: with tf32 or bf16 on CUDA, inductor may fuse
-    # non-causal attention past 64 tokens into SDPA, whose backward is not deterministic
-    # there (models/mixers.py: sdpa_deterministic); fp32, causal attention and shorter
-    # prompts keep the same numbers run to run
+    # (icl_core.training.stacked), for static shapes, one cache a shape
+    # (training/compiled.py: a worker that meets many shapes compiles each). Caveat: with
+    # tf32 or bf16 on CUDA, inductor may fuse non-causal attention past 64 tokens into SDPA,
+    # whose backward is not deterministic there (models/mixers.py: sdpa_deterministic); fp32,
+    # causal attention and shorter prompts keep the same numbers run to run
     compile: bool = False
     # how a float32 member's training steps compute (evaluation is always at `dtype`): fp32;
     # tf32 (CUDA TF32 matmuls); bf16 (bfloat16 autocast). Only where the study declares that

@@ -9,27 +9,40 @@ variant, measured on this CPU. And a second stack of another size was compiled f
 sizes (dynamo's automatic dynamic shapes, which it remembers by the code's file, line and name).
 
 Here each *shape* gets a code object of its own (`own_code`: the function's code, copied once
-per key: every weight's name, shape, dtype and device, and the training batch's shape), so
-members and stacks of one shape share their compiled variants (a member's training step and its
-evaluation calls) and no shape pushes another past the limit; and a compile is for static
-shapes (`dynamic=False`), whatever was compiled before it in the process.
+per `shape_key`: the member's model and task configs, the task's shape-free fields left out;
+every weight's name, shape, dtype and device; the training batch's shape or size), so members
+and stacks of one shape share their compiled variants (a member's training step and its
+evaluation calls: one evaluation shape for every member of the sweep files' reduced and gpu
+presets) and no shape pushes another past the limit; and a compile is for static shapes
+(`dynamic=False`), whatever was compiled before it in the process. The copies live as long as
+the process, as dynamo's cache on the shared code did, one per shape.
 """
 
 from __future__ import annotations
 
+import json
 import types
+import weakref
 from collections.abc import Callable, Iterable
 
 import torch
 
+from icl_core.spec.config import MemberConfig, to_plain
+from icl_core.training.stack_rules import SHAPE_FREE_TASK_FIELDS
+
 _CODES: dict[tuple, types.CodeType] = {}  # (the function's code, the shape key) -> own copy
 
 
-def shape_key(weights: Iterable[tuple[str, torch.Tensor]], batch: tuple) -> tuple:
-    """The shapes a compiled function is specialised on: a model's or a stack's weights (each
-    one's name, shape, dtype and device) and its training batch (`batch`: a shape, or a batch
-    size)."""
-    return (*((name, tuple(w.shape), w.dtype, str(w.device)) for name, w in weights),
+def shape_key(member: MemberConfig, weights: Iterable[tuple[str, torch.Tensor]],
+              batch: tuple) -> tuple:
+    """What a compiled function is specialised on: `member`'s model config (heads and
+    causality change no weight's shape) and task config (its sequence length and widths; not
+    the fields that change no shape), a model's or a stack's weights (each one's name, shape,
+    dtype and device), and the training batch (`batch`: its shape, or its size)."""
+    plain = to_plain(member)
+    task = {k: v for k, v in plain["task"].items() if k not in SHAPE_FREE_TASK_FIELDS}
+    return (json.dumps([plain["model"], task], sort_keys=True),
+            *((name, tuple(w.shape), w.dtype, str(w.device)) for name, w in weights),
             ("batch", tuple(batch)))
 
 
@@ -42,18 +55,22 @@ def compiled(fn: types.FunctionType, key: tuple) -> Callable:
     """torch.compile(fn) for static shapes, with the dynamo cache of `key`'s code object."""
     own = types.FunctionType(own_code(fn, key), fn.__globals__, fn.__name__, fn.__defaults__,
                              fn.__closure__)
-    own.__kwdefaults__ = fn.__kwdefaults__
+    own.__kwdefaults__, own.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     return torch.compile(own, dynamic=False)
 
 
-def compile_model(model: torch.nn.Module, batch_size: int) -> None:
-    """nn.Module.compile() with the cache of the model's shape and training batch size: calls of
-    `model` (training and evaluation) run compiled; its state_dict's keys (checkpoints) are
-    unchanged."""
-    call = model._call_impl
+def compile_model(model: torch.nn.Module, member: MemberConfig) -> None:
+    """nn.Module.compile() with the cache of the member's shape: calls of `model` (training
+    and evaluation) run compiled; its state_dict's keys (checkpoints) are unchanged. The
+    compiled call reaches the model by a weak reference (nn.Module.compile's bound method made
+    a reference cycle: a dropped member's weights and optimizer state waited for Python's
+    cyclic collection); dynamo guards on what it reads there, not on the model's identity, so
+    members of one shape share the variants."""
+    model_ref = weakref.ref(model)
 
     def calls(*args, **kwargs):
-        return call(*args, **kwargs)
+        return model_ref()._call_impl(*args, **kwargs)
 
     # what nn.Module.compile sets, and nn.Module.__call__ reads (dropped by copy and pickle)
-    model._compiled_call_impl = compiled(calls, shape_key(model.named_parameters(), (batch_size,)))
+    model._compiled_call_impl = compiled(
+        calls, shape_key(member, model.named_parameters(), (member.train.batch_size,)))

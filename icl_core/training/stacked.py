@@ -231,8 +231,8 @@ class StackedRun:
                 return None
             # the function, not the bound method (called with self): no reference cycle, so a
             # finished stack is freed when its trial drops it
-            self.compiled = compiled(StackedRun._vmapped,
-                                     shape_key(self.params.items(), inputs.shape))
+            self.compiled = compiled(StackedRun._vmapped, shape_key(
+                self.runs[0].member, self.params.items(), inputs.shape))
         return self.compiled
 
     def _update(self) -> None:

@@ -73,7 +73,7 @@ class MemberRun:
         )
         cfg = member.train
         if cfg.compile:
-            compile_model(self.model, cfg.batch_size)  # in place: state_dict keys unchanged
+            compile_model(self.model, member)  # in place: state_dict keys unchanged
         reset_peak_memory(self.device)
         self.optimizer = OPTIMIZERS[cfg.optimizer](self.model.parameters(), cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
