@@ -220,10 +220,10 @@ class StackedRun:
         return vmap(one)(params, buffers, inputs, targets, extras)
 
     def _compiled(self, inputs: torch.Tensor):
-        """train.compile: `_vmapped` compiled once, a function of (weights, batches, mask), for
-        the stack's shapes (training.compiled: stacks of these shapes share it, others are
-        compiled apart); None for a model with its own training loss (it reads the step on the
-        host, which would recompile it every step)."""
+        """train.compile: `_vmapped` compiled once, a function of (the stack, weights, batches,
+        mask), for the stack's shapes (training.compiled: stacks of these shapes share it,
+        others are compiled apart); None for a model with its own training loss (it reads the
+        step on the host, which would recompile it every step)."""
         if self.compiled is None and not self.why_eager:
             if isinstance(self.runs[0].model, HasTrainingLoss):
                 self.why_eager = "the model's own training loss reads the step on the host"
