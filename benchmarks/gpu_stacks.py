@@ -24,7 +24,8 @@ take ~10 minutes: a later window runs `--parts 3`, the rest measured:
    copy) and the peers' one-GPT-2-per-process loop (--peer, benchmarks/peer_loop.py; the lent
    machines have transformers): members per GPU-hour, ours over the peer's (issue 46: >= 10x
    at the paper size); JSON in --out (stack.json, stack_paper.json).
-4. With --compile (about 3 more minutes: a compile per cell): a stack's loss compiled
+4. With --compile or `--parts 4` (about 3 more minutes: a compile per cell, each shape its
+   own, for static shapes: icl_core/common/compiled.py): a stack's loss compiled
    (train.compile) against the same stack eager, counter draws, fp32, at issue 46's two
    fused-kernel targets (cpu size K = 512, paper size K = 128) and K = 1, 8; JSON in --out.
 Every part prints its own lines; a failing part says why and the next one runs.
@@ -186,17 +187,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="/tmp/gpu_stacks")
     parser.add_argument("--quick", action="store_true", help="small K, few steps (a dry run)")
     parser.add_argument("--compile", action="store_true",
-                        help="part 4: compiled stacks against eager (~3 min more)")
+                        help="part 4 too: compiled stacks against eager (~3 min more)")
     parser.add_argument("--ref", default=None,
                         help="part 3's reference script (stack_scaling.py --ref): on a lent "
                              "machine, a copy carried inside the checkout (../shared stays here)")
     parser.add_argument("--parts", default="1,1b,2,3",
-                        help="which parts to run (default 1,1b,2,3; --compile adds 4): a later "
-                             "window can skip what an earlier one measured")
+                        help="which parts to run, of 1, 1b, 2, 3, 4 (default 1,1b,2,3; "
+                             "--compile adds 4): a later window can skip what an earlier one "
+                             "measured")
     args = parser.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts or parts - {"1", "1b", "2", "3"}:
-        parser.error(f"--parts: {args.parts!r}; valid choices: 1, 1b, 2, 3 (--compile adds 4)")
+    if not parts or parts - {"1", "1b", "2", "3", "4"}:
+        parser.error(f"--parts: {args.parts!r}; valid choices: 1, 1b, 2, 3, 4 "
+                     "(--compile adds 4)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
     if "3" in parts:
         stack_scaling(args, out)
-    if args.compile:
+    if args.compile or "4" in parts:
         compiled_stacks(args, out)
     return 0
 

@@ -9,10 +9,11 @@
 #     icl plan --gpu-minutes 3 --seeds 5          # here: the jobs for the ~3 minutes left
 #     TOTAL=560 OUT=$OUT bash benchmarks/gpu_window.sh reduced JOB [JOB ...]   # there
 #
-# STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile; --ref .devref/ref_stack.py for
-# a copy of the reference carried into the checkout; --parts 3 for stack scaling alone, what a
-# window after the first of 2026-11-28 needs, with STACKS_S=480, its two passes' caps;
-# --device cpu --quick is the dry run on a CPU). Back here, with the files under FILES:
+# STACKS_ARGS: more options for gpu_stacks.py (e.g. --compile, or --parts 4 for it alone;
+# --ref .devref/ref_stack.py for a copy of the reference carried into the checkout; --parts 3
+# for stack scaling alone, what a window after the first of 2026-11-28 needs, with
+# STACKS_S=480, its two passes' caps; --device cpu --quick is the dry run on a CPU). Back
+# here, with the files under FILES:
 #
 #     icl cost --add $FILES/stacks/stack.json $FILES/stacks/stack_paper.json --write \
 #         --check evidence/reduced

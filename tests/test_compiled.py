@@ -1,5 +1,5 @@
 """train.compile in a worker that trains many shapes one after another (a packed trial, a Ray
-worker reused by later trials): icl_core.training.compiled. torch.compile takes seconds a shape
+worker reused by later trials): icl_core.common.compiled. torch.compile takes seconds a shape
 on a CPU: those that compile run with `pytest -m slow`."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import torch
 import torch._dynamo.utils
 from conftest import tiny_member
 
+from icl_core.common import compiled
+from icl_core.common.compiled import own_code
 from icl_core.spec.config import resolve_member
-from icl_core.training import compiled
-from icl_core.training.compiled import own_code, shape_key
 from icl_core.training.evaluate import evaluate
+from icl_core.training.stack_rules import shape_key
 from icl_core.training.stacked import StackedRun
 from icl_core.training.train import MemberRun
 

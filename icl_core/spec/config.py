@@ -77,7 +77,7 @@ class TrainConfig:
     # torch.compile: pays a compile (~30-40 s on a CPU) for faster steps on a GPU; a member
     # alone compiles its model (as nn.Module.compile), a stack its vmapped loss and backward
     # (icl_core.training.stacked), for static shapes, one cache a shape
-    # (training/compiled.py: a worker that meets many shapes compiles each). Caveat: with
+    # (common/compiled.py: a worker that meets many shapes compiles each). Caveat: with
     # tf32 or bf16 on CUDA, inductor may fuse non-causal attention past 64 tokens into SDPA,
     # whose backward is not deterministic there (models/mixers.py: sdpa_deterministic); fp32,
     # causal attention and shorter prompts keep the same numbers run to run

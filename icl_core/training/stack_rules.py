@@ -44,6 +44,20 @@ def stack_key(member: MemberConfig) -> str | None:
     return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
 
 
+
+def shape_key(member: MemberConfig, weights, batch: tuple) -> tuple:
+    """What a compiled model or stacked loss is specialised on (train.compile; one dynamo
+    cache a key, icl_core.common.compiled): `member`'s model config (heads and causality
+    change no weight's shape) and task config (its sequence length and widths; not the fields
+    that change no shape), a model's or a stack's weights ((name, tensor) pairs: each one's
+    name, shape, dtype and device), and the training batch (`batch`: its shape, or its
+    size)."""
+    plain = to_plain(member)
+    task = {k: v for k, v in plain["task"].items() if k not in SHAPE_FREE_TASK_FIELDS}
+    return (json.dumps([plain["model"], task], sort_keys=True),
+            *((name, tuple(w.shape), w.dtype, str(w.device)) for name, w in weights),
+            ("batch", tuple(batch)))
+
 def check_stack_mode(mode: str) -> None:
     if mode not in STACK_MODES:
         raise ValueError(f"stack mode {mode!r}; valid choices: {', '.join(STACK_MODES)}")

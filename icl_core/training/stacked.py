@@ -44,11 +44,12 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from icl_core.common.batch import Batch
+from icl_core.common.compiled import compiled
 from icl_core.models.base import HasTrainingLoss, VmapAware, stack_linear
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import DrawnBatches
-from icl_core.training.compiled import compiled, shape_key
 from icl_core.training.masked_adam import MaskedAdam, steps_masked
+from icl_core.training.stack_rules import shape_key
 from icl_core.training.stacked_lbfgs import StackedLBFGS
 from icl_core.training.train import (
     FIXED_BATCH,
@@ -221,7 +222,7 @@ class StackedRun:
 
     def _compiled(self, inputs: torch.Tensor):
         """train.compile: `_vmapped` compiled once, a function of (the stack, weights, batches,
-        mask), for the stack's shapes (training.compiled: stacks of these shapes share it,
+        mask), for the stack's shapes (common.compiled: stacks of these shapes share it,
         others are compiled apart); None for a model with its own training loss (it reads the
         step on the host, which would recompile it every step)."""
         if self.compiled is None and not self.why_eager:

@@ -24,6 +24,7 @@ import torch
 
 from icl_core.algorithms.optimizers import FIXED_BATCH, OPTIMIZERS
 from icl_core.common.batch import Batch, masked_mse
+from icl_core.common.compiled import compile_model
 from icl_core.common.device import (
     derive_seed,
     generator,
@@ -37,7 +38,7 @@ from icl_core.spec.config import MemberConfig, TrainConfig
 from icl_core.tasks import build_task
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import CounterDraws, member_batch
-from icl_core.training.compiled import compile_model
+from icl_core.training.stack_rules import shape_key
 from icl_core.training.throughput import reset_peak_memory
 
 STALL_STEPS = 500  # consecutive steps skipped by skip_grad_norm: the member has stalled
@@ -73,7 +74,9 @@ class MemberRun:
         )
         cfg = member.train
         if cfg.compile:
-            compile_model(self.model, member)  # in place: state_dict keys unchanged
+            # in place: state_dict keys (checkpoints) unchanged
+            compile_model(self.model, shape_key(member, self.model.named_parameters(),
+                                                (cfg.batch_size,)))
         reset_peak_memory(self.device)
         self.optimizer = OPTIMIZERS[cfg.optimizer](self.model.parameters(), cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -1,4 +1,4 @@
-"""train.compile: a member's model, or a stack's vmapped loss, compiled for its own shapes.
+"""torch.compile for one shape: a member's model or a stack's vmapped loss (train.compile).
 
 torch.compile keeps what it compiled on the function's code object, and a code object holds
 at most `torch._dynamo.config.recompile_limit` (8) variants: past that, dynamo runs the
@@ -9,41 +9,24 @@ variant, measured on this CPU. And a second stack of another size was compiled f
 sizes (dynamo's automatic dynamic shapes, which it remembers by the code's file, line and name).
 
 Here each *shape* gets a code object of its own (`own_code`: the function's code, copied once
-per `shape_key`: the member's model and task configs, the task's shape-free fields left out;
-every weight's name, shape, dtype and device; the training batch's shape or size), so members
-and stacks of one shape share their compiled variants (a member's training step and its
-evaluation calls: one evaluation shape for every member of the sweep files' reduced and gpu
-presets) and no shape pushes another past the limit; and a compile is for static shapes
-(`dynamic=False`), whatever was compiled before it in the process. The copies live as long as
-the process, as dynamo's cache on the shared code did, one per shape.
+per key; the caller's key, icl_core.training.stack_rules.shape_key: the member's model and task
+configs, the weights, the training batch), so members and stacks of one shape share their
+compiled variants (a member's training step and its evaluation calls: one evaluation shape for
+every member of the sweep files' reduced and gpu presets) and no shape pushes another past the
+limit; and a compile is for static shapes (`dynamic=False`), whatever was compiled before it in
+the process. The copies live as long as the process, as dynamo's cache on the shared code did,
+one per shape.
 """
 
 from __future__ import annotations
 
-import json
 import types
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
 
-from icl_core.spec.config import MemberConfig, to_plain
-from icl_core.training.stack_rules import SHAPE_FREE_TASK_FIELDS
-
 _CODES: dict[tuple, types.CodeType] = {}  # (the function's code, the shape key) -> own copy
-
-
-def shape_key(member: MemberConfig, weights: Iterable[tuple[str, torch.Tensor]],
-              batch: tuple) -> tuple:
-    """What a compiled function is specialised on: `member`'s model config (heads and
-    causality change no weight's shape) and task config (its sequence length and widths; not
-    the fields that change no shape), a model's or a stack's weights (each one's name, shape,
-    dtype and device), and the training batch (`batch`: its shape, or its size)."""
-    plain = to_plain(member)
-    task = {k: v for k, v in plain["task"].items() if k not in SHAPE_FREE_TASK_FIELDS}
-    return (json.dumps([plain["model"], task], sort_keys=True),
-            *((name, tuple(w.shape), w.dtype, str(w.device)) for name, w in weights),
-            ("batch", tuple(batch)))
 
 
 def own_code(fn: types.FunctionType, key: tuple) -> types.CodeType:
@@ -59,8 +42,8 @@ def compiled(fn: types.FunctionType, key: tuple) -> Callable:
     return torch.compile(own, dynamic=False)
 
 
-def compile_model(model: torch.nn.Module, member: MemberConfig) -> None:
-    """nn.Module.compile() with the cache of the member's shape: calls of `model` (training
+def compile_model(model: torch.nn.Module, key: tuple) -> None:
+    """nn.Module.compile() with the cache of `key`'s code object: calls of `model` (training
     and evaluation) run compiled; its state_dict's keys (checkpoints) are unchanged. The
     compiled call reaches the model by a weak reference (nn.Module.compile's bound method made
     a reference cycle: a dropped member's weights and optimizer state waited for Python's
@@ -72,5 +55,4 @@ def compile_model(model: torch.nn.Module, member: MemberConfig) -> None:
         return model_ref()._call_impl(*args, **kwargs)
 
     # what nn.Module.compile sets, and nn.Module.__call__ reads (dropped by copy and pickle)
-    model._compiled_call_impl = compiled(
-        calls, shape_key(member, model.named_parameters(), (member.train.batch_size,)))
+    model._compiled_call_impl = compiled(calls, key)
