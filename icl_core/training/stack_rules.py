@@ -6,7 +6,8 @@ draws, one task seed: one task draws the stack's batches) or L-BFGS on each memb
 fixed batch, not epoch training, on a model whose class does not opt out (`stackable =
 False`, e.g. `nn.GRU`, which vmap cannot batch). Members whose tasks differ only in a field
 that never changes a batch's shapes (`SHAPE_FREE_TASK_FIELDS`: the label noise) stack too,
-with generator draws.
+with generator draws. `shape_key` says which share what train.compile compiled (members and
+stacks of one shape: icl_core.common.compiled).
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ def stack_key(member: MemberConfig) -> str | None:
     return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
 
 
-
 def shape_key(member: MemberConfig, weights, batch: tuple) -> tuple:
     """What a compiled model or stacked loss is specialised on (train.compile; one dynamo
     cache a key, icl_core.common.compiled): `member`'s model config (heads and causality
@@ -57,6 +57,7 @@ def shape_key(member: MemberConfig, weights, batch: tuple) -> tuple:
     return (json.dumps([plain["model"], task], sort_keys=True),
             *((name, tuple(w.shape), w.dtype, str(w.device)) for name, w in weights),
             ("batch", tuple(batch)))
+
 
 def check_stack_mode(mode: str) -> None:
     if mode not in STACK_MODES:
