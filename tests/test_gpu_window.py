@@ -233,3 +233,24 @@ def test_a_merge_names_every_members_device_and_torch(tmp_path):
     assert prov["device_name"] == "NVIDIA H100 80GB HBM3; earlier cpu+x86_64"
     assert prov["members_by_device"] == {"NVIDIA H100 80GB HBM3": 1, "cpu": 2}
     assert prov["torch"] == "2.11.0+cu130; earlier 2.12.0+cpu+2.13.0+cpu"  # none lost
+
+
+def test_gpu_stacks_runs_the_parts_asked_and_refuses_others_naming_the_valid_ones(
+        tmp_path, monkeypatch, capsys):
+    """`--parts 4` runs the compiled stacks alone (a window's later call, parts 1-3 measured);
+    an unknown part is refused, naming the valid ones. The parts' own work is stubbed here:
+    each compiles or times for minutes (their dry run: `--device cpu --quick`)."""
+    import gpu_stacks
+
+    ran = []
+    monkeypatch.setattr(gpu_stacks, "stack_scaling", lambda args, out: ran.append("3"))
+    monkeypatch.setattr(gpu_stacks, "compiled_stacks", lambda args, out: ran.append("4"))
+    assert gpu_stacks.main(["--device", "cpu", "--parts", "4", "--out", str(tmp_path)]) == 0
+    assert ran == ["4"]
+    assert gpu_stacks.main(["--device", "cpu", "--parts", "3", "--compile", "--out",
+                            str(tmp_path)]) == 0
+    assert ran == ["4", "3", "4"]
+    with pytest.raises(SystemExit):
+        gpu_stacks.main(["--parts", "5"])
+    assert "--parts: '5'; valid choices: 1, 1b, 2, 3, 4 (--compile adds 4)" in \
+        capsys.readouterr().err
