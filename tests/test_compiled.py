@@ -31,10 +31,10 @@ def graphs() -> int:
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
-def member(depth: int, seed: int = 0, compile: bool = True):
+def member(depth: int, seed: int = 0, compiling: bool = True):
     return resolve_member({**tiny_member(model={"name": "transformer", "width": 8,
                                                 "depth": depth, "heads": 2},
-                                         train__compile=compile, train__draws="counter"),
+                                         train__compile=compiling, train__draws="counter"),
                            "seed": seed, "dtype": "float64", "device": "cpu"})
 
 
@@ -45,7 +45,7 @@ def test_every_shape_a_worker_trains_is_compiled_and_one_shapes_members_share_it
     evaluation variant each) a worker trained and evaluated eagerly. Each shape has its own
     now. With the limit at 2 the second shape already ran eagerly before."""
     compiled_now, runs = [], {}
-    with torch._dynamo.config.patch(recompile_limit=2):
+    with torch._dynamo.config.patch(cache_size_limit=2):  # recompile_limit's older name
         for depth, seed in ((1, 0), (2, 0), (1, 1), (3, 0)):
             before = graphs()
             run = MemberRun(member(depth, seed))
@@ -57,7 +57,7 @@ def test_every_shape_a_worker_trains_is_compiled_and_one_shapes_members_share_it
     assert compiled_now == [2, 2, 0, 2]
     # the depth-1 graphs, compiled for seed 0, run seed 1's weights: its eager numbers
     run, rows = runs[1, 1]
-    eager = MemberRun(member(1, 1, compile=False))
+    eager = MemberRun(member(1, 1, compiling=False))
     eager.train_until(4)
     np.testing.assert_allclose([r["value"] for r in run.rows],
                                [r["value"] for r in eager.rows], rtol=1e-9)
@@ -72,7 +72,7 @@ def test_a_stack_of_another_size_is_compiled_for_its_own_static_shapes():
     symbolic sizes (automatic dynamic shapes), and past the limit ran eagerly. Each stack
     size has its own code now, compiled for static shapes; stacks of one size share it."""
     compiled_now, losses = [], []
-    with torch._dynamo.config.patch(recompile_limit=1):
+    with torch._dynamo.config.patch(cache_size_limit=1):
         for k in (2, 3, 2):
             before = graphs()
             stack = StackedRun([MemberRun(member(2, seed)) for seed in range(k)])
@@ -104,3 +104,26 @@ def test_a_functions_code_is_copied_once_per_shape():
         assert other != base and own_code(graphs, other) is not own_code(graphs, base)
     assert shape_key(member(1), [("w", torch.zeros(2))], (8,)) != \
         shape_key(member(1), [("w", torch.zeros(2, dtype=torch.float64))], (8,))
+
+
+@pytest.mark.slow
+def test_what_dynamo_keeps_for_a_shape_holds_no_stack_nor_model_once_compiled():
+    """The code copies and their compiled variants live as long as the process; what they hold
+    is guards and graphs, not the stack (passed in) nor the model (a weak reference): a stack
+    and its members' models, compiled and trained, go at `del` with the collector off."""
+    import gc
+    import weakref
+
+    stack = StackedRun([MemberRun(member(1, seed)) for seed in (0, 1)])
+    stack.train_until(2)
+    for run in stack.runs:  # each member's own compiled model too, as its evaluation runs it
+        evaluate(run.model, run.member, run.device, run.dtype, 2, baselines=False)
+    assert graphs() and stack.compiled is not None
+    gc.collect()
+    gc.disable()
+    try:
+        freed = [weakref.ref(stack), *(weakref.ref(r.model) for r in stack.runs)]
+        del stack, run  # the loop's last member too
+        assert [ref() is None for ref in freed] == [True] * 3
+    finally:
+        gc.enable()

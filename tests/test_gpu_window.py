@@ -243,6 +243,7 @@ def test_gpu_stacks_runs_the_parts_asked_and_refuses_others_naming_the_valid_one
     import gpu_stacks
 
     ran = []
+    monkeypatch.setattr(gpu_stacks.signal, "signal", lambda *args: None)  # keep pytest's SIGTERM
     monkeypatch.setattr(gpu_stacks, "stack_scaling", lambda args, out: ran.append("3"))
     monkeypatch.setattr(gpu_stacks, "compiled_stacks", lambda args, out: ran.append("4"))
     assert gpu_stacks.main(["--device", "cpu", "--parts", "4", "--out", str(tmp_path)]) == 0

@@ -10,10 +10,10 @@ sizes (dynamo's automatic dynamic shapes, which it remembers by the code's file,
 
 Here each *shape* gets a code object of its own (`own_code`: the function's code, copied once
 per key; the caller's key, icl_core.training.stack_rules.shape_key: the member's model and task
-configs, the weights, the training batch), so members and stacks of one shape share their
-compiled variants (a member's training step and its evaluation calls: one evaluation shape for
-every member of the sweep files' reduced and gpu presets) and no shape pushes another past the
-limit; and a compile is for static shapes (`dynamic=False`), whatever was compiled before it in
+configs, the weights, the training batch), so members of one shape share their compiled
+variants (a member's training step and its evaluation calls: one evaluation shape for every
+member of the sweep files' reduced and gpu presets), stacks of one shape theirs, and no shape
+pushes another past the limit; and a compile is for static shapes (`dynamic=False`), whatever was compiled before it in
 the process. The copies live as long as the process, as dynamo's cache on the shared code did,
 one per shape.
 """
@@ -34,7 +34,7 @@ def own_code(fn: types.FunctionType, key: tuple) -> types.CodeType:
     return _CODES.setdefault((fn.__code__, key), fn.__code__.replace())
 
 
-def compiled(fn: types.FunctionType, key: tuple) -> Callable:
+def compile_function(fn: types.FunctionType, key: tuple) -> Callable:
     """torch.compile(fn) for static shapes, with the dynamo cache of `key`'s code object."""
     own = types.FunctionType(own_code(fn, key), fn.__globals__, fn.__name__, fn.__defaults__,
                              fn.__closure__)
@@ -55,4 +55,4 @@ def compile_model(model: torch.nn.Module, key: tuple) -> None:
         return model_ref()._call_impl(*args, **kwargs)
 
     # what nn.Module.compile sets, and nn.Module.__call__ reads (dropped by copy and pickle)
-    model._compiled_call_impl = compiled(calls, key)
+    model._compiled_call_impl = compile_function(calls, key)

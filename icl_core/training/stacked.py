@@ -44,7 +44,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from icl_core.common.batch import Batch
-from icl_core.common.compiled import compiled
+from icl_core.common.compiled import compile_function
 from icl_core.models.base import HasTrainingLoss, VmapAware, stack_linear
 from icl_core.tasks.base import SamplesTrainingBatches
 from icl_core.tasks.draws import DrawnBatches
@@ -232,7 +232,7 @@ class StackedRun:
                 return None
             # the function, not the bound method (called with self): no reference cycle, so a
             # finished stack is freed when its trial drops it
-            self.compiled = compiled(StackedRun._vmapped, shape_key(
+            self.compiled = compile_function(StackedRun._vmapped, shape_key(
                 self.runs[0].member, self.params.items(), inputs.shape))
         return self.compiled
 
