@@ -24,7 +24,8 @@ not views, each at least one kernel on a GPU: what a launch-bound small step pay
 graph's: its body's, counted eagerly once before the capture, what each replay runs);
 `draws` is how the batches are drawn (train.draws: `generator`, one draw per member and call,
 the task's batch code once for the stack; `counter`, one call per stack,
-icl_core/tasks/draws.py), each scheme in `--draws` a row per cell; then the reference's ms/step and member-steps/s, its share of *our*
+icl_core/tasks/draws.py), each scheme in `--draws` a row per cell; then the reference's
+ms/step and member-steps/s, its share of *our*
 measured peak (its own 6 x params x tokens count; its share of its own peak is in the JSON)
 and ours / ref in ms per step (< 1: ours is faster). Precision: fp32 with TF32 off, and with
 `--tf32` a second pass with TF32 allowed (torch.backends.cuda.matmul / cudnn .allow_tf32); on

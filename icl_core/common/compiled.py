@@ -13,9 +13,9 @@ per key; the caller's key, icl_core.training.stack_rules.shape_key: the member's
 configs, the weights, the training batch), so members of one shape share their compiled
 variants (a member's training step and its evaluation calls: one evaluation shape for every
 member of the sweep files' reduced and gpu presets), stacks of one shape theirs, and no shape
-pushes another past the limit; and a compile is for static shapes (`dynamic=False`), whatever was compiled before it in
-the process. The copies live as long as the process, as dynamo's cache on the shared code did,
-one per shape.
+pushes another past the limit; and a compile is for static shapes (`dynamic=False`), whatever
+was compiled before it in the process. The copies live as long as the process, as dynamo's
+cache on the shared code did, one per shape.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ _CODES: dict[tuple, types.CodeType] = {}  # (the function's code, the shape key)
 
 def own_code(fn: types.FunctionType, key: tuple) -> types.CodeType:
     """`fn`'s code object for `key`: one copy per (code, key), made at the first call."""
-    return _CODES.setdefault((fn.__code__, key), fn.__code__.replace())
+    if (fn.__code__, key) not in _CODES:
+        _CODES[fn.__code__, key] = fn.__code__.replace()
+    return _CODES[fn.__code__, key]
 
 
 def compile_function(fn: types.FunctionType, key: tuple) -> Callable:

@@ -21,8 +21,9 @@ the allocator's blocks come into being, as capture requires), then one capture, 
 step a replay. Eager instead, with one line saying why (`eager_reason`): on a device other
 than CUDA, where `graph_refusal` (icl_core.spec.config) says the step is read on the host (a
 task's training curriculum, a model's loss that reads the step), and when the capture fails
-(the step then runs eagerly, and the run goes on). A stack's numbers are those of its static step either way, so the graph is a
-speed, not a setting; the test holds a replayed stack to the eager static step on CUDA.
+(the step then runs eagerly, and the run goes on). A stack's numbers are those of its static
+step either way, so the graph is a speed, not a setting; the test holds a replayed stack to
+the eager static step on CUDA.
 """
 
 from __future__ import annotations

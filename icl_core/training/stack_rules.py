@@ -40,9 +40,13 @@ def stack_key(member: MemberConfig) -> str | None:
     fields = ("model", "train", "task", "dtype", "device", "eval_grid") + \
         (("task_seed",) if cfg.draws == "counter" else ())
     if cfg.draws != "counter":
-        plain["task"] = {k: v for k, v in plain["task"].items()
-                         if k not in SHAPE_FREE_TASK_FIELDS}
+        plain["task"] = _shaped(plain["task"])
     return json.dumps({k: plain[k] for k in fields}, sort_keys=True)
+
+
+def _shaped(task: dict) -> dict:
+    """A task's plain config without the fields that change no batch's shapes."""
+    return {k: v for k, v in task.items() if k not in SHAPE_FREE_TASK_FIELDS}
 
 
 def shape_key(member: MemberConfig, weights, batch: tuple) -> tuple:
@@ -53,8 +57,7 @@ def shape_key(member: MemberConfig, weights, batch: tuple) -> tuple:
     name, shape, dtype and device), and the training batch (`batch`: its shape, or its
     size)."""
     plain = to_plain(member)
-    task = {k: v for k, v in plain["task"].items() if k not in SHAPE_FREE_TASK_FIELDS}
-    return (json.dumps([plain["model"], task], sort_keys=True),
+    return (json.dumps([plain["model"], _shaped(plain["task"])], sort_keys=True),
             *((name, tuple(w.shape), w.dtype, str(w.device)) for name, w in weights),
             ("batch", tuple(batch)))
 
