@@ -3,9 +3,10 @@
     icl run <sweep> [options]      = python sweeps/<sweep>.py [options] (the same options)
     icl plan <sweep> [options]     = icl run <sweep> --dry-run [options]
     icl plan --gpu-minutes M [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all]
-             [--graph]
+             [--graph] [--call-minutes C]
                                    the studies one GPU runs in an M-minute window (undecided
                                    verdicts' first) and the one command that runs them there
+                                   (a command per call of at most C minutes)
     icl list [studies|sweeps|models|tasks] [--json]
     icl config <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--sweep KEY=V1,V2 ...]
                                    each field of the study's member config: its value under

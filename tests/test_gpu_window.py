@@ -12,7 +12,14 @@ import polars as pl
 import pytest
 
 from analysis.claims.evidence import compact, load
-from icl.commands.gpu_window import STARTUP_S, Candidate, choose, command, window_seconds
+from icl.commands.gpu_window import (
+    STARTUP_S,
+    Candidate,
+    calls,
+    choose,
+    command,
+    window_seconds,
+)
 from icl.console import main as icl
 from icl_core.planning.cost import SHARED_SLOWDOWN
 from icl_core.storage.store import Store
@@ -49,6 +56,27 @@ def test_the_window_takes_undecided_claims_first_most_per_second_within_the_wind
     assert [c.study for c in choose(six, 1000)] == ["s0", "s1", "s2", "s3", "s4"]
 
 
+def test_a_window_longer_than_a_call_is_split_into_calls_each_within_its_limit():
+    """--call-minutes: a machine that runs one command for at most so long gets the window as
+    calls one after another, each its own limit (spent whole from the window) and its own
+    start-up; a study runs whole in one call."""
+    found = [Candidate("a", "x", 1, 1, [500.0], [("x0", "partly")]),
+             Candidate("a", "y", 1, 1, [450.0], [("y0", "partly")]),
+             Candidate("b", "z", 1, 1, [400.0], [("z0", "partly")])]
+    # one call of 1,200 s holds all three: x and y on job a's two processes, z on b's
+    ((one, limit),) = calls(found, 1200.0)
+    assert limit == 1200.0 and {c.study for c in one} == {"x", "y", "z"}
+    # calls of 600 s: z and y fit the first (450 x 1.25 <= 570), x the second
+    split = calls(found, 1200.0, 600.0)
+    assert [([c.study for c in cs], limit) for cs, limit in split] == [
+        (["z", "y"], 600.0), (["x"], 600.0)]
+    assert command(split[1][0], "reduced", split[1][1], 5) == (
+        "OUT=$OUT LIMIT=600 bash benchmarks/gpu_evidence.sh reduced a:x:cuda:1:5")
+    # the window's remainder is the last call's limit; a study that fits no call is left
+    assert [limit for _, limit in calls(found, 1150.0, 600.0)] == [600.0, 550.0]
+    assert [len(cs) for cs, _ in calls(found, 1100.0, 600.0)] == [2]  # 500 s - 30 < 500 s
+
+
 def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(capsys):
     assert icl(["plan", "--gpu-minutes", "10", "--seeds", "5"]) == 0
     out = capsys.readouterr().out
@@ -79,6 +107,36 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
         "deep_optimizers:scaleup:cuda:5" in out
     assert icl(["plan", "--gpu-minutes", "0"]) == 2
     assert "--gpu-minutes: must be > 0" in capsys.readouterr().err
+
+
+def test_icl_plan_call_minutes_prints_a_command_and_a_merge_per_call(capsys):
+    """A 15-minute window on a machine that runs a command for at most 10: every call's limit
+    within 10 minutes, all within the window, its studies in no other call, each merged from
+    its own store."""
+    assert icl(["plan", "--gpu-minutes", "15", "--seeds", "5", "--call-minutes", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "30 s kept for start-up in each call of at most 10 minutes" in out
+    chosen = set(re.findall(r"^\+ (\w+/\w+):", out, re.M))
+    lines = re.findall(r"^  call (\d+): OUT=\$OUT LIMIT=(\d+) bash benchmarks/gpu_evidence\.sh "
+                       r"reduced (.*)$", out, re.M)
+    assert [int(i) for i, _, _ in lines] == list(range(1, len(lines) + 1)), out
+    assert len(lines) >= 2 and f"in {len(lines)} calls" in out
+    assert all(int(limit) <= 600 for _, limit, _ in lines)
+    assert sum(int(limit) for _, limit, _ in lines) <= 900
+    studies = [{f"{j.split(':')[0]}/{s}" for j in jobs.split() for s in j.split(":")[1].split(",")}
+               for _, _, jobs in lines]
+    assert sum(len(s) for s in studies) == len(set().union(*studies)) == len(chosen)
+    assert set().union(*studies) == chosen
+    merges = re.findall(r"icl evidence --merge --from /tmp/store(\d+) --preset reduced "
+                        r"([\w/ ]+?)(?: &&|$)", out, re.M)
+    assert [(int(i), set(m.split())) for i, m in merges] == [
+        (i + 1, s) for i, s in enumerate(studies)]
+    assert out.rstrip().endswith("&& icl verdicts --write")
+    # without it, the same window is one command of 15 minutes
+    assert icl(["plan", "--gpu-minutes", "15", "--seeds", "5"]) == 0
+    assert "OUT=$OUT LIMIT=900 bash" in capsys.readouterr().out
+    assert icl(["plan", "--gpu-minutes", "15", "--call-minutes", "0.5"]) == 2
+    assert "--call-minutes: must be more than the 30 s" in capsys.readouterr().err
 
 
 def test_a_window_runs_only_the_new_seeds_of_a_committed_study():

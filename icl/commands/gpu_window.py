@@ -2,7 +2,7 @@
 the undecided verdicts' studies first, and the one prepared command that runs them there.
 
     icl plan --gpu-minutes 10 [--preset reduced] [--only SWEEP[/STUDY] ...] [--seeds N] [--all]
-        [--graph]
+        [--graph] [--call-minutes C]
 
 Each grid study of the preset (a search needs Ray and Optuna, which the lent machine lacks) is
 costed on one GPU by the cost model: its seeds stacked, as benchmarks/run_without_ray.py runs
@@ -25,6 +25,10 @@ plan is an upper bound.
 It prints one line per study (claims it serves, members, planned seconds) and the command:
 benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit; its rows go to
 `icl evidence` and `icl verdicts --write` afterwards (the script's header says how).
+`--call-minutes C` is for a machine that runs one command for at most C minutes (a lent GPU
+machine: 10; a batch queue's time limit): the window becomes calls of at most C minutes, one
+after another, each its own command, time limit and store (`calls`); a study runs whole in one
+call.
 """
 
 from __future__ import annotations
@@ -156,6 +160,24 @@ def choose(found: list[Candidate], window_s: float) -> list[Candidate]:
     return chosen
 
 
+def calls(found: list[Candidate], window_s: float,
+          call_s: float | None = None) -> list[tuple[list[Candidate], float]]:
+    """The window as commands run one after another, each (its studies, its time limit): a call
+    of at most `call_s` seconds (the whole window without), spent from the window whole since a
+    command may run to its limit, takes by `choose` what fits its limit less STARTUP_S (each
+    call starts its processes anew) from the studies the calls before it left."""
+    left, rest, out = window_s, list(found), []
+    while left > STARTUP_S:
+        limit = min(call_s or left, left)
+        chosen = choose(rest, limit - STARTUP_S)
+        if not chosen:
+            break
+        out.append((chosen, limit))
+        left -= limit
+        rest = [c for c in rest if all(c is not o for o in chosen)]
+    return out
+
+
 def processes(chosen: list[Candidate]) -> dict[str, int]:
     """Processes per job (one job per sweep file), SIDE_BY_SIDE in all (one a job at least):
     each next one to the job with the most planned seconds per process, never more than its
@@ -226,12 +248,19 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     parser.add_argument("--graph", action="store_true",
                         help="each member's step a CUDA graph where its config allows it (the "
                         "same members: their hashes and random streams)")
+    parser.add_argument("--call-minutes", type=float, default=None,
+                        help="the longest one command may run (a lent GPU machine: 10): the "
+                        "window as calls of at most this, each its own command and store "
+                        "(default: the window in one call)")
     args = parser.parse_args(argv)
     from icl_core.spec.config import ConfigError
     from icl_core.spec.study import PRESETS
 
     if not args.gpu_minutes > 0:
         raise ConfigError(f"--gpu-minutes: must be > 0, got {args.gpu_minutes:g}")
+    if args.call_minutes is not None and not args.call_minutes * 60 > STARTUP_S:
+        raise ConfigError(f"--call-minutes: must be more than the {STARTUP_S:.0f} s a call "
+                          f"keeps for start-up, got {args.call_minutes:g}")
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {args.seeds}")
     if args.preset not in PRESETS:
@@ -241,21 +270,26 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
-    chosen = choose(found, window_s - STARTUP_S)
+    call_s = args.call_minutes * 60 if args.call_minutes else None
+    planned = calls(found, window_s, call_s)
+    chosen = [c for studies, _ in planned for c in studies]
     print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned by the cost "
           f"model ({SIDE_BY_SIDE} processes side by side at most; `icl cost` shows its fit), "
-          f"{STARTUP_S:.0f} s kept for start-up; + chosen")
+          f"{STARTUP_S:.0f} s kept for start-up"
+          + (f" in each call of at most {args.call_minutes:g} minutes" if call_s else "")
+          + "; + chosen")
     for c in sorted(found, key=Candidate.rank):
-        mark = "+" if c in chosen else " "
+        mark = "+" if any(c is o for o in chosen) else " "
         what = (f"{c.to_run} of {c.members} members to run in {c.trials} stacks, planned "
                 f"{c.planned_s:.0f} s") if c.to_run else \
             f"skipped ({c.skipped})" if c.skipped else \
             f"all {c.members} members in evidence/{args.preset}"
         print(f"{mark} {c.sweep}/{c.study}: {what}; {served(c.claims)}"
               + (f"; {c.off_graph}" if c.off_graph else ""))
-    total = window_seconds(chosen)
-    print(f"chosen: {len(chosen)} of {len(found)} studies, planned {total:.0f} s of "
-          f"{window_s - STARTUP_S:.0f} s")
+    walls = ", ".join(f"{window_seconds(studies):.0f} s of {limit - STARTUP_S:.0f} s"
+                      for studies, limit in planned) or f"0 s of {window_s - STARTUP_S:.0f} s"
+    print(f"chosen: {len(chosen)} of {len(found)} studies"
+          + (f" in {len(planned)} calls" if len(planned) > 1 else "") + f", planned {walls}")
     if args.all:
         runnable = [c for c in found if c.to_run]
         print(f"every runnable study of the selection ({len(runnable)}) in one window: planned "
@@ -268,11 +302,19 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
             f"every member is in evidence/{args.preset} (--seeds N adds seeds; another "
             "--preset, another scale)"))
         return 1
-    studies = " ".join(f"{c.sweep}/{c.study}" for c in chosen)
-    line = command(chosen, args.preset, window_s, args.seeds, every=args.all, graph=args.graph)
-    print(f"run on the GPU machine:\n  {line}\nthen here, with its store unpacked to "
-          f"/tmp/store:\n  icl evidence --merge --from /tmp/store --preset {args.preset} "
-          f"{studies} && icl verdicts --write")
+    lines = [command(studies, args.preset, limit, args.seeds, every=args.all, graph=args.graph)
+             for studies, limit in planned]
+    merges = [f"icl evidence --merge --from /tmp/store{i + 1 if len(planned) > 1 else ''} "
+              f"--preset {args.preset} " + " ".join(f"{c.sweep}/{c.study}" for c in studies)
+              for i, (studies, _) in enumerate(planned)]
+    if len(planned) == 1:
+        print(f"run on the GPU machine:\n  {lines[0]}\nthen here, with its store unpacked to "
+              f"/tmp/store:\n  {merges[0]} && icl verdicts --write")
+    else:
+        print("run on the GPU machine, one call after another, each its own $OUT (an empty folder):\n"
+              + "\n".join(f"  call {i + 1}: {line}" for i, line in enumerate(lines))
+              + "\nthen here, with call i's store unpacked to /tmp/store<i>:\n  "
+              + " && ".join(merges) + " && icl verdicts --write")
     if args.graph:
         from icl_core.planning import gpu_rates
 
