@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         print(f"run on the GPU machine:\n  {lines[0]}\nthen here, with its store unpacked to "
               f"/tmp/store:\n  {merges[0]} && icl verdicts --write")
     else:
-        print("run on the GPU machine, one call after another, each its own $OUT (an empty folder):\n"
-              + "\n".join(f"  call {i + 1}: {line}" for i, line in enumerate(lines))
+        print("run on the GPU machine, one call after another, each its own $OUT (an empty "
+              "folder):\n" + "\n".join(f"  call {i + 1}: {line}" for i, line in enumerate(lines))
               + "\nthen here, with call i's store unpacked to /tmp/store<i>:\n  "
               + " && ".join(merges) + " && icl verdicts --write")
     if args.graph:
