@@ -6,6 +6,10 @@
 #     OUT=/tmp/window LIMIT=420 bash benchmarks/gpu_evidence.sh reduced \
 #         deep_optimizers:scaleup,transformer_depth:cuda:8 depth_scaling:explicit_gradient:cpu:3
 #
+# LIMIT is the whole script's wall, its start and the archive included (a lent machine ends a
+# command at its own limit, and what is not archived by then stays there): the jobs stop
+# ARCHIVE_S (20) seconds before it. The jobs' output comes back as one jobs.log (a lent machine
+# returns at most 8 files); the exit status is 1 when every trial of a job failed.
 # A job is SWEEP:STUDY[,STUDY...]:DEVICE:WORKERS[:SEEDS] (DEVICE cuda stacks a study's seeds;
 # cpu uses the machine's other cores; SEEDS: seeds 0..SEEDS-1 in place of the preset's). Members
 # whose rows are committed in evidence/PRESET/ are skipped, and so are those finished in the
@@ -18,7 +22,7 @@
 # replay CUDA tests pass here (tests/test_cuda_graph.py; else the jobs run eagerly, said so).
 # `icl plan --gpu-minutes M` picks the jobs for a window. Afterwards, on the developer's machine:
 #
-#     mkdir -p /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
+#     rm -rf /tmp/store && mkdir /tmp/store && tar xzf /tmp/window/store.tgz -C /tmp/store
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ...
 #     icl verdicts --write
 # (`icl evidence --merge` refuses rows of another random stream, e.g. counter draws into
@@ -29,9 +33,12 @@ shift
 OUT=${OUT:-/tmp/gpu_evidence}
 STORE=${STORE:-/tmp/gpu_evidence_store}
 LIMIT=${LIMIT:-420}
+ARCHIVE_S=${ARCHIVE_S:-20}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+start=$(date +%s)
 mkdir -p "$OUT" "$STORE"
+LOGS=$(mktemp -d)
 cd "$(dirname "$0")/.."
 
 echo "== machine ($(date +%T)); preset $PRESET, limit ${LIMIT}s"
@@ -47,19 +54,24 @@ if [ -n "${GRAPH:-}" ] && [ -z "${GRAPH_CHECKED:-}" ]; then
     # the window stays the one planned.
     gate_start=$(date +%s)
     gate="(replayed or failed_capture or generator_stack or generator_draws) and not cpu"
+    # passed only where some of them ran: on a machine without CUDA they are all skipped
     if timeout 150 $PY -m pytest -q -p no:cacheprovider -rfE tests/test_cuda_graph.py \
-            -k "$gate" >"$OUT/graph_tests.log" 2>&1; then
+            -k "$gate" >"$OUT/graph_tests.log" 2>&1 \
+            && tail -n 1 "$OUT/graph_tests.log" | grep -q "[0-9] passed"; then
         echo "== GRAPH=1: the replay CUDA tests passed: $(tail -n 1 "$OUT/graph_tests.log")"
     else
-        echo "== GRAPH=1 dropped: the replay CUDA tests did not pass here; the jobs run eagerly"
+        echo "== GRAPH=1 dropped: the replay CUDA tests did not pass here (or none ran); the" \
+            "jobs run eagerly"
         tail -n 8 "$OUT/graph_tests.log"
         GRAPH=""
     fi
-    LIMIT=$(( LIMIT - ($(date +%s) - gate_start) ))
-    echo "== the jobs' time limit: ${LIMIT}s (the tests' time off)"
+    echo "== the tests took $(( $(date +%s) - gate_start ))s of the ${LIMIT}s"
 fi
+jobs_s=$(( LIMIT - ($(date +%s) - start) - ARCHIVE_S ))
+echo "== the jobs' time limit: ${jobs_s}s (of LIMIT ${LIMIT}s: ${ARCHIVE_S}s kept for the archive)"
 
 pids=()
+jobs_given=("$@")
 for job in "$@"; do
     IFS=: read -r sweep studies device workers seeds <<<"$job"
     args=()
@@ -68,17 +80,31 @@ for job in "$@"; do
     [ -n "${GRAPH:-}" ] && args+=(--graph)
     [ -n "$seeds" ] && args+=(--seeds "$seeds")
     for study in ${studies//,/ }; do args+=(--study "$study"); done
-    log="$OUT/${sweep}_${device}.log"
+    log="$LOGS/${sweep}_${device}.log"
     $PY benchmarks/run_without_ray.py "$sweep" --preset "$PRESET" "${args[@]}" \
-        --storage "$STORE" --device "$device" --workers "$workers" --time-limit "$LIMIT" \
+        --storage "$STORE" --device "$device" --workers "$workers" --time-limit "$jobs_s" \
         >"$log" 2>&1 &
     pids+=($!)
     echo "started $job (pid $!) -> $(basename "$log")"
 done
-for pid in "${pids[@]}"; do wait "$pid"; done
+failed_jobs=()
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed_jobs+=("${jobs_given[$i]}")
+done
 
 echo "== done ($(date +%T))"
-for log in "$OUT"/*.log; do echo "-- $(basename "$log")"; tail -n 4 "$log"; done
+for log in "$LOGS"/*.log; do
+    echo "-- $(basename "$log")"; tail -n 4 "$log"
+    { echo "== $(basename "$log")"; cat "$log"; } >>"$OUT/jobs.log"
+done
+rm -rf "$LOGS"
 find "$STORE" -name '*.tmp-*' -delete
 tar czf "$OUT/store.tgz" -C "$STORE" .
-echo "store: $(find "$STORE" -name '*.parquet' | wc -l) row files, $(du -h "$OUT/store.tgz" | cut -f1)"
+finished=$(find "$STORE" -path '*/rows/*.parquet' | wc -l)
+failed=$(find "$STORE" -path '*/failed/*.parquet' | wc -l)
+echo "store: $finished members finished (ok or diverged), $failed failed;" \
+    "$(du -h "$OUT/store.tgz" | cut -f1) archived in $(( $(date +%s) - start ))s of ${LIMIT}s"
+if [ "${#failed_jobs[@]}" -gt 0 ]; then
+    echo "== every trial failed in: ${failed_jobs[*]} (their output is in jobs.log)"
+    exit 1
+fi

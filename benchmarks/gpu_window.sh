@@ -2,7 +2,8 @@
 # A lent GPU's window in one call (no Ray there; a call runs at most 10 minutes): first the
 # CUDA tests that need neither Ray nor Polars (tests/test_cuda_graph.py: a replayed stack equals
 # the eager body, float64 included; the machine has pytest), then issue 46's measurements
-# (benchmarks/gpu_stacks.py, capped at STACKS_S seconds), then the evidence
+# (benchmarks/gpu_stacks.py, capped at STACKS_S seconds and at what is left of TOTAL; TOTAL is
+# the whole call's wall, the archive included), then the evidence
 # jobs `icl plan --gpu-minutes M` printed (benchmarks/gpu_evidence.sh), for what is left of
 # TOTAL seconds:
 #
@@ -17,7 +18,7 @@
 #
 #     icl cost --add $FILES/stacks/stack.json $FILES/stacks/stack_paper.json --write \
 #         --check evidence/reduced
-#     mkdir -p /tmp/store && tar xzf $FILES/evidence/store.tgz -C /tmp/store
+#     rm -rf /tmp/store && mkdir /tmp/store && tar xzf $FILES/evidence/store.tgz -C /tmp/store
 #     icl cost --check /tmp/store     # the window's studies, planned against measured
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ... && icl verdicts --write
 set -u
@@ -38,16 +39,21 @@ if $PY -c "import pytest" 2>/dev/null; then
         >"$OUT/cuda_tests.log" 2>&1
     status=$?
     tail -n 14 "$OUT/cuda_tests.log"
-    # GRAPH=1 evidence needs the replay tests passed: they were, in this run of all of them
-    [ "$status" -eq 0 ] && export GRAPH_CHECKED=1
+    # GRAPH=1 evidence needs the replay tests passed: they were, in this run of all of them,
+    # where some ran (on a machine without CUDA every one is skipped)
+    [ "$status" -eq 0 ] && tail -n 1 "$OUT/cuda_tests.log" | grep -q "[0-9] passed" \
+        && export GRAPH_CHECKED=1
 else
     echo "== CUDA tests skipped: no pytest here"
 fi
+# within what is left of TOTAL, whatever the tests took
+cap=$(( TOTAL - ($(date +%s) - start) ))
+[ "$cap" -lt "$STACKS_S" ] && STACKS_S=$cap
 # shellcheck disable=SC2086  # STACKS_ARGS is a list of options
 timeout "$STACKS_S" $PY benchmarks/gpu_stacks.py --out "$OUT/stacks" ${STACKS_ARGS:-} \
     || echo "gpu_stacks: ended with status $? (124: its $STACKS_S s ran out; what it measured is above)"
 
-left=$(( TOTAL - ($(date +%s) - start) - 20 ))  # 20 s for the archive and the copy back
+left=$(( TOTAL - ($(date +%s) - start) ))  # gpu_evidence.sh keeps its archive's time in it
 if [ "$#" -eq 0 ]; then
     echo "== no evidence jobs given"
 elif [ "$left" -lt 60 ]; then

@@ -11,8 +11,11 @@ the same members, trial code (`icl_core.running.trial.run_trial`) and row files 
 differ only in their seeds form one trial (stacked on CUDA under `--stack auto`); finished
 members are skipped, as a sweep re-run skips them. No restarts, no Tune: a failing member is
 recorded with its reason by the trial code and the others go on. Prints one line per trial.
-`--time-limit` stops the pool after that many seconds (for a lent machine's window): what
-finished is in the store, the trials cut off are named and train again on the next run.
+`--time-limit` stops the pool that many seconds after this process started (its imports and
+planning count; for a lent machine's window): what finished is in the store, the trials cut off
+are named and train again on the next run. A study name the sweep file's grid studies do not
+hold is refused, naming them. Exit status 1 when trials ran and none left a member that
+finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
 (the same members: their hashes and random streams; the others train as they are, one line
 per study says how many and why).
@@ -20,11 +23,14 @@ per study says how many and why).
 
 from __future__ import annotations
 
-import argparse
-import multiprocessing as mp
-import sys
 import time
-from pathlib import Path
+
+STARTED = time.time()  # --time-limit counts from here: the imports below take seconds
+
+import argparse  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -54,6 +60,11 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
     one per study, its stacks trained at once in one process (TrialSpec.interleave). `graph`:
     each member on the graph path where its config allows it (`on_graph_path`)."""
     sweep, store, out = load_sweep(sweep_name), Store(storage), []
+    grids = [s.name for s in sweep.studies if isinstance(s, Study)]
+    unknown = [s for s in studies if s not in grids]
+    if unknown:
+        raise SystemExit(f"error: --study: {', '.join(map(repr, unknown))} is not a grid study of "
+                         f"{sweep_name}; valid choices: {', '.join(grids)}")
     for study in sweep.studies:
         if studies and study.name not in studies or not isinstance(study, Study):
             continue  # searches need Optuna + Tune
@@ -138,11 +149,12 @@ def main() -> int:
     members = sum(len(s.members) for s in specs)
     print(f"{args.sweep} [{args.preset}]: {len(specs)} trials, {members} members, "
           f"{args.workers} workers", flush=True)
-    start, finished = time.time(), 0
+    start, finished, worked = time.time(), 0, not specs
     with mp.get_context("spawn").Pool(args.workers) as pool:
         results = pool.imap_unordered(run, specs)
         while finished < len(specs):
-            left = None if args.time_limit is None else args.time_limit - (time.time() - start)
+            left = None if args.time_limit is None else \
+                args.time_limit - (time.time() - STARTED)
             try:
                 if left is not None and left <= 0:
                     raise mp.TimeoutError
@@ -152,11 +164,14 @@ def main() -> int:
                 print(f"time limit {args.time_limit:g}s reached: {len(specs) - finished} of "
                       f"{len(specs)} trials not finished; a re-run with the same --storage "
                       f"trains them", flush=True)
-                return 0
+                return 0 if worked or not finished else 1
             finished += 1
+            worked |= any(s in ("ok", "diverged", "pruned") for s in result.split(","))
             print(f"[{time.time() - start:7.1f}s] {finished}/{len(specs)} {study}: {n} member(s) "
                   f"in {secs:.1f}s -> {result}", flush=True)
-    return 0
+    if not worked:
+        print(f"every one of the {len(specs)} trials failed: no member finished", flush=True)
+    return 0 if worked else 1
 
 
 if __name__ == "__main__":

@@ -67,13 +67,52 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
                           "depth_scaling:ls_mixer_depth:cpu:1"], capture_output=True, text=True,
                          timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "store: 2 row files" in run.stdout
+    assert "store: 2 members finished (ok or diverged), 0 failed" in run.stdout
     with tarfile.open(out / "store.tgz") as archive:
         archive.extractall(store)
     target = compact(str(store), "smoke", "depth_scaling", "ls_mixer_depth",
                      root=tmp_path / "evidence")
     provenance = json.loads((target / "provenance.json").read_text())
     assert provenance["members"] == 2 and provenance["preset"] == "smoke"
+
+
+def test_a_window_ends_within_its_limit_archives_what_it_has_and_says_when_nothing_finished(
+        tmp_path):
+    """LIMIT is the whole script's wall (a lent machine ends a command at its own limit, and
+    what is not archived by then stays there): the jobs stop ARCHIVE_S before it, counted from
+    the script's start, their imports included. A job whose every member failed (CUDA asked of
+    a machine without it) makes the exit status 1; its output comes back in the one jobs.log.
+    A study name the sweep file lacks is refused, naming those it has."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA (a CUDA job must fail)")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "STORE": str(tmp_path / "window"), "LIMIT": "24",
+           "ARCHIVE_S": "6", "PY": sys.executable, "ALL": "1"}  # committed evidence too
+    start = time.monotonic()
+    run = subprocess.run(["bash", str(SCRIPT.parent / "gpu_evidence.sh"), "cpu",
+                          "depth_scaling:ls_mixer_depth:cuda:1",  # fails at once here
+                          "sequence_length:icl_prefix:cpu:1"],  # minutes: cut by the limit
+                         capture_output=True, text=True, timeout=120, env=env)
+    wall = time.monotonic() - start
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert wall < 24 + 2, (wall, run.stdout)
+    assert "store: 0 members finished (ok or diverged), 24 failed" in run.stdout, run.stdout
+    assert "== every trial failed in: depth_scaling:ls_mixer_depth:cuda:1" in run.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["jobs.log", "store.tgz"]
+    log = (out / "jobs.log").read_text()
+    assert "every one of the 8 trials failed: no member finished" in log
+    assert "time limit" in log and "trials not finished" in log
+    with pytest.raises(SystemExit, match=r"--study: 'least_sqaures' is not a grid study of "
+                       r"depth_scaling; valid choices: .*least_squares"):
+        load_script().trials("depth_scaling", "smoke", ["least_squares", "least_sqaures"],
+                             str(tmp_path / "s"), "cpu", "auto", {}, {})
 
 
 @pytest.mark.slow  # a benchmark script's own check (~12 s): `pytest -m slow`
@@ -94,8 +133,8 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
     assert run.returncode == 0, run.stdout + run.stderr
     assert "gpu_stacks: ended with status 124" in run.stdout  # its cap
     left = int(re.search(r"== evidence: (\d+) s for depth_scaling", run.stdout).group(1))
-    assert 100 < left <= 200 - 2 - 20
-    assert "store: 2 row files" in run.stdout and (tmp_path / "out/evidence/store.tgz").exists()
+    assert 100 < left <= 200 - 2
+    assert "store: 2 members finished (ok or diverged), 0 failed" in run.stdout and (tmp_path / "out/evidence/store.tgz").exists()
     short = subprocess.run(["bash", str(script), "smoke", "depth_scaling:ls_mixer_depth:cpu:1"],
                            capture_output=True, text=True, timeout=300,
                            env={**env, "TOTAL": "60", "OUT": str(tmp_path / "short")})

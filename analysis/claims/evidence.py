@@ -18,6 +18,7 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import polars as pl
@@ -132,15 +133,40 @@ def draws_of(rows: pl.DataFrame) -> set[str]:
     return set(rows["train.draws"].fill_null("generator").unique().to_list())
 
 
+def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str]], preset: str,
+               sweep: str, study: str) -> tuple[pl.DataFrame, int]:
+    """The rows of the study's members at `preset` (seeds 0..the rows' largest), and how many
+    members of the store are not among them (a store shared with another preset's run or a
+    --set run); ConfigError when none is."""
+    seeds = rows["seed"].drop_nulls()
+    ours = set(members(int(seeds.max()) + 1 if seeds.len() else 1))
+    inside = pl.col("config_hash").is_in(list(ours))
+    stray = rows.filter(~inside)["config_hash"].n_unique()
+    if stray and stray == rows["config_hash"].n_unique():
+        raise ConfigError(f"{sweep}/{study}: none of the store's {stray} members is one of the "
+                          f"study's at preset {preset!r} (another preset's rows, or a --set "
+                          "run's): --preset names the preset the store was run at")
+    return rows.filter(inside), stray
+
+
 def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
-            scale: str | None = None, merge: bool = False) -> Path:
+            scale: str | None = None, merge: bool = False,
+            members: Callable[[int], Collection[str]] | None = None) -> Path:
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
     study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
-    kept as the rows' `scale` column, which every figure's title shows. With `merge`, the
-    members already in evidence that the store does not hold are kept beside its rows (a
-    window that ran only new seeds); provenance then names the earlier commits too. Raises
-    MissingResults when the store has no rows for it."""
+    kept as the rows' `scale` column, which every figure's title shows. `members(n)`: the config
+    hashes of the study's members at `preset` with seeds 0..n-1; the store's other members are
+    left out (a store another preset's run shared), counted in the provenance's `left_out`.
+    With `merge`, the members already in evidence that the store does not hold are kept beside
+    its rows (a window that ran only new seeds), and so are those the store holds only as
+    failed (a window's out-of-memory or crash does not displace a finished member); provenance
+    then names the earlier commits too. Raises MissingResults when the store has no rows for
+    it."""
     rows, _ = read_rows(storage, sweep, study)
+    left_out = {}
+    if members is not None:
+        rows, stray = _at_preset(rows, members, preset, sweep, study)
+        left_out = {"not_at_preset": stray} if stray else {}
     if scale:
         rows = rows.with_columns(pl.lit(scale).alias("scale"))
     code = rows["code_version"].drop_nulls()[0] if "code_version" in rows.columns and \
@@ -159,13 +185,19 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
                 "one; --merge refused (without --merge the store's rows replace the evidence)")
         earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json")
                              .read_text())
+        failed = set(rows.filter(pl.col("status") == "failed")["config_hash"].to_list()) & set(
+            before.filter(pl.col("status") != "failed")["config_hash"].to_list())
+        if failed:  # the committed member stays; the store's failure of it is left out
+            rows = rows.filter(~pl.col("config_hash").is_in(list(failed)))
+            left_out["failed_where_committed"] = len(failed)
         kept = _named(before.filter(
             ~pl.col("config_hash").is_in(rows["config_hash"].unique().to_list())), earlier)
         rows = pl.concat([kept, rows.select(keep)], how="diagonal_relaxed")
         keep = rows.columns
         merged_from = sorted({earlier["commit"], *earlier.get("merged_from", [])})
     prov = {**provenance(rows, preset, code, earlier), **({"scale": scale} if scale else {}),
-            **({"merged_from": merged_from} if merged_from else {})}
+            **({"merged_from": merged_from} if merged_from else {}),
+            **({"left_out": left_out} if left_out else {})}
     out = study_dir(preset, sweep, study, root)
     if out.exists():
         shutil.rmtree(out)

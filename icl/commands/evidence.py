@@ -14,6 +14,7 @@ from pathlib import Path
 
 from analysis.claims.evidence import BUDGET_MB, EVIDENCE, compact, size_mb
 from analysis.reading.store import MissingResults
+from icl_core.common.validation import ConfigError
 
 
 def main(argv: list[str] | None = None, prog: str = "icl evidence") -> int:
@@ -29,19 +30,58 @@ def main(argv: list[str] | None = None, prog: str = "icl evidence") -> int:
                         "GPU window that ran new seeds only); default: the store's rows replace "
                         "the study's evidence")
     args = parser.parse_args(argv)
+    studies = []
     for item in args.studies:
         sweep, _, study = item.partition("/")
         if not study:
             parser.error(f"{item!r}: name a study as SWEEP/STUDY")
+        studies.append((item, sweep, study, members_at(sweep, study, args.preset)))
+    committed = 0
+    for item, sweep, study, members in studies:
         try:
             out = compact(args.storage, args.preset, sweep, study, args.evidence, args.scale,
-                          merge=args.merge)
-        except MissingResults as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+                          merge=args.merge, members=members)
+        except MissingResults:  # a window cut off before the study's first member finished
+            print(f"warning: {item}: no rows in {args.storage}; its evidence is left as it was",
+                  file=sys.stderr)
+            continue
+        committed += 1
         prov = json.loads((out / "provenance.json").read_text())
+        left = prov.get("left_out", {})
         print(f"{item}: {prov['members']} members, {prov['rows']} rows, seeds {prov['seeds']} "
-              f"-> {out}")
+              f"-> {out}" + "".join(f"; left out: {n} {LEFT_OUT[why]}" for why, n in left.items()))
+    if not committed:
+        print(f"error: none of the {len(studies)} studies has rows in {args.storage}",
+              file=sys.stderr)
+        return 2
     total = size_mb(args.evidence)
     print(f"evidence: {total:.2f} MB in all (budget {BUDGET_MB:g} MB)")
     return 1 if total > BUDGET_MB else 0
+
+
+LEFT_OUT = {"not_at_preset": "members of the store not at this preset (another preset's or a "
+            "--set run's rows)",
+            "failed_where_committed": "members that failed in the store and are committed "
+            "finished (the committed rows kept)"}
+
+
+def members_at(sweep: str, study: str, preset: str):
+    """n -> the config hashes of the study's members at `preset` with seeds 0..n-1; the study
+    and its preset checked now, before any rows move. None for a sweep that is not one of the
+    catalog's files (a store's own sweep: its rows are taken as they are)."""
+    from icl.catalog import load_sweep
+    from icl_core.spec.study import Study
+
+    try:
+        studies = load_sweep(sweep).studies
+    except KeyError:
+        return None
+    found = [s for s in studies if s.name == study]
+    if not found or not isinstance(found[0], Study):
+        grids = [s.name for s in studies if isinstance(s, Study)]
+        raise ConfigError(f"{sweep}/{study}: not a grid study of {sweep}; valid choices: "
+                          f"{', '.join(grids)}")
+    if preset not in found[0].presets:
+        raise ConfigError(f"--preset: {sweep}/{study} has no {preset!r} preset (it has: "
+                          f"{', '.join(found[0].presets)})")
+    return lambda n: {m.hash for m in found[0].members(preset, None, num_samples=n)}

@@ -28,7 +28,7 @@ benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit
 `--call-minutes C` is for a machine that runs one command for at most C minutes (a lent GPU
 machine: 10; a batch queue's time limit): the window becomes calls of at most C minutes, one
 after another, each its own command, time limit and store (`calls`); a study runs whole in one
-call.
+call. M is the commands' time: a lent machine's own start (minutes) is not in it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ from dataclasses import dataclass, field
 from icl_core.planning.cost import SIDE_BY_SIDE
 from icl_core.planning.resources import longest_first, on_share
 
-STARTUP_S = 30.0  # of the window: the processes' imports and first CUDA calls
+# of each call: the processes' imports and first CUDA calls, and the 20 s gpu_evidence.sh keeps
+# for its archive (ARCHIVE_S) before its LIMIT
+STARTUP_S = 50.0
 UNDECIDED = ("partly", "not testable", "evidence pending")
 
 
@@ -216,9 +218,10 @@ def window_seconds(chosen: list[Candidate]) -> float:
 
 
 def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None,
-            every: bool = False, graph: bool = False) -> str:
+            every: bool = False, graph: bool = False, store: str | None = None) -> str:
     """The one command that runs the chosen studies on the lent machine: one job per sweep
-    file, with its `processes`."""
+    file, with its `processes`; `store`: the folder it trains into there (default: the
+    script's)."""
     by_sweep: dict[str, list[Candidate]] = {}
     for c in chosen:
         by_sweep.setdefault(c.sweep, []).append(c)
@@ -227,7 +230,8 @@ def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | 
     for sweep, cs in by_sweep.items():
         job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers[sweep]}"
         jobs.append(job + (f":{seeds}" if seeds else ""))
-    return (f"{'ALL=1 ' if every else ''}{'GRAPH=1 ' if graph else ''}OUT=$OUT "
+    return (f"{'ALL=1 ' if every else ''}{'GRAPH=1 ' if graph else ''}"
+            f"{f'STORE={store} ' if store else ''}OUT=$OUT "
             f"LIMIT={math.floor(window_s)} bash "
             f"benchmarks/gpu_evidence.sh {preset} " + " ".join(jobs))
 
@@ -275,7 +279,7 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     chosen = [c for studies, _ in planned for c in studies]
     print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned by the cost "
           f"model ({SIDE_BY_SIDE} processes side by side at most; `icl cost` shows its fit), "
-          f"{STARTUP_S:.0f} s kept for start-up"
+          f"{STARTUP_S:.0f} s kept for start-up and the archive"
           + (f" in each call of at most {args.call_minutes:g} minutes" if call_s else "")
           + "; + chosen")
     for c in sorted(found, key=Candidate.rank):
@@ -302,18 +306,21 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
             f"every member is in evidence/{args.preset} (--seeds N adds seeds; another "
             "--preset, another scale)"))
         return 1
-    lines = [command(studies, args.preset, limit, args.seeds, every=args.all, graph=args.graph)
-             for studies, limit in planned]
-    merges = [f"icl evidence --merge --from /tmp/store{i + 1 if len(planned) > 1 else ''} "
+    several = len(planned) > 1  # each call its own store there, so its archive holds its own
+    lines = [command(studies, args.preset, limit, args.seeds, every=args.all, graph=args.graph,
+                     store=f"/tmp/gpu_evidence_store{i + 1}" if several else None)
+             for i, (studies, limit) in enumerate(planned)]
+    merges = [f"icl evidence --merge --from /tmp/store{i + 1 if several else ''} "
               f"--preset {args.preset} " + " ".join(f"{c.sweep}/{c.study}" for c in studies)
               for i, (studies, _) in enumerate(planned)]
-    if len(planned) == 1:
-        print(f"run on the GPU machine:\n  {lines[0]}\nthen here, with its store unpacked to "
-              f"/tmp/store:\n  {merges[0]} && icl verdicts --write")
+    if not several:
+        print(f"run on the GPU machine:\n  {lines[0]}\nthen here, with its store.tgz unpacked "
+              f"into an empty /tmp/store:\n  {merges[0]} && icl verdicts --write")
     else:
         print("run on the GPU machine, one call after another, each its own $OUT (an empty "
-              "folder):\n" + "\n".join(f"  call {i + 1}: {line}" for i, line in enumerate(lines))
-              + "\nthen here, with call i's store unpacked to /tmp/store<i>:\n  "
+              "folder; a lent machine's start and the gaps between calls are not in the "
+              "window):\n" + "\n".join(f"  call {i + 1}: {line}" for i, line in enumerate(lines))
+              + "\nthen here, with call i's store.tgz unpacked into an empty /tmp/store<i>:\n  "
               + " && ".join(merges) + " && icl verdicts --write")
     if args.graph:
         from icl_core.planning import gpu_rates
