@@ -118,13 +118,18 @@ def study_manifests(name: str, preset: str | None = None) -> list[dict]:
 
 
 def selected(only: list[str] | None) -> list[tuple[str, str | None]]:
-    """(sweep name, study or None) pairs of `--only sweep[/study] ...` (None: every file)."""
+    """(sweep name, study or None) pairs of `--only sweep[/study] ...` (None: every file); an
+    unknown file is a KeyError, an unknown study a ConfigError, each naming the valid choices."""
     if not only:
         return [(name, None) for name in sweep_names()]
+    from icl_core.common.validation import unknown
+
     out = []
     for item in only:
         name, _, study = item.partition("/")
-        load_sweep(name)  # an unknown file fails here, naming the valid choices
+        names = [s.name for s in load_sweep(name).studies]  # an unknown file fails here (KeyError)
+        if study and study not in names:
+            raise unknown("--only", f"study of {name}", study, names)
         out.append((name, study or None))
     return out
 

@@ -18,7 +18,8 @@
     icl verdicts [--write|--check|--json|--pending]
                                    every declared claim decided on the committed evidence
                                    (offline, no training)
-    icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...]
+    icl levels <sweep> --study S [--preset P] [--set KEY=VALUE ...] [--metric M]
+             [--statistic S] [--position K]
                                    a setting's trivial levels, floor and bar, untrained
                                    (seconds)
     icl claims <sweep> [--study S] [--storage P] [--release [--yes]] [--json]
@@ -31,23 +32,24 @@
     icl catalog [--run] [--only SWEEP[/STUDY] ...] [options]
                                    plan (or run, as one pool) every sweep file's studies
                                    (icl.catalog)
-    icl evidence --from STORE --preset P SWEEP/STUDY ...
-                                   commit studies' rows as evidence (evidence/<preset>/)
+    icl evidence --from STORE --preset P [--merge] [--scale S] [--evidence DIR] SWEEP/STUDY ...
+                                   commit studies' rows as evidence (evidence/<preset>/); --merge
+                                   keeps the committed members the store lacks
     icl forecast seal|score|design|replay [options]
                                    seal a scaling-law forecast, or score it on new rows;
                                    where a study stands on an adaptive goal; an adaptive
                                    design replayed on a measured grid
     icl scoreboard --storage S ... every store back-tested and every sealed forecast
                                    scored: docs/FORECASTS.md
-    icl cost [--add JSON ...] [--check DIR ...] [--write]
+    icl cost [--add JSON ...] [--check DIR ...] [--write] [--rates JSON]
                                    the GPU rate model the planner costs unmeasured GPU steps
                                    by: its fit to measured steps, a refit, and the plan against
                                    the CUDA stacks a run left
-
     icl --version                  the installed version
 
-`--json` prints one JSON document on stdout for scripts (jq): on list, claims and verdicts,
-and on plan and run (the sweep files' own --json: the plan, or the run's summary when it ends).
+`--json` prints one JSON document on stdout for scripts (jq): on list and claims, and on a
+sweep's plan and run (the sweep files' own --json: the plan, or the run's summary when it ends);
+on verdicts, one JSON object per claim, a line each (JSON lines: `jq -s` reads them as one).
 It only finds things and hands them on: the sweep files' command line is icl.cli.
 """
 
@@ -66,7 +68,7 @@ import typing
 
 from icl_core.common.validation import ConfigError
 
-USAGE = __doc__.split("\n\n")[1]
+USAGE = __doc__.split("\n\n")[1]  # every command, `icl --version` the last
 FIELD = re.compile(r"^\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$")  # `name: type = default  # doc`
 ABOVE = re.compile(r"^\s+#\s?(.*)$")  # a comment line above a field (its doc if none after)
 ELSEWHERE = {  # command -> "module:function(argv) -> exit status", imported when run

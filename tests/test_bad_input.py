@@ -56,6 +56,11 @@ def _cases():
         (d + ["--study", "least_squares", "--set", f"model.name=tr{CYRILLIC_A}nsformer"],
          "model.name: unknown model 'tr\\u0430nsformer' (non-ASCII characters); "
          "did you mean 'transformer'? valid choices: "),
+        (d + ["--study", "least_squares", "--set", f"model.mixer={CYRILLIC_A}ttention"],
+         "model.mixer: unknown '\\u0430ttention' (non-ASCII characters); did you mean "
+         "'attention'? valid choices: "),
+        (d + ["--study", "least_squares", "--set", "dtype=float33"],
+         "dtype: 'float33' is not valid; did you mean 'float32'? valid choices: "),
         (d + ["--study", "least_squares", "--set", "model.wdth=3"],
          "--set model.wdth: unknown field of model 'transformer'; did you mean 'width'? "
          "valid fields: name, width, depth,"),

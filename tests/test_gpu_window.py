@@ -310,10 +310,14 @@ def test_a_merge_of_another_random_stream_is_refused_by_name(tmp_path, capsys):
     assert load("reduced", SWEEP, STUDY, root)["train.draws"].to_list() == ["counter"]
 
 
-@pytest.mark.parametrize("flags", [["--gpu-minutes", "10", "--preset", "nope"]])
+@pytest.mark.parametrize("flags", [["--gpu-minutes", "10", "--preset", "nope"],
+                                   ["--gpu-minutes", "10", "--only", "bogus"],
+                                   ["--gpu-minutes", "10", "--only", "depth_scaling/least_square"]])
 def test_a_bad_window_option_is_one_line(flags, capsys):
     assert icl(["plan", *flags]) == 2
-    assert "valid choices" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "valid choices" in err and err.count("\n") == 1, err
+    assert "least_square" not in flags[-1] or "did you mean 'least_squares'?" in err
 
 
 def test_a_merge_names_every_members_device_and_torch(tmp_path):

@@ -21,7 +21,7 @@ def trained(precision: str, steps: int = 30) -> MemberRun:
 
 
 def test_bad_precisions_are_one_line_naming_the_choices():
-    with pytest.raises(ConfigError, match=r"train\.precision: 'fp16' is not valid; valid "
+    with pytest.raises(ConfigError, match=r"train\.precision: 'fp16' is not valid; did you mean 'bf16'\? valid "
                                           r"choices: fp32, tf32, bf16"):
         resolve_member(tiny_member(train__precision="fp16"))
     with pytest.raises(ConfigError, match=r"train\.precision: 'tf32' speeds up float32 training; "

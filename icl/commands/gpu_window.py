@@ -11,10 +11,10 @@ H100's steps, `icl cost`), and the window's wall is what the command runs: up to
 SIDE_BY_SIDE processes side by side, each stack then at the measured slowdown
 (`window_seconds`). Studies are taken in order while that wall (less `STARTUP_S`) fits the
 window: first those whose claims the verdict engine leaves undecided on the committed evidence
-(partly, not testable at this scale, evidence pending; most such claims first), then those
-behind decided claims, then the rest; cheaper first within each. `--seeds N` plans N seeds per
-setting in place of the preset's (a number fixed before the run, never raised after seeing
-one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
+(partly, not testable at this scale, evidence pending), the most such claims per planned second
+first; then those behind decided claims, then the rest, cheaper first. `--seeds N` plans N
+seeds per setting in place of the preset's (a number fixed before the run, never raised after
+seeing one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
 script), and prints the planned wall of every selected study in one window. `--graph` plans
 each member whose config allows it with its step captured as a CUDA graph
 (icl_core.spec.config.on_graph_path: the same member, hash and random stream, so its rows
@@ -237,7 +237,7 @@ def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | 
 
 
 def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
-    parser = argparse.ArgumentParser(prog=f"{prog} --gpu-minutes", description=__doc__,
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpu-minutes", type=float, required=True,
                         help="the window on one GPU, in minutes")
@@ -271,7 +271,10 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         raise ConfigError(f"--preset: unknown {args.preset!r}; valid choices: "
                           f"{', '.join(PRESETS)}")
     window_s = args.gpu_minutes * 60
-    found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
+    try:
+        found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
+    except KeyError as exc:  # an unknown sweep file, named with the valid ones
+        raise ConfigError(f"--only: {exc.args[0]}") from None
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     call_s = args.call_minutes * 60 if args.call_minutes else None

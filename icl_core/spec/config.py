@@ -27,6 +27,7 @@ from icl_core.common.validation import (  # re-exported: the names config users 
     ConfigError,
     build_dataclass,
     coerce,
+    did_you_mean,
     require,
     shown,
     to_plain,
@@ -101,9 +102,11 @@ class TrainConfig:
 
     def check(self, path: str) -> None:
         require(self.draws in DRAWS, f"{path}.draws",
-                f"{self.draws!r} is not valid; valid choices: {', '.join(DRAWS)}")
+                f"{shown(self.draws)} is not valid; {did_you_mean(self.draws, DRAWS)}valid "
+                f"choices: {', '.join(DRAWS)}")
         require(self.precision in PRECISIONS, f"{path}.precision",
-                f"{self.precision!r} is not valid; valid choices: {', '.join(PRECISIONS)}")
+                f"{shown(self.precision)} is not valid; {did_you_mean(self.precision, PRECISIONS)}"
+                f"valid choices: {', '.join(PRECISIONS)}")
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
         require(self.steps >= 0, f"{path}.steps", f"must be >= 0, got {self.steps}")
         require(self.batch_size >= 1, f"{path}.batch_size", f"must be >= 1, got {self.batch_size}")
@@ -314,7 +317,8 @@ def _check_values(member: MemberConfig) -> None:
     """dtype, seeds, device and the evaluation / artifact periods."""
     train, evaluation = member.train, member.eval
     require(member.dtype in DTYPES, "dtype",
-            f"{shown(member.dtype)} is not valid; valid choices: {', '.join(DTYPES)}")
+            f"{shown(member.dtype)} is not valid; {did_you_mean(member.dtype, DTYPES)}valid "
+            f"choices: {', '.join(DTYPES)}")
     require(train.precision == "fp32" or member.dtype == "float32", "train.precision",
             f"{train.precision!r} speeds up float32 training; dtype {member.dtype!r} computes as "
             "declared: use train.precision=fp32")
