@@ -38,6 +38,7 @@ from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
 from icl_core.running.study_report import write_manifest  # noqa: E402
 from icl_core.running.trial import TrialSpec, run_trial  # noqa: E402
+from icl_core.running.trial_pool import cost_model  # noqa: E402
 from icl_core.spec.config import flatten, on_graph_path  # noqa: E402
 from icl_core.storage.provenance import driver_provenance  # noqa: E402
 from icl_core.storage.store import Store  # noqa: E402
@@ -56,10 +57,11 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
            ) -> list[TrialSpec]:
     """The trials of the selected studies' members not yet finished in `storage` (nor in
     `skip`: (sweep, study) -> config hashes held elsewhere, e.g. committed evidence); `seeds`
-    plans seeds 0..seeds-1 in place of the preset's. A trial per stack, or with `interleave`
-    one per study, its stacks trained at once in one process (TrialSpec.interleave). `graph`:
+    plans seeds 0..seeds-1 in place of the preset's; longest first by the cost model. A trial per
+    stack, or with `interleave` one per study, its stacks trained at once in one process (TrialSpec.interleave). `graph`:
     each member on the graph path where its config allows it (`on_graph_path`)."""
-    sweep, store, out = load_sweep(sweep_name), Store(storage), []
+    sweep, store, out, seconds = load_sweep(sweep_name), Store(storage), [], []
+    model = cost_model(1.0 if device.startswith("cuda") else 0.0, 1)
     grids = [s.name for s in sweep.studies if isinstance(s, Study)]
     unknown = [s for s in studies if s not in grids]
     if unknown:
@@ -79,19 +81,22 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
             if graph:
                 m, why = on_graph_path(m)
             if m.hash not in done and selected(m, where):
-                groups.setdefault(stack_key(m) or m.hash, []).append(m.to_dict())
+                groups.setdefault(stack_key(m) or m.hash, []).append(m)
                 refused += [why] if why else []
         if refused:
             print(f"{study.name}: {len(refused)} members stay off the graph path ({refused[0]})",
                   flush=True)
         if interleave and groups:
             out.append(TrialSpec(sweep.name, study.name, storage,
-                                 [m for g in groups.values() for m in g], provenance=provenance,
-                                 stack=stack, interleave=True))
+                                 [m.to_dict() for g in groups.values() for m in g],
+                                 provenance=provenance, stack=stack, interleave=True))
+            seconds.append(sum(model.unit_seconds(g) for g in groups.values()))
             continue
-        out += [TrialSpec(sweep.name, study.name, storage, g, provenance=provenance,
-                          stack=stack) for g in groups.values()]
-    return sorted(out, key=lambda s: -len(s.members))
+        out += [TrialSpec(sweep.name, study.name, storage, [m.to_dict() for m in g],
+                          provenance=provenance, stack=stack) for g in groups.values()]
+        seconds += [model.unit_seconds(g) for g in groups.values()]
+    # longest first by the cost model, as `icl plan --gpu-minutes` plans a job's processes
+    return [spec for _, spec in sorted(zip(seconds, out, strict=True), key=lambda x: -x[0])]
 
 
 def committed_hashes(sweep: str, preset: str) -> dict:

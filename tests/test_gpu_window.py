@@ -151,6 +151,10 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
                                    skip=skip)
     seeds = sorted(m["seed"] for s in specs for m in s.members)
     assert seeds == [3, 3, 3, 4, 4, 4]  # 3 settings x the 2 new seeds; 0-2 are committed
+    # longest first by the cost model, as the plan puts them on a job's processes (stacks of
+    # equal size: the deepest first)
+    depths = [s.members[0]["model"]["depth"] for s in specs]
+    assert depths == sorted(depths, reverse=True) and len(set(depths)) == 3
     assert not run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
                                       "/nonexistent-store", "cpu", "auto", {}, {}, skip=skip)
     # --interleave: one trial for the study, its three stacks trained at once in one process
