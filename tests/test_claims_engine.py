@@ -122,6 +122,40 @@ def test_slope_sign_and_flat():
     assert judge(flat, frame).outcome == "not reproduced"
 
 
+def test_a_flat_slope_reaching_zero_and_a_slope_below_another_curve():
+    """factor 0: flat in the strict sense, the slope's interval reaching 0; `below`: a milder
+    dependence, this curve's slope interval below another curve's, apart."""
+    def curve(name, power, spread):
+        return {f"{name}{d}": [d ** power * f for f in spread] for d in (1, 2, 4, 8)}
+
+    cells = {**curve("m", 0.3, (0.01, 0.011, 0.012)),  # a mild rise: slope 0.3 on every seed
+             **curve("z", 0.0, (0.01, 0.011, 0.012)),
+             **curve("f", 1.5, (0.01, 0.011, 0.012))}
+    cells["z2"] = [0.01 * 1.05, 0.011 / 1.05, 0.012]  # z's slopes straddle 0
+    cells["m4"] = [v * 1.2 for v in cells["m4"]]  # m's slopes spread a little, all > 0
+    frame = rows(cells).with_columns(
+        pl.col("model.name").str.slice(0, 1).alias("arch"),
+        pl.col("model.name").str.slice(1).cast(pl.Int64).alias("model.depth"))
+
+    def of(arch):
+        return tuple(Cell(f"{arch}, L={d}", {"arch": arch, "model.depth": d})
+                     for d in (1, 2, 4, 8))
+
+    base = Claim(id="t", paper="P", figure="F", quote="", source=SRC, kind="slope",
+                 cells=of("z"), x="model.depth", factor=0.0)
+    d = judge(base, frame)
+    assert d.outcome == "reproduced" and "claim flat (its interval reaches 0)" in d.numbers
+    mild = Claim(**{**base.__dict__, "cells": of("m")})
+    assert judge(mild, frame).outcome == "not reproduced"  # 0.3 and up: not 0, however mild
+    below = Claim(**{**base.__dict__, "cells": of("m"), "factor": None, "below": of("f")})
+    d = judge(below, frame)
+    assert d.outcome == "reproduced" and "claim below it, apart" in d.numbers
+    above = Claim(**{**below.__dict__, "cells": of("f"), "below": of("m")})
+    assert judge(above, frame).outcome == "not reproduced"
+    # the hash of a claim without `below` is what it was before the field existed
+    assert "below" not in base.declared() and below.declared()["below"]
+
+
 def test_not_learned_out_of_reach_seeds_pooled_and_pending():
     unlearned = rows({"a": [1.0, 1.1, 1.2], "b": [2.0, 2.1, 2.2]})  # 0.33x zero > the 0.1x bar
     d = judge(claim("better"), unlearned)

@@ -14,7 +14,9 @@ Kinds (`KINDS`), each a general rule any claim may use:
   a predictor scored on the model's own test prompts (f_L*-optimal, OLS, GD, ...); else A ÷ B.
 * "reaches": A reaches `value` (errors: <= value; R²: >= value), a level the paper names.
 * "slope": the slope of log(value) on log(x) over the cells (x: `x` column), per seed, has
-  the sign of `value` (-1: falls, +1: grows) or, with `factor`, lies within `factor` of it.
+  the sign of `value` (-1: falls, +1: grows) or, with `factor`, lies within `factor` of 0
+  (factor 0: its interval reaches 0), or, with `below` (a second curve's cells), lies below
+  that curve's slope, the two intervals apart (a milder dependence on x).
 * "exact": a closed form or construction: |A − value| / |value| <= tolerance (no seeds).
 A claim in parts (`parts`) is "partly" where some parts are reproduced and some are not.
 """
@@ -85,6 +87,7 @@ class Claim:
     # members scored on the same prompts): per-seed differences instead of two samples
     paired: bool = False
     x: str | None = None  # slope: the config column on the x axis
+    below: tuple[Cell, ...] = ()  # slope: the cells of a curve whose slope this one's is below
     # a claim about reaching error `threshold` (samples to reach it, e.g. the steps a run took
     # to stop there): its trained cells are gated by the threshold rule (threshold <= 0.5 x the
     # best trivial error, analysis.reading.regime.THRESHOLD_RATIO) instead of the learned bar;
@@ -110,6 +113,8 @@ class Claim:
         d = asdict(self)
         for k in ("was", "figure_file", "quote"):
             d.pop(k)
+        if not self.below:  # declared later than the rest: absent, every other hash stays
+            d.pop("below")
         d["parts"] = [p.declared() for p in self.parts]
         return d
 

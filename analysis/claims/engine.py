@@ -218,6 +218,25 @@ def _paired_seeds(a: dict, b: dict) -> list:
     return seeds
 
 
+def _slopes(claim: Claim, cells: tuple[Cell, ...], vals: list[dict]) -> list[float]:
+    """Per seed (those every cell has), the least-squares slope of the claim's scale of the
+    values (log errors; R² as is) on log x over the cells."""
+    if claim.x is None:
+        raise ValueError(f"claim {claim.id}: a slope claim needs x")
+    seeds = sorted(set.intersection(*(set(v) for v in vals)))
+    if len(seeds) < MIN_SEEDS:
+        raise Undecidable(f"{len(seeds)} seed(s) in every cell (needs >= {MIN_SEEDS})")
+    lx = [math.log(c.where[claim.x]) for c in cells]
+    mx = sum(lx) / len(lx)
+    slopes = []
+    for s in seeds:
+        ly = _scale(claim, [v[s] for v in vals])
+        my = sum(ly) / len(ly)
+        slopes.append(sum((u - mx) * (w - my) for u, w in zip(lx, ly, strict=True))
+                      / sum((u - mx) ** 2 for u in lx))
+    return slopes
+
+
 def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
     """(result, numbers, minmax) of the claim's comparison; result as `_side`."""
     higher = is_r2(claim.metric)
@@ -308,30 +327,31 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
             all(v <= claim.value for v in a.values())
         return result, numbers, "every seed on the claim's side" if ok else "not every seed"
     if kind == "slope":
-        if claim.x is None:
-            raise ValueError(f"claim {claim.id}: a slope claim needs x")
-        xs = [c.where[claim.x] for c in claim.cells]
-        seeds = sorted(set.intersection(*(set(v) for v in vals)))
-        if len(seeds) < MIN_SEEDS:
-            raise Undecidable(f"{len(seeds)} seed(s) in every cell (needs >= {MIN_SEEDS})")
-        lx = [math.log(x) for x in xs]
-        mx = sum(lx) / len(lx)
-        slopes = []
-        for s in seeds:
-            ly = _scale(claim, [v[s] for v in vals])
-            my = sum(ly) / len(ly)
-            slopes.append(sum((u - mx) * (w - my) for u, w in zip(lx, ly, strict=True))
-                          / sum((u - mx) ** 2 for u in lx))
+        slopes = _slopes(claim, claim.cells, vals)
         lo, hi = ci_one(slopes)
+        what = "slope of R² on log" if higher else "log-log slope in"
+        if claim.below:  # milder than another curve: the two intervals apart, this one below
+            other = _slopes(claim, claim.below, [
+                n_star_values(rows, claim, c, lower_bound=False) if claim.metric == N_STAR else
+                seed_values(rows, claim, c) for c in claim.below])
+            olo, ohi = ci_one(other)
+            result = ("reproduced" if hi < olo else "not reproduced" if lo > ohi else
+                      "unresolved")
+            numbers = (f"{what} {claim.x} per seed {_fmt(slopes)}, {int(LEVEL * 100)}% CI "
+                       f"[{lo:.3g}, {hi:.3g}]; {claim.below[0].label.split(',')[0]} "
+                       f"{_fmt(other)}, CI [{olo:.3g}, {ohi:.3g}]; claim below it, apart")
+            return result, numbers, f"slopes {min(slopes):.3g} to {max(slopes):.3g}"
         if claim.value:  # a sign: the interval on that side of 0
             result = _side(lo, hi, 0.0, want_above=claim.value > 0, strict=True)
             claim_text = "falls" if claim.value < 0 else "grows"
+        elif claim.factor == 0:  # flat in the strict sense: the interval reaches 0
+            result = "reproduced" if lo <= 0 <= hi else "not reproduced"
+            claim_text = "flat (its interval reaches 0)"
         else:  # flat: the interval inside ±factor
             f = claim.factor
             result = ("reproduced" if -f <= lo and hi <= f else
                       "not reproduced" if lo > f or hi < -f else "unresolved")
             claim_text = f"flat (|slope| <= {f:g})"
-        what = "slope of R² on log" if higher else "log-log slope in"
         numbers = (f"{what} {claim.x} per seed {_fmt(slopes)}; {int(LEVEL * 100)}% CI "
                    f"[{lo:.3g}, {hi:.3g}], claim {claim_text}")
         return result, numbers, f"slopes {min(slopes):.3g} to {max(slopes):.3g}"
@@ -369,13 +389,13 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
     rows = rows_of(claim.source)
     if rows is None:
         return Decision(claim, "evidence pending", f"run `{claim.source.command()}`")
-    absent = [c.label for c in claim.cells if not _in_evidence(rows, c)]
+    absent = [c.label for c in (*claim.cells, *claim.below) if not _in_evidence(rows, c)]
     if absent:  # a partial run: the rows say nothing yet about these configs
         return Decision(claim, "evidence pending", f"{', '.join(absent)}: not in the committed "
                         f"rows (a partial run); run `{claim.source.command()}`")
     try:
         notes = []
-        for cell in claim.cells:
+        for cell in (*claim.cells, *claim.below):
             if not (cell.trained and cell.gated):
                 continue
             r = regime(rows, claim, cell)
