@@ -11,8 +11,9 @@ model's own test prompts, so Fig 5 is paired per seed. The two closed-form rows 
 here, in process (`gpt2_bodies_error`, `newton_error`, `gd_at_machine_precision`).
 
 Readings (the paper is silent): Fig 3 "larger ΔT is stable" is declared as its testable half,
-ΔT = 1 drifting after T (per seed, error at t = 50 vs the same seed at t = T: the slope's
-sign); "ΔT = 4 stays flat" needs a tolerance the paper does not give and is not declared.
+ΔT = 1 drifting after T, as the project's criterion was written before the engine: its error
+at t = 50 leaves its seed range at t = T (the seeds' intervals apart, the engine's "better");
+"ΔT = 4 stays flat" needs a tolerance the paper does not give and is not declared.
 "Larger T trains harder": T = 8 above T = 4, each at its own training T (the headline rows).
 Fig 5 "the beginning stages": t <= 3; "better with noise": at the preset's last iteration,
 t = 30, AlgoFormer and each baseline after the same t (not each curve's best).
@@ -248,11 +249,14 @@ CLAIMS = (
           quote="a larger ΔT enhances stable long-term inference; larger (T, ΔT) ... challenges "
                 "in model training",
           source=None, kind="parts",
-          # ΔT = 1 drifts after T: per seed, the log-log slope of its error from t = T to
-          # t = 50 (the same seed's two iterates) grows
+          # ΔT = 1 drifts after T, as the criterion was written (docs/REPRODUCTION.md, Fig 3):
+          # its error at t = 50 leaves its seed range at t = T, worse (the seeds' intervals
+          # apart; the ΔT = 4 half, "stays within it", has no kind and is shown, not decided).
+          # Declared until 2026-11-28 as the sign of the per-seed slope from t = T to t = 50,
+          # which a curve flat to 1% passed: a bar lower than the one written
           parts=tuple(Claim(id=f"algoformer.loops.drift.T{T}_dT1", paper=PAPER,
                             figure=f"ΔT = 1 drifts after T = {T}", quote="", source=LOOPS,
-                            kind="slope", value=1, x="loop_iter", statistic=STAT,
+                            kind="better", statistic=STAT,
                             cells=(_loop_cell(T, 1, T), _loop_cell(T, 1, LAST_LOOP)))
                       for T in (4, 8))
           + tuple(Claim(id=f"algoformer.loops.harder.dT{dT}", paper=PAPER,
