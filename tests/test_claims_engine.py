@@ -107,6 +107,20 @@ def test_reaches_a_level_and_r2_is_compared_raw():
     assert judge(claim("reaches", ("a",), value=0.8, metric="r2"), r2).outcome == "reproduced"
 
 
+def test_on_r2_a_within_shows_its_ratio_and_a_gap_is_refused():
+    """R² is compared by differences where errors are compared by ratios: a `within` on R²
+    shows the interval of the ratio itself (not its log), and a `gap`, whose factor is a ratio
+    of errors, is refused by name."""
+    r2 = rows({"a": [0.85, 0.86, 0.87], "b": [0.80, 0.81, 0.82]}, trivial=0.5, metric="r2")
+    d = judge(claim("within", metric="r2", factor=1.2), r2)
+    assert d.outcome == "reproduced", d
+    lo, hi = math.log(0.85 / 0.80), math.log(0.87 / 0.82)
+    assert f"CI of the ratio [{math.exp(min(lo, hi)):.3g}," in d.numbers
+    assert f"[{min(lo, hi):.3g}, " not in d.numbers
+    with pytest.raises(ValueError, match="a gap's factor is a ratio of errors"):
+        judge(claim("gap", metric="r2", factor=2.0), r2)
+
+
 def test_slope_sign_and_flat():
     cells = {f"d{d}": [d ** -1.0 * f for f in (0.01, 0.011, 0.012)] for d in (1, 2, 4, 8)}
     frame = rows(cells).with_columns(

@@ -249,6 +249,9 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         if c.trained and len(v) < MIN_SEEDS:
             raise Undecidable(f"{c.label}: {len(v)} seed(s) (needs >= {MIN_SEEDS})")
     kind = claim.kind
+    if kind == "gap" and higher:  # a factor is a ratio of errors; R² differences have none
+        raise ValueError(f"claim {claim.id}: a gap's factor is a ratio of errors; on "
+                         f"{claim.metric} (R²) declare 'better' or a level ('reaches')")
     if kind in ("better", "gap") and (claim.reference or claim.paired):  # per seed
         a, la = vals[0], claim.cells[0].label
         if claim.reference:  # the model vs a predictor on the same prompts
@@ -307,7 +310,8 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         bound = math.log(claim.factor)
         result = ("reproduced" if -bound <= lo and hi <= bound else
                   "not reproduced" if lo > bound or hi < -bound else "unresolved")
-        numbers = (f"{what}: {_fmt(ratios)}; {_show(claim, lo, hi)}, claim within "
+        numbers = (f"{what}: {_fmt(ratios)}; {int(LEVEL * 100)}% CI of the ratio "
+                   f"[{math.exp(lo):.3g}, {math.exp(hi):.3g}], claim within "
                    f"{claim.factor:g}x; model {_fmt(model.values())}{ref_text}")
         inside = all(1 / claim.factor <= r <= claim.factor for r in ratios)
         outside = all(r > claim.factor or r < 1 / claim.factor for r in ratios)
