@@ -107,6 +107,24 @@ def test_reaches_a_level_and_r2_is_compared_raw():
     assert judge(claim("reaches", ("a",), value=0.8, metric="r2"), r2).outcome == "reproduced"
 
 
+def test_an_optimum_above_the_learned_bar_puts_the_bar_out_of_reach():
+    """A model that did not learn is "not testable"; where the claim's reference is declared
+    the optimum of the model's class on the same prompts and that optimum itself misses the bar
+    (0.1x zero = 0.3 here), no model can clear it: "bar out of reach". A reference that is not
+    declared an optimum (a baseline) says nothing of what a model can reach."""
+    def within(ref_value, optimum):
+        frame = rows({"a": [1.0, 1.05, 1.1]}, ref={"a": [ref_value] * 3})
+        c = claim("within", ("a",), factor=1.1, reference="opt",
+                  reference_where={"infer_iter": 3}, reference_is_optimum=optimum)
+        return judge(c, frame)
+
+    d = within(0.9, optimum=True)
+    assert d.outcome == "bar out of reach" and "the reference opt on the same prompts is " \
+        "itself at 0.9, above the bar 0.3" in d.reason
+    assert within(0.9, optimum=False).outcome == "not testable"
+    assert within(0.1, optimum=True).outcome == "not testable"  # reachable: the model failed
+
+
 def test_on_r2_a_within_shows_its_ratio_and_a_gap_is_refused():
     """R² is compared by differences where errors are compared by ratios: a `within` on R²
     shows the interval of the ratio itself (not its log), and a `gap`, whose factor is a ratio

@@ -23,7 +23,7 @@ def _near_optimum(id_, source, label, where, layers, figure, scale=""):
     return Claim(id=id_, paper="Ahn", figure=figure, quote="the loss approaches the critical "
                  "point's (f_L*)", source=source, kind="within", factor=FACTOR,
                  statistic="mean", cells=(Cell(label, where),), reference=OPT,
-                 reference_where={"infer_iter": layers}, scale=scale)
+                 reference_where={"infer_iter": layers}, reference_is_optimum=True, scale=scale)
 
 
 CLAIMS = (
@@ -31,7 +31,8 @@ CLAIMS = (
           quote="the loss approaches almost 0 (the critical point of Thm 4)",
           source=FIG1, kind="within", factor=FACTOR, statistic="mean",
           cells=(Cell("3-layer LSA", {}),), reference=OPT, reference_where={"infer_iter": 3},
-          scale="cpu: 300 L-BFGS iterations, batch 10,000", was="reproduced",
+          reference_is_optimum=True, scale="cpu: 300 L-BFGS iterations, batch 10,000",
+          was="reproduced",
           figure_file="docs/figures/preconditioned_gd/fig1_sparse__lsa_convergence.png"),
     Claim(id="ahn.fig3_sparse_b.loss", paper="Ahn", figure="Figs 3–4: with B, loss ≪ f_3*",
           quote="loss going to 0 (GD++ beyond preconditioned GD, Thm 5)",

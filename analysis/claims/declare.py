@@ -83,6 +83,9 @@ class Claim:
     tolerance: float | None = None  # exact: relative tolerance
     reference: str | None = None  # within: a predictor on the same prompts (paired per seed)
     reference_where: dict[str, Any] = field(default_factory=dict)  # e.g. {"infer_iter": 4}
+    # the reference is the optimum of the model's class on those prompts (f_L*): where it
+    # misses the learned bar itself, no model can clear it ("bar out of reach")
+    reference_is_optimum: bool = False
     # better / gap between two cells of the same seeds (e.g. one model at two iterations, or two
     # members scored on the same prompts): per-seed differences instead of two samples
     paired: bool = False
@@ -113,8 +116,9 @@ class Claim:
         d = asdict(self)
         for k in ("was", "figure_file", "quote"):
             d.pop(k)
-        if not self.below:  # declared later than the rest: absent, every other hash stays
-            d.pop("below")
+        for later in ("below", "reference_is_optimum"):  # declared later than the rest:
+            if not d[later]:  # absent where unset, so every other claim's hash stays
+                d.pop(later)
         d["parts"] = [p.declared() for p in self.parts]
         return d
 

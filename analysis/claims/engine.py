@@ -33,6 +33,7 @@ from analysis.claims.separation import LEVEL, ci_one, ci_two, minmax_apart
 from analysis.reading.regime import (
     REACH,
     Regime,
+    excess_bar,
     final_rows,
     is_r2,
     learned_regime,
@@ -406,6 +407,9 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
             if r.reach == REACH[2] or (r.threshold is not None and r.learned is False):
                 return Decision(claim, "bar out of reach", r.text())
             if not r.learned:
+                beyond = _reference_beyond_the_bar(rows, claim, cell, r)
+                if beyond:
+                    return Decision(claim, "bar out of reach", beyond)
                 return Decision(claim, "not testable", r.text())
             notes.append(r.text())
         result, numbers, minmax = _compare(claim, rows)
@@ -416,6 +420,31 @@ def decide(claim: Claim, rows_of: Callable[[Source], pl.DataFrame | None]) -> De
         return Decision(claim, "not testable", "unresolved: the interval spans the claim's "
                         "bound", numbers, minmax)
     return Decision(claim, result, "", numbers, minmax)
+
+
+def _reference_beyond_the_bar(rows: pl.DataFrame, claim: Claim, cell: Cell, r: Regime
+                              ) -> str | None:
+    """Why no model the claim is about can be learned here, where that is so: the claim
+    compares the model with a reference on its own prompts declared the optimum of its class
+    (`reference_is_optimum`: f_L*), and the reference itself does not clear the learned bar
+    (errors, the gate reading the claim's own metric). None otherwise (the model simply did
+    not learn; a baseline such as GD after t steps says nothing of what a model can reach)."""
+    if not claim.reference_is_optimum or r.trivial is None or is_r2(claim.metric) or \
+            (claim.gate_metric or claim.metric) != claim.metric or \
+            (claim.gate_statistic or claim.statistic) != claim.statistic:
+        return None
+    try:
+        ref = seed_values(rows, claim, cell, claim.reference, claim.reference_where)
+    except Undecidable:
+        return None
+    if not ref:
+        return None
+    level = sorted(ref.values())[len(ref) // 2]
+    bar = excess_bar(r.trivial, r.floor)
+    if level <= bar:
+        return None
+    return (f"{r.text()}; the reference {claim.reference} on the same prompts is itself at "
+            f"{level:.3g}, above the bar {bar:.3g}: no model of the class can be learned here")
 
 
 def _in_evidence(rows: pl.DataFrame, cell: Cell) -> bool:
