@@ -7,7 +7,7 @@ mean over prompts and positions, which Var(y) = 1 normalises), and its growth n*
 rows hold no n*; they are read here as follows, fixed before the engine judged them:
 
 * **Samples to reach t, per seed** (the engine's derived metric "n_star",
-  analysis.claims.engine.n_star_values): from each run's test-MSE curve, step x batch size
+  analysis.claims.cells.n_star_values): from each run's test-MSE curve, step x batch size
   at the first evaluation with MSE <= t, log-log interpolated between the bracketing
   evaluations (analysis.fitting.sample_complexity.n_star). A run that never reached t is
   right-censored: its cap counts as a lower bound on the side claimed to need more samples
