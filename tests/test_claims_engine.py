@@ -136,7 +136,9 @@ def test_on_r2_a_within_shows_its_ratio_and_a_gap_is_refused():
     assert f"CI of the ratio [{math.exp(min(lo, hi)):.3g}," in d.numbers
     assert f"[{min(lo, hi):.3g}, " not in d.numbers
     with pytest.raises(ValueError, match="a gap's factor is a ratio of errors"):
-        judge(claim("gap", metric="r2", factor=2.0), r2)
+        claim("gap", metric="r2", factor=2.0)  # refused where it is declared
+    with pytest.raises(ValueError, match="`below` is a slope's other curve"):
+        claim("slope", x="model.depth", factor=0.5, below=(Cell("c", {}),))
 
 
 def test_slope_sign_and_flat():
@@ -186,6 +188,32 @@ def test_a_flat_slope_reaching_zero_and_a_slope_below_another_curve():
     assert judge(above, frame).outcome == "not reproduced"
     # the hash of a claim without `below` is what it was before the field existed
     assert "below" not in base.declared() and below.declared()["below"]
+    # a value that is not a number: not testable, whichever form
+    nan = frame.with_columns(pl.when((pl.col("arch") == "z") & (pl.col("model.depth") == 4)
+                                     & (pl.col("seed") == 0) & (pl.col("step") == 10)
+                                     & (pl.col("predictor") == "model"))
+                             .then(float("nan")).otherwise(pl.col("value")).alias("value"))
+    for form in (base, Claim(**{**base.__dict__, "factor": 0.5}),
+                 Claim(**{**below.__dict__, "cells": of("z")})):
+        d = judge(form, nan)
+        assert d.outcome == "not testable" and "non-finite slope" in d.reason, d
+
+
+def test_parts_ruled_by_their_first_part():
+    """parts_rule "first" ("X, or at least Y: partly"): X reproduced is reproduced whatever Y
+    says; X not, Y reproduced: partly; neither: as parts combine."""
+    frame = rows({"a": [0.01, 0.011, 0.012], "b": [0.05, 0.06, 0.055]})
+    holds, fails = claim("better"), claim("better", ("b", "a"))
+
+    def ruled(*parts):
+        return judge(Claim(id="t", paper="P", figure="F", quote="", source=None, kind="parts",
+                           parts=parts, parts_rule="first"), frame).outcome
+
+    assert ruled(holds, fails) == "reproduced"  # "all" would say partly
+    assert ruled(fails, holds) == "partly"
+    assert ruled(fails, fails) == "not reproduced"
+    assert "parts_rule" not in Claim(id="t", paper="P", figure="F", quote="", source=None,
+                                     kind="parts", parts=(holds,)).declared()
 
 
 def test_not_learned_out_of_reach_seeds_pooled_and_pending():

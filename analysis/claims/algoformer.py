@@ -250,8 +250,9 @@ CLAIMS = (
                 "in model training",
           source=None, kind="parts",
           # ΔT = 1 drifts after T, as the criterion was written (docs/REPRODUCTION.md, Fig 3):
-          # its error at t = 50 leaves its seed range at t = T, worse (the seeds' intervals
-          # apart; the ΔT = 4 half, "stays within it", has no kind and is shown, not decided).
+          # its error at t = 50 leaves its seed range at t = T, worse: the two iterates' seed
+          # ranges, so not paired (paired, each seed's own 1% rise would pass); an overlap is
+          # the engine's "unresolved". The ΔT = 4 half, "stays within it", has no kind.
           # Declared until 2026-11-28 as the sign of the per-seed slope from t = T to t = 50,
           # which a curve flat to 1% passed: a bar lower than the one written
           parts=tuple(Claim(id=f"algoformer.loops.drift.T{T}_dT1", paper=PAPER,

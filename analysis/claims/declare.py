@@ -18,7 +18,9 @@ Kinds (`KINDS`), each a general rule any claim may use:
   (factor 0: its interval reaches 0), or, with `below` (a second curve's cells), lies below
   that curve's slope, the two intervals apart (a milder dependence on x).
 * "exact": a closed form or construction: |A − value| / |value| <= tolerance (no seeds).
-A claim in parts (`parts`) is "partly" where some parts are reproduced and some are not.
+A claim in parts (`parts`) is "partly" where some parts are reproduced and some are not; with
+parts_rule "first", it is reproduced where its first part is, else partly where another is
+(a criterion written as "X, or at least Y: partly").
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 KINDS = ("better", "gap", "within", "reaches", "slope", "exact")
+PARTS_RULES = ("all", "first")
 MIN_SEEDS = 3  # seeds per compared cell before a claim about trained models is judged
 
 
@@ -100,6 +103,9 @@ class Claim:
     gate_metric: str | None = None  # the metric the gate reads (default: `metric`), e.g. mse
     gate_statistic: str | None = None  # and its statistic (default: `statistic`)
     parts: tuple[Claim, ...] = ()  # a claim in parts ("partly" possible); then no cells
+    # how parts combine: "all" (every part reproduced: reproduced; some: partly) or "first"
+    # (the first part reproduced: reproduced; else the others reproduced: partly)
+    parts_rule: str = "all"
     scale: str = ""  # what the preset changes from the paper's setting, said in the table
     was: str = ""  # the hand-written verdict this row had before the engine (for the diff)
     figure_file: str = ""  # docs/figures/... the row links
@@ -107,17 +113,29 @@ class Claim:
     compute: str = ""
 
     def __post_init__(self):
+        from analysis.reading.regime import is_r2
+
         if self.kind not in KINDS and not self.parts:
             raise ValueError(f"claim {self.id}: kind {self.kind!r}; valid choices: "
                              f"{', '.join(KINDS)}")
+        if self.kind == "gap" and is_r2(self.metric):
+            raise ValueError(f"claim {self.id}: a gap's factor is a ratio of errors; on "
+                             f"{self.metric} (R²) declare 'better' or a level ('reaches')")
+        if self.below and (self.kind != "slope" or self.value or self.factor is not None):
+            raise ValueError(f"claim {self.id}: `below` is a slope's other curve; it takes "
+                             "neither a sign (value) nor a factor")
+        if self.parts_rule not in PARTS_RULES:
+            raise ValueError(f"claim {self.id}: parts_rule {self.parts_rule!r}; valid choices: "
+                             f"{', '.join(PARTS_RULES)}")
 
     def declared(self) -> dict:
         """What the claim's hash covers: everything that decides it (not `was`, not docs)."""
         d = asdict(self)
         for k in ("was", "figure_file", "quote"):
             d.pop(k)
-        for later in ("below", "reference_is_optimum"):  # declared later than the rest:
-            if not d[later]:  # absent where unset, so every other claim's hash stays
+        for later, unset in (("below", ()), ("reference_is_optimum", False),
+                             ("parts_rule", "all")):  # declared later than the rest: absent
+            if d[later] == unset:  # where unset, so every other claim's hash stays
                 d.pop(later)
         d["parts"] = [p.declared() for p in self.parts]
         return d

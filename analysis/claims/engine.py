@@ -117,6 +117,8 @@ def _slopes(claim: Claim, cells: tuple[Cell, ...], vals: list[dict]) -> list[flo
         my = sum(ly) / len(ly)
         slopes.append(sum((u - mx) * (w - my) for u, w in zip(lx, ly, strict=True))
                       / sum((u - mx) ** 2 for u in lx))
+    if not all(math.isfinite(x) for x in slopes):
+        raise Undecidable(f"a non-finite slope ({_fmt(slopes)}): a value is not a number")
     return slopes
 
 
@@ -132,9 +134,6 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         if c.trained and len(v) < MIN_SEEDS:
             raise Undecidable(f"{c.label}: {len(v)} seed(s) (needs >= {MIN_SEEDS})")
     kind = claim.kind
-    if kind == "gap" and higher:  # a factor is a ratio of errors; R² differences have none
-        raise ValueError(f"claim {claim.id}: a gap's factor is a ratio of errors; on "
-                         f"{claim.metric} (R²) declare 'better' or a level ('reaches')")
     if kind in ("better", "gap") and (claim.reference or claim.paired):  # per seed
         a, la = vals[0], claim.cells[0].label
         if claim.reference:  # the model vs a predictor on the same prompts
@@ -323,7 +322,7 @@ def _reference_beyond_the_bar(rows: pl.DataFrame, claim: Claim, cell: Cell, r: R
         return None
     level = sorted(ref.values())[len(ref) // 2]
     bar = excess_bar(r.trivial, r.floor)
-    if level <= bar:
+    if not math.isfinite(level) or level <= bar:
         return None
     return (f"{r.text()}; the reference {claim.reference} on the same prompts is itself at "
             f"{level:.3g}, above the bar {bar:.3g}: no model of the class can be learned here")
@@ -346,6 +345,8 @@ def _combine(claim: Claim, parts: list[Decision]) -> Decision:
         pending = sum(o == "evidence pending" for o in outcomes)
         return Decision(claim, "evidence pending", f"{pending} of {len(parts)} parts pending",
                         numbers, "", tuple(parts))
+    if claim.parts_rule == "first" and outcomes[0] == "reproduced":
+        return Decision(claim, "reproduced", "", numbers, "", tuple(parts))
     if all(o == "reproduced" for o in outcomes):
         return Decision(claim, "reproduced", "", numbers, "", tuple(parts))
     if "reproduced" in outcomes:

@@ -103,7 +103,7 @@ def _flat_1b(what: str, arch: dict, label: str) -> Claim:
     the FFN's, the intervals apart."""
     id_ = f"mousavi.str_simple.{what}_flat"
     return Claim(id=id_, paper="Mousavi", figure=f"{'TR' if what == 'tr' else 'RNN'} flat",
-                 quote="", source=STR_SIMPLE, kind="parts", parts=(
+                 quote="", source=STR_SIMPLE, kind="parts", parts_rule="first", parts=(
                      _slope(f"{id_}.zero", f"{label}: γ's interval reaches 0", STR_SIMPLE, arch,
                             label, FIG1B_N, grows=False, threshold=0.05, flat=0.0),
                      Claim(id=f"{id_}.milder", paper="Mousavi",
