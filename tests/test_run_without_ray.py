@@ -102,7 +102,8 @@ def test_a_window_ends_within_its_limit_archives_what_it_has_and_says_when_nothi
                          capture_output=True, text=True, timeout=120, env=env)
     wall = time.monotonic() - start
     assert run.returncode == 1, run.stdout + run.stderr
-    assert wall < 24 + 2, (wall, run.stdout)
+    assert wall < 24 + 1, (wall, run.stdout)  # the previous script ran past it: its limit
+    # began after its imports, and the archive came after it (28.1 s against LIMIT=25)
     assert "store: 0 members finished (ok or diverged), 24 failed" in run.stdout, run.stdout
     assert "== every trial failed in: depth_scaling:ls_mixer_depth:cuda:1" in run.stdout
     assert sorted(p.name for p in out.iterdir()) == ["jobs.log", "store.tgz"]

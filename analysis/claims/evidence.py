@@ -133,13 +133,16 @@ def draws_of(rows: pl.DataFrame) -> set[str]:
     return set(rows["train.draws"].fill_null("generator").unique().to_list())
 
 
-def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str]], preset: str,
-               sweep: str, study: str) -> tuple[pl.DataFrame, int]:
+def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str] | None],
+               preset: str, sweep: str, study: str) -> tuple[pl.DataFrame, int]:
     """The rows of the study's members at `preset` (seeds 0..the rows' largest), and how many
     members of the store are not among them (a store shared with another preset's run or a
     --set run); ConfigError when none is."""
     seeds = rows["seed"].drop_nulls()
-    ours = set(members(int(seeds.max()) + 1 if seeds.len() else 1))
+    ours = members(int(seeds.max()) + 1 if seeds.len() else 1)
+    if ours is None:  # no plan to check against (e.g. more seeds than a grid plans)
+        return rows, 0
+    ours = set(ours)
     inside = pl.col("config_hash").is_in(list(ours))
     stray = rows.filter(~inside)["config_hash"].n_unique()
     if stray and stray == rows["config_hash"].n_unique():
@@ -149,9 +152,18 @@ def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str]], pr
     return rows.filter(inside), stray
 
 
+def check(storage: str, preset: str, sweep: str, study: str,
+          members: Callable[[int], Collection[str] | None]) -> int:
+    """What `compact(..., members=members)` would leave out of the store's rows for the study
+    (members not at the preset), writing nothing; ConfigError where it would refuse them all,
+    MissingResults where the store has no rows for it."""
+    rows, _ = read_rows(storage, sweep, study)
+    return _at_preset(rows, members, preset, sweep, study)[1]
+
+
 def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
             scale: str | None = None, merge: bool = False,
-            members: Callable[[int], Collection[str]] | None = None) -> Path:
+            members: Callable[[int], Collection[str] | None] | None = None) -> Path:
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
     study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
     kept as the rows' `scale` column, which every figure's title shows. `members(n)`: the config

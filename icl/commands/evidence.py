@@ -3,6 +3,10 @@ run wrote, into evidence/<preset>/ (analysis.claims.evidence).
 
     icl evidence --from results --preset reduced algoformer/loops [SWEEP/STUDY ...]
     icl evidence --merge --from /tmp/window_store --preset reduced algoformer/loops
+
+Only the study's members at --preset are committed (the store's others are left out and
+counted; a store of none of them is refused, every study checked before any rows move);
+--any-members takes them all. A study without rows in the store is a warning.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from analysis.claims.evidence import BUDGET_MB, EVIDENCE, compact, size_mb
+from analysis.claims.evidence import BUDGET_MB, EVIDENCE, check, compact, size_mb
 from analysis.reading.store import MissingResults
 from icl_core.common.validation import ConfigError
 
@@ -29,13 +33,23 @@ def main(argv: list[str] | None = None, prog: str = "icl evidence") -> int:
                         help="keep the members already in evidence that the store lacks (a "
                         "GPU window that ran new seeds only); default: the store's rows replace "
                         "the study's evidence")
+    parser.add_argument("--any-members", action="store_true",
+                        help="commit the store's members whatever their configs (a --set run's "
+                        "rows, taken as the preset's at your word); default: only the study's "
+                        "members at --preset")
     args = parser.parse_args(argv)
     studies = []
     for item in args.studies:
         sweep, _, study = item.partition("/")
         if not study:
             parser.error(f"{item!r}: name a study as SWEEP/STUDY")
-        studies.append((item, sweep, study, members_at(sweep, study, args.preset)))
+        members = None if args.any_members else members_at(sweep, study, args.preset)
+        if members is not None:  # every study checked before any rows move
+            try:
+                check(args.storage, args.preset, sweep, study, members)
+            except MissingResults:
+                pass  # said below, and skipped
+        studies.append((item, sweep, study, members))
     committed = 0
     for item, sweep, study, members in studies:
         try:
@@ -66,9 +80,10 @@ LEFT_OUT = {"not_at_preset": "members of the store not at this preset (another p
 
 
 def members_at(sweep: str, study: str, preset: str):
-    """n -> the config hashes of the study's members at `preset` with seeds 0..n-1; the study
-    and its preset checked now, before any rows move. None for a sweep that is not one of the
-    catalog's files (a store's own sweep: its rows are taken as they are)."""
+    """n -> the config hashes of the study's grid members at `preset` with seeds 0..n-1 (None
+    past what a grid plans); the study and its preset checked now, before any rows move. None
+    for a sweep that is not one of the catalog's files (a store's own sweep) or a search (its
+    members are the sampler's): their rows are taken as they are."""
     from icl.catalog import load_sweep
     from icl_core.spec.study import Study
 
@@ -77,11 +92,19 @@ def members_at(sweep: str, study: str, preset: str):
     except KeyError:
         return None
     found = [s for s in studies if s.name == study]
-    if not found or not isinstance(found[0], Study):
-        grids = [s.name for s in studies if isinstance(s, Study)]
-        raise ConfigError(f"{sweep}/{study}: not a grid study of {sweep}; valid choices: "
-                          f"{', '.join(grids)}")
+    if not found:
+        raise ConfigError(f"{sweep}/{study}: not a study of {sweep}; valid choices: "
+                          f"{', '.join(s.name for s in studies)}")
     if preset not in found[0].presets:
         raise ConfigError(f"--preset: {sweep}/{study} has no {preset!r} preset (it has: "
                           f"{', '.join(found[0].presets)})")
-    return lambda n: {m.hash for m in found[0].members(preset, None, num_samples=n)}
+    if not isinstance(found[0], Study):
+        return None
+
+    def hashes(n: int) -> set[str] | None:
+        try:
+            return {m.hash for m in found[0].members(preset, None, num_samples=n)}
+        except ConfigError:  # more seeds than a grid plans
+            return None
+
+    return hashes

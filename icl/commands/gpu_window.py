@@ -43,6 +43,9 @@ from icl_core.planning.resources import longest_first, on_share
 # of each call: the processes' imports and first CUDA calls, and the 20 s gpu_evidence.sh keeps
 # for its archive (ARCHIVE_S) before its LIMIT
 STARTUP_S = 50.0
+# a command's LIMIT ends this long before its call does (the shell's own start, a clock's
+# rounding): a machine that ends a command at its limit then never cuts the archive
+MARGIN_S = 10.0
 UNDECIDED = ("partly", "not testable", "evidence pending")
 
 
@@ -220,8 +223,8 @@ def window_seconds(chosen: list[Candidate]) -> float:
 def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None,
             every: bool = False, graph: bool = False, store: str | None = None) -> str:
     """The one command that runs the chosen studies on the lent machine: one job per sweep
-    file, with its `processes`; `store`: the folder it trains into there (default: the
-    script's)."""
+    file, with its `processes`, its LIMIT MARGIN_S short of the window; `store`: the folder
+    it trains into there (default: the script's)."""
     by_sweep: dict[str, list[Candidate]] = {}
     for c in chosen:
         by_sweep.setdefault(c.sweep, []).append(c)
@@ -232,7 +235,7 @@ def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | 
         jobs.append(job + (f":{seeds}" if seeds else ""))
     return (f"{'ALL=1 ' if every else ''}{'GRAPH=1 ' if graph else ''}"
             f"{f'STORE={store} ' if store else ''}OUT=$OUT "
-            f"LIMIT={math.floor(window_s)} bash "
+            f"LIMIT={math.floor(window_s - MARGIN_S)} bash "
             f"benchmarks/gpu_evidence.sh {preset} " + " ".join(jobs))
 
 
@@ -271,10 +274,13 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         raise ConfigError(f"--preset: unknown {args.preset!r}; valid choices: "
                           f"{', '.join(PRESETS)}")
     window_s = args.gpu_minutes * 60
+    from icl.catalog import selected
+
     try:
-        found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
+        selected(args.only)
     except KeyError as exc:  # an unknown sweep file, named with the valid ones
         raise ConfigError(f"--only: {exc.args[0]}") from None
+    found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     call_s = args.call_minutes * 60 if args.call_minutes else None
@@ -323,8 +329,9 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
         print("run on the GPU machine, one call after another, each its own $OUT (an empty "
               "folder; a lent machine's start and the gaps between calls are not in the "
               "window):\n" + "\n".join(f"  call {i + 1}: {line}" for i, line in enumerate(lines))
-              + "\nthen here, with call i's store.tgz unpacked into an empty /tmp/store<i>:\n  "
-              + " && ".join(merges) + " && icl verdicts --write")
+              + "\nthen here, with call i's store.tgz unpacked into an empty /tmp/store<i> (each "
+              "merge on its own: a call cut before its first member leaves nothing to merge):"
+              "\n  " + "; ".join(merges) + "; icl verdicts --write")
     if args.graph:
         from icl_core.planning import gpu_rates
 
