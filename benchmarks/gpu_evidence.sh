@@ -98,6 +98,7 @@ done
 
 echo "== done ($(date +%T))"
 for log in "$LOGS"/*.log; do
+    [ -e "$log" ] || continue  # no jobs given
     echo "-- $(basename "$log")"; tail -n 4 "$log"
     { echo "== $(basename "$log")"; cat "$log"; } >>"$OUT/jobs.log"
 done

@@ -32,9 +32,11 @@
     icl catalog [--run] [--only SWEEP[/STUDY] ...] [options]
                                    plan (or run, as one pool) every sweep file's studies
                                    (icl.catalog)
-    icl evidence --from STORE --preset P [--merge] [--scale S] [--evidence DIR] SWEEP/STUDY ...
-                                   commit studies' rows as evidence (evidence/<preset>/); --merge
-                                   keeps the committed members the store lacks
+    icl evidence --from STORE --preset P [--merge] [--any-members] [--scale S]
+             [--evidence DIR] SWEEP/STUDY ...
+                                   commit studies' rows as evidence (evidence/<preset>/): the
+                                   preset's members; --merge keeps the committed members the
+                                   store lacks
     icl forecast seal|score|design|replay [options]
                                    seal a scaling-law forecast, or score it on new rows;
                                    where a study stands on an adaptive goal; an adaptive
