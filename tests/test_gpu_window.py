@@ -331,6 +331,17 @@ def test_a_merge_of_another_random_stream_is_refused_by_name(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "by counter, the committed evidence's by generator: another random stream" in err
     assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [0, 1]  # untouched
+    # checked before any rows move: a study named before the refused one is not written
+    from icl_core.storage.store import rows_table
+
+    row = [{"metric": "mse", "statistic": "median", "value": 0.1, "step": 100,
+            "predictor": "model", "position": 20, "test_dist": "train"}]
+    second.write_rows(second.rows_path(SWEEP, "other", "o0"), rows_table(row, {
+        "sweep": SWEEP, "study": "other", "trial_id": "o0", "member": 0, "config_hash": "o0",
+        "seed": 0, "status": "ok", "reason": None, "model.depth": 4.0, "wall_time_s": 1.0}))
+    assert icl([*argv[:5], f"{SWEEP}/other", *argv[5:], "--merge"]) == 2
+    assert "another random stream" in capsys.readouterr().err
+    assert load("reduced", SWEEP, "other", root) is None
     assert icl(argv) == 0  # without --merge the store's rows replace the evidence
     assert load("reduced", SWEEP, STUDY, root)["train.draws"].to_list() == ["counter"]
 

@@ -153,12 +153,30 @@ def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str] | No
 
 
 def check(storage: str, preset: str, sweep: str, study: str,
-          members: Callable[[int], Collection[str] | None]) -> int:
-    """What `compact(..., members=members)` would leave out of the store's rows for the study
-    (members not at the preset), writing nothing; ConfigError where it would refuse them all,
-    MissingResults where the store has no rows for it."""
+          members: Callable[[int], Collection[str] | None] | None, root: Path | None = None,
+          merge: bool = False) -> int:
+    """What `compact(..., members=members, merge=merge)` would leave out of the store's rows
+    for the study (members not at the preset), writing nothing; ConfigError where it would
+    refuse them (none at the preset; a merge of another random stream), MissingResults where
+    the store has no rows for it."""
     rows, _ = read_rows(storage, sweep, study)
-    return _at_preset(rows, members, preset, sweep, study)[1]
+    stray = 0
+    if members is not None:
+        rows, stray = _at_preset(rows, members, preset, sweep, study)
+    before = load(preset, sweep, study, root) if merge else None
+    if before is not None:
+        _same_stream(rows, before, sweep, study)
+    return stray
+
+
+def _same_stream(rows: pl.DataFrame, before: pl.DataFrame, sweep: str, study: str) -> None:
+    ours, theirs = draws_of(rows), draws_of(before)
+    if ours != theirs:
+        raise ConfigError(
+            f"{sweep}/{study}: the store's members draw their batches by "
+            f"{'/'.join(sorted(ours))}, the committed evidence's by "
+            f"{'/'.join(sorted(theirs))}: another random stream, not more seeds of the same "
+            "one; --merge refused (without --merge the store's rows replace the evidence)")
 
 
 def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None = None,
@@ -188,13 +206,7 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     merged_from = []
     earlier = None
     if before is not None:
-        ours, theirs = draws_of(rows), draws_of(before)
-        if ours != theirs:
-            raise ConfigError(
-                f"{sweep}/{study}: the store's members draw their batches by "
-                f"{'/'.join(sorted(ours))}, the committed evidence's by "
-                f"{'/'.join(sorted(theirs))}: another random stream, not more seeds of the same "
-                "one; --merge refused (without --merge the store's rows replace the evidence)")
+        _same_stream(rows, before, sweep, study)
         earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json")
                              .read_text())
         failed = set(rows.filter(pl.col("status") == "failed")["config_hash"].to_list()) & set(

@@ -44,11 +44,10 @@ def main(argv: list[str] | None = None, prog: str = "icl evidence") -> int:
         if not study:
             parser.error(f"{item!r}: name a study as SWEEP/STUDY")
         members = None if args.any_members else members_at(sweep, study, args.preset)
-        if members is not None:  # every study checked before any rows move
-            try:
-                check(args.storage, args.preset, sweep, study, members)
-            except MissingResults:
-                pass  # said below, and skipped
+        try:  # every study checked before any rows move
+            check(args.storage, args.preset, sweep, study, members, args.evidence, args.merge)
+        except MissingResults:
+            pass  # said below, and skipped
         studies.append((item, sweep, study, members))
     committed = 0
     for item, sweep, study, members in studies:
