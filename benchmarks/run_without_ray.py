@@ -57,9 +57,10 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
            ) -> list[TrialSpec]:
     """The trials of the selected studies' members not yet finished in `storage` (nor in
     `skip`: (sweep, study) -> config hashes held elsewhere, e.g. committed evidence); `seeds`
-    plans seeds 0..seeds-1 in place of the preset's; longest first by the cost model. A trial per
-    stack, or with `interleave` one per study, its stacks trained at once in one process (TrialSpec.interleave). `graph`:
-    each member on the graph path where its config allows it (`on_graph_path`)."""
+    plans seeds 0..seeds-1 in place of the preset's; longest first by the cost model. A trial
+    per stack, or with `interleave` one per study, its stacks trained at once in one process
+    (TrialSpec.interleave). `graph`: each member on the graph path where its config allows it
+    (`on_graph_path`)."""
     sweep, store, out, seconds = load_sweep(sweep_name), Store(storage), [], []
     model = cost_model(1.0 if device.startswith("cuda") else 0.0, 1)
     grids = [s.name for s in sweep.studies if isinstance(s, Study)]

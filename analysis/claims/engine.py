@@ -122,14 +122,20 @@ def _slopes(claim: Claim, cells: tuple[Cell, ...], vals: list[dict]) -> list[flo
     return slopes
 
 
+def _values(rows: pl.DataFrame, claim: Claim, cell: Cell, lower_bound: bool = False
+            ) -> dict[int, float]:
+    """{seed: value} of a compared cell: its n* for the derived metric, else its rows'."""
+    if claim.metric == N_STAR:
+        return n_star_values(rows, claim, cell, lower_bound=lower_bound)
+    return seed_values(rows, claim, cell)
+
+
 def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
     """(result, numbers, minmax) of the claim's comparison; result as `_side`."""
     higher = is_r2(claim.metric)
-    if claim.metric == N_STAR:  # samples to reach the threshold; B's censored seeds: caps
-        vals = [n_star_values(rows, claim, c, lower_bound=claim.kind in ("better", "gap")
-                              and i == 1) for i, c in enumerate(claim.cells)]
-    else:
-        vals = [seed_values(rows, claim, c) for c in claim.cells]
+    # n*: samples to reach the threshold; B's censored seeds count as caps in an ordering
+    vals = [_values(rows, claim, c, lower_bound=claim.kind in ("better", "gap") and i == 1)
+            for i, c in enumerate(claim.cells)]
     for c, v in zip(claim.cells, vals, strict=True):
         if c.trained and len(v) < MIN_SEEDS:
             raise Undecidable(f"{c.label}: {len(v)} seed(s) (needs >= {MIN_SEEDS})")
@@ -217,9 +223,7 @@ def _compare(claim: Claim, rows: pl.DataFrame) -> tuple[str, str, str]:
         lo, hi = ci_one(slopes)
         what = "slope of R² on log" if higher else "log-log slope in"
         if claim.below:  # milder than another curve: the two intervals apart, this one below
-            other = _slopes(claim, claim.below, [
-                n_star_values(rows, claim, c, lower_bound=False) if claim.metric == N_STAR else
-                seed_values(rows, claim, c) for c in claim.below])
+            other = _slopes(claim, claim.below, [_values(rows, claim, c) for c in claim.below])
             olo, ohi = ci_one(other)
             result = ("reproduced" if hi < olo else "not reproduced" if lo > ohi else
                       "unresolved")

@@ -110,13 +110,14 @@ def claims_by_study(preset: str) -> dict[tuple[str, str], list[tuple[str, str]]]
     return found
 
 
-def candidates(preset: str, only: list[str] | None, seeds: int | None,
+def candidates(preset: str, files: list[tuple[str, str | None]], seeds: int | None,
                every: bool = False, graph: bool = False) -> list[Candidate]:
-    """Every grid study of the selected sweep files that has `preset`, costed on one GPU: the
-    members not committed in evidence/<preset>/, or with `every` all of them; with `graph`,
-    each on the graph path where its config allows it."""
+    """Every grid study of the selected sweep files (`icl.catalog.selected`: (file, study or
+    None) pairs) that has `preset`, costed on one GPU: the members not committed in
+    evidence/<preset>/, or with `every` all of them; with `graph`, each on the graph path
+    where its config allows it."""
     from analysis.claims.evidence import load
-    from icl.catalog import load_sweep, selected
+    from icl.catalog import load_sweep
     from icl_core.planning import gpu_rates
     from icl_core.running.trial_pool import cost_model
     from icl_core.spec.config import ConfigError, on_graph_path
@@ -126,7 +127,7 @@ def candidates(preset: str, only: list[str] | None, seeds: int | None,
     claims = claims_by_study(preset)
     model = cost_model(1.0, 1)  # one GPU: its cached calibrations, else the H100 rate model
     out = []
-    for name, only_study in selected(only):
+    for name, only_study in files:
         sweep = load_sweep(name)
         for study in sweep.studies:
             if not isinstance(study, Study) or preset not in study.presets or \
@@ -277,10 +278,10 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     from icl.catalog import selected
 
     try:
-        selected(args.only)
+        files = selected(args.only)
     except KeyError as exc:  # an unknown sweep file, named with the valid ones
         raise ConfigError(f"--only: {exc.args[0]}") from None
-    found = candidates(args.preset, args.only, args.seeds, every=args.all, graph=args.graph)
+    found = candidates(args.preset, files, args.seeds, every=args.all, graph=args.graph)
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     call_s = args.call_minutes * 60 if args.call_minutes else None

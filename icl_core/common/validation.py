@@ -42,6 +42,14 @@ def did_you_mean(name: Any, choices) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def invalid(value: Any, choices) -> str:
+    """"'fp16' is not valid; did you mean 'bf16'? valid choices: ..." (a value outside a fixed
+    set; the field's path goes before it)."""
+    choices = list(choices)
+    return (f"{shown(value)} is not valid; {did_you_mean(value, choices)}valid choices: "
+            f"{', '.join(map(str, choices))}")
+
+
 def unknown(path: str, what: str, name: Any, choices, label: str = "valid choices",
             show_name: bool = True) -> ConfigError:
     """The one message for an unknown name: what it is, the closest valid name, all of them,
@@ -96,8 +104,7 @@ def _coerce_literal(value: Any, args: tuple, path: str, from_cli: bool) -> Any:
                 return choice
     if value in args and type(value) in {type(a) for a in args}:
         return value
-    raise ConfigError(f"{path}: {shown(value)} is not valid; {did_you_mean(value, args)}"
-                      f"valid choices: {', '.join(map(str, args))}")
+    raise ConfigError(f"{path}: {invalid(value, args)}")
 
 
 def _coerce_sequence(value: Any, args: tuple, path: str, from_cli: bool) -> tuple:

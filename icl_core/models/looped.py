@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from icl_core.common.batch import Batch, masked_mse
-from icl_core.common.validation import did_you_mean, require, shown
+from icl_core.common.validation import require, unknown
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.mixers import MIXERS
 from icl_core.models.transformer import Block, TransformerConfig, gpt2_init, norm, positions
@@ -81,9 +81,8 @@ class LoopedConfig(ModelConfig):
             require(value >= low, f"{path}.{name}", f"must be >= {low}, got {value}")
         require(self.width % self.heads == 0, f"{path}.heads",
                 f"must divide width={self.width}, got {self.heads}")
-        require(self.mixer in MIXERS, f"{path}.mixer",
-                f"unknown {shown(self.mixer)}; {did_you_mean(self.mixer, sorted(MIXERS))}valid "
-                f"choices: {', '.join(sorted(MIXERS))}")
+        if self.mixer not in MIXERS:
+            raise unknown(f"{path}.mixer", "", self.mixer, sorted(MIXERS))
         require(self.window <= self.loops, f"{path}.window",
                 f"ΔT must be <= loops (T={self.loops}), got {self.window}")
         require(self.curriculum_start <= self.loops, f"{path}.curriculum_start",

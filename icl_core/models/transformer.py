@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from icl_core.common.device import constant
-from icl_core.common.validation import did_you_mean, require, shown
+from icl_core.common.validation import require, unknown
 from icl_core.models.base import ModelBase, ModelConfig
 from icl_core.models.baseconv_gd import ConstructionFeatures, dim_from_width
 from icl_core.models.mixers import MIXERS
@@ -44,12 +44,8 @@ class TransformerConfig(ModelConfig):
             f"{path}.heads",
             f"must divide width={self.width}, got {self.heads}",
         )
-        require(
-            self.mixer in MIXERS,
-            f"{path}.mixer",
-            f"unknown {shown(self.mixer)}; {did_you_mean(self.mixer, sorted(MIXERS))}valid "
-            f"choices: {', '.join(sorted(MIXERS))}",
-        )
+        if self.mixer not in MIXERS:
+            raise unknown(f"{path}.mixer", "", self.mixer, sorted(MIXERS))
         require(self.mlp_ratio >= 1, f"{path}.mlp_ratio", "must be >= 1")
         require(self.init_std > 0, f"{path}.init_std", "must be > 0")
         require(

@@ -27,9 +27,8 @@ from icl_core.common.validation import (  # re-exported: the names config users 
     ConfigError,
     build_dataclass,
     coerce,
-    did_you_mean,
+    invalid,
     require,
-    shown,
     to_plain,
     type_hints,
     unknown,
@@ -101,12 +100,9 @@ class TrainConfig:
     cuda_graph: bool = False
 
     def check(self, path: str) -> None:
-        require(self.draws in DRAWS, f"{path}.draws",
-                f"{shown(self.draws)} is not valid; {did_you_mean(self.draws, DRAWS)}valid "
-                f"choices: {', '.join(DRAWS)}")
+        require(self.draws in DRAWS, f"{path}.draws", invalid(self.draws, DRAWS))
         require(self.precision in PRECISIONS, f"{path}.precision",
-                f"{shown(self.precision)} is not valid; {did_you_mean(self.precision, PRECISIONS)}"
-                f"valid choices: {', '.join(PRECISIONS)}")
+                invalid(self.precision, PRECISIONS))
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
         require(self.steps >= 0, f"{path}.steps", f"must be >= 0, got {self.steps}")
         require(self.batch_size >= 1, f"{path}.batch_size", f"must be >= 1, got {self.batch_size}")
@@ -316,9 +312,7 @@ def _check_sections(raw: dict) -> None:
 def _check_values(member: MemberConfig) -> None:
     """dtype, seeds, device and the evaluation / artifact periods."""
     train, evaluation = member.train, member.eval
-    require(member.dtype in DTYPES, "dtype",
-            f"{shown(member.dtype)} is not valid; {did_you_mean(member.dtype, DTYPES)}valid "
-            f"choices: {', '.join(DTYPES)}")
+    require(member.dtype in DTYPES, "dtype", invalid(member.dtype, DTYPES))
     require(train.precision == "fp32" or member.dtype == "float32", "train.precision",
             f"{train.precision!r} speeds up float32 training; dtype {member.dtype!r} computes as "
             "declared: use train.precision=fp32")
