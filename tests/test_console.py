@@ -116,6 +116,9 @@ def test_icl_help_lists_every_command_and_each_answers_its_own_help(capsys):
                 "scoreboard", "cost"]
     for command in commands:
         assert f"    icl {command}" in usage and f"    icl {command}" in USAGE, command
+    assert "    icl --version" in usage  # the last usage line, before the --json paragraph
+    for option in ("--merge", "--any-members", "--statistic", "--rates", "--call-minutes"):
+        assert option in usage, option
     for command in ("catalog", "evidence", "forecast", "scoreboard", "regenerate", "verdicts",
                     "backtest", "cost"):
         with pytest.raises(SystemExit) as exc:

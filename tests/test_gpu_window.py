@@ -316,6 +316,20 @@ def test_a_commit_takes_the_presets_members_only_and_a_merge_keeps_what_a_window
         capsys.readouterr().err
 
 
+def test_evidence_checks_a_grid_at_its_preset_and_takes_a_search_as_it_is():
+    """members_at: a grid study's member hashes at the preset for n seeds (none past the
+    seeds a grid plans: no plan to check against), None for a search (the sampler's members)
+    and for a sweep outside the catalog."""
+    from icl.commands.evidence import members_at
+
+    hashes = members_at("depth_scaling", "least_squares", "cpu")
+    one, two = hashes(1), hashes(2)
+    assert one and one < two  # seed 1 adds members
+    assert hashes(10**6) is None
+    assert members_at("hpo_lr", "width_lr", "smoke") is None
+    assert members_at("not_a_catalog_sweep", "x", "smoke") is None
+
+
 def test_a_merge_of_another_random_stream_is_refused_by_name(tmp_path, capsys):
     """Rows drawn by counter, merged into evidence drawn by the generator, would pass for more
     seeds of the same stream. The merge is refused (the committed

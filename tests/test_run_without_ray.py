@@ -126,6 +126,8 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
     import subprocess
     import sys
 
+    import torch
+
     script = SCRIPT.parent / "gpu_window.sh"
     env = {**os.environ, "OUT": str(tmp_path / "out"), "STORE": str(tmp_path / "window"),
            "PY": sys.executable, "STACKS_S": "2", "STACKS_ARGS": "--device cpu --quick",
@@ -143,3 +145,17 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
                            capture_output=True, text=True, timeout=300,
                            env={**env, "TOTAL": "60", "OUT": str(tmp_path / "short")})
     assert short.returncode == 0 and "== evidence skipped:" in short.stdout
+    # nothing left of TOTAL after the tests: the measurements are skipped (timeout 0 would
+    # have run them without a limit)
+    none = subprocess.run(["bash", str(script), "smoke"], capture_output=True, text=True,
+                          timeout=300, env={**env, "TOTAL": "1", "OUT": str(tmp_path / "none")})
+    assert none.returncode == 0 and "gpu_stacks: skipped, nothing left of TOTAL 1s" in none.stdout
+    # a job whose every trial failed (CUDA asked of this CPU): the window's exit status is 1
+    if not torch.cuda.is_available():
+        failed = subprocess.run(["bash", str(script), "smoke",
+                                 "depth_scaling:ls_mixer_depth:cuda:1"], capture_output=True,
+                                text=True, timeout=300, env={**env, "ALL": "1", "STACKS_S": "1",
+                                                             "OUT": str(tmp_path / "failed"),
+                                                             "STORE": str(tmp_path / "s2")})
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert "== every trial failed in: depth_scaling:ls_mixer_depth:cuda:1" in failed.stdout
