@@ -34,6 +34,7 @@ OUT=${OUT:-/tmp/gpu_evidence}
 STORE=${STORE:-/tmp/gpu_evidence_store}
 LIMIT=${LIMIT:-420}
 ARCHIVE_S=${ARCHIVE_S:-20}
+GATE_S=${GATE_S:-150}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 start=$(date +%s)
@@ -55,8 +56,9 @@ if [ -n "${GRAPH:-}" ] && [ -z "${GRAPH_CHECKED:-}" ]; then
     gate_start=$(date +%s)
     gate="(replayed or failed_capture or generator_stack or generator_draws) and not cpu"
     # passed only where some of them ran: on a machine without CUDA they are all skipped
-    gate_s=$(( LIMIT - ARCHIVE_S - 30 ))  # at most 150 s, and 30 s left for the jobs
-    [ "$gate_s" -gt 150 ] && gate_s=150
+    # at most GATE_S (icl plan --graph keeps as much of each call), and 30 s left for the jobs
+    gate_s=$(( LIMIT - ARCHIVE_S - 30 ))
+    [ "$gate_s" -gt "$GATE_S" ] && gate_s=$GATE_S
     [ "$gate_s" -lt 1 ] && gate_s=1
     if timeout "$gate_s" $PY -m pytest -q -p no:cacheprovider -rfE tests/test_cuda_graph.py \
             -k "$gate" >"$OUT/graph_tests.log" 2>&1 \

@@ -13,11 +13,13 @@ import pytest
 
 from analysis.claims.evidence import compact, load
 from icl.commands.gpu_window import (
+    GATE_S,
     STARTUP_S,
     Candidate,
     calls,
     choose,
     command,
+    kept_s,
     window_seconds,
 )
 from icl.console import main as icl
@@ -185,6 +187,18 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
               for graph, out in plans.items()}
     assert counts[True] == counts[False] and counts[True]  # the committed members are skipped
     assert "GRAPH=1 OUT=$OUT LIMIT=590 bash benchmarks/gpu_evidence.sh reduced " in plans[True]
+    # the script's GRAPH=1 gate (the replay tests) runs first, within LIMIT: its cap is kept
+    from conftest import ROOT
+
+    assert GATE_S == float(re.search(r"^GATE_S=\$\{GATE_S:-(\d+)\}$", (
+        ROOT / "benchmarks" / "gpu_evidence.sh").read_text(), re.M).group(1))
+    assert f"{STARTUP_S + GATE_S:.0f} s kept for start-up and the archive ({GATE_S:.0f} s of " \
+        "them for GRAPH=1's replay tests)" in plans[True]
+    for graph, out in plans.items():
+        total = re.search(r"^chosen: .* planned (\d+) s of (\d+) s$", out, re.M)
+        assert int(total.group(1)) <= int(total.group(2)) == 600 - kept_s(graph)
+    assert calls([Candidate("a", "x", 1, 1, [420.0], [("x0", "partly")])], 600.0, None,
+                 kept_s(True)) == []  # 420 s fits the 550 s a call leaves, not 400
     assert "icl evidence --merge --from /tmp/store --preset reduced" in plans[True]
     assert "the graph path graph-generator fp32 is not fitted yet (`icl cost`): its steps are " \
         "costed as the eager path's, so this plan is an upper bound" in plans[True]

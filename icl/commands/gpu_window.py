@@ -9,12 +9,12 @@ costed on one GPU by the cost model: its seeds stacked, as benchmarks/run_withou
 them there, each stack's seconds alone (unmeasured shapes by the GPU rate model fitted to an
 H100's steps, `icl cost`), and the window's wall is what the command runs: up to
 SIDE_BY_SIDE processes side by side, each stack then at the measured slowdown
-(`window_seconds`). Studies are taken in order while that wall (less `STARTUP_S`) fits the
-window: first those whose claims the verdict engine leaves undecided on the committed evidence
-(partly, not testable at this scale, evidence pending), the most such claims per planned second
-first; then those behind decided claims, then the rest, cheaper first. `--seeds N` plans N
-seeds per setting in place of the preset's (a number fixed before the run, never raised after
-seeing one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
+(`window_seconds`). Studies are taken in order while that wall (less `STARTUP_S`, and with
+`--graph` the replay tests' `GATE_S`) fits the window: first those whose claims the verdict
+engine leaves undecided on the committed evidence (partly, not testable at this scale,
+evidence pending), the most such claims per planned second first; then those behind decided
+claims, then the rest, cheaper first. `--seeds N` plans N seeds per setting in place of the
+preset's (a number fixed before the run, never raised after seeing one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
 script), and prints the planned wall of every selected study in one window. `--graph` plans
 each member whose config allows it with its step captured as a CUDA graph
 (icl_core.spec.config.on_graph_path: the same member, hash and random stream, so its rows
@@ -46,6 +46,9 @@ STARTUP_S = 50.0
 # a command's LIMIT ends this long before its call does (the shell's own start, a clock's
 # rounding): a machine that ends a command at its limit then never cuts the archive
 MARGIN_S = 10.0
+# with --graph, each call's gpu_evidence.sh first runs the replay CUDA tests (its GRAPH=1 gate),
+# for at most its GATE_S, out of the call's LIMIT: the plan keeps that too
+GATE_S = 150.0
 UNDECIDED = ("partly", "not testable", "evidence pending")
 
 
@@ -166,16 +169,21 @@ def choose(found: list[Candidate], window_s: float) -> list[Candidate]:
     return chosen
 
 
-def calls(found: list[Candidate], window_s: float,
-          call_s: float | None = None) -> list[tuple[list[Candidate], float]]:
+def kept_s(graph: bool = False) -> float:
+    """What each call keeps from its jobs: STARTUP_S, and with `graph` the gate's GATE_S."""
+    return STARTUP_S + (GATE_S if graph else 0.0)
+
+
+def calls(found: list[Candidate], window_s: float, call_s: float | None = None,
+          kept: float = STARTUP_S) -> list[tuple[list[Candidate], float]]:
     """The window as commands run one after another, each (its studies, its time limit): a call
     of at most `call_s` seconds (the whole window without), spent from the window whole since a
-    command may run to its limit, takes by `choose` what fits its limit less STARTUP_S (each
-    call starts its processes anew) from the studies the calls before it left."""
+    command may run to its limit, takes by `choose` what fits its limit less `kept` (`kept_s`:
+    each call starts its processes anew) from the studies the calls before it left."""
     left, rest, out = window_s, list(found), []
-    while left > STARTUP_S:
+    while left > kept:
         limit = min(call_s or left, left)
-        chosen = choose(rest, limit - STARTUP_S)
+        chosen = choose(rest, limit - kept)
         if not chosen:
             break
         out.append((chosen, limit))
@@ -266,9 +274,11 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
 
     if not args.gpu_minutes > 0:
         raise ConfigError(f"--gpu-minutes: must be > 0, got {args.gpu_minutes:g}")
-    if args.call_minutes is not None and not args.call_minutes * 60 > STARTUP_S:
-        raise ConfigError(f"--call-minutes: must be more than the {STARTUP_S:.0f} s a call "
-                          f"keeps for start-up, got {args.call_minutes:g}")
+    kept = kept_s(args.graph)
+    if args.call_minutes is not None and not args.call_minutes * 60 > kept:
+        raise ConfigError(f"--call-minutes: must be more than the {kept:.0f} s a call keeps "
+                          f"for start-up{' and the replay tests' if args.graph else ''}, got "
+                          f"{args.call_minutes:g}")
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds: must be >= 1, got {args.seeds}")
     if args.preset not in PRESETS:
@@ -285,11 +295,12 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
     if not found:
         raise ConfigError(f"--preset: no selected grid study has a {args.preset!r} preset")
     call_s = args.call_minutes * 60 if args.call_minutes else None
-    planned = calls(found, window_s, call_s)
+    planned = calls(found, window_s, call_s, kept)
     chosen = [c for studies, _ in planned for c in studies]
     print(f"a {args.gpu_minutes:g}-minute window on one GPU [{args.preset}]: planned by the cost "
           f"model ({SIDE_BY_SIDE} processes side by side at most; `icl cost` shows its fit), "
-          f"{STARTUP_S:.0f} s kept for start-up and the archive"
+          f"{kept:.0f} s kept for start-up and the archive"
+          + (f" ({GATE_S:.0f} s of them for GRAPH=1's replay tests)" if args.graph else "")
           + (f" in each call of at most {args.call_minutes:g} minutes" if call_s else "")
           + "; + chosen")
     for c in sorted(found, key=Candidate.rank):
@@ -300,8 +311,8 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
             f"all {c.members} members in evidence/{args.preset}"
         print(f"{mark} {c.sweep}/{c.study}: {what}; {served(c.claims)}"
               + (f"; {c.off_graph}" if c.off_graph else ""))
-    walls = ", ".join(f"{window_seconds(studies):.0f} s of {limit - STARTUP_S:.0f} s"
-                      for studies, limit in planned) or f"0 s of {window_s - STARTUP_S:.0f} s"
+    walls = ", ".join(f"{window_seconds(studies):.0f} s of {limit - kept:.0f} s"
+                      for studies, limit in planned) or f"0 s of {max(0.0, window_s - kept):.0f} s"
     print(f"chosen: {len(chosen)} of {len(found)} studies"
           + (f" in {len(planned)} calls" if len(planned) > 1 else "") + f", planned {walls}")
     if args.all:
