@@ -276,6 +276,10 @@ def test_exact_claims_compute_in_process():
 def test_a_changed_declaration_changes_its_hash_not_its_prose():
     c = claim("gap", factor=100)
     assert Claim(**{**c.__dict__, "was": "x", "quote": "y"}).hash() == c.hash()
+    # the scale's words describe the evidence (its preset is the source's, in the hash): more
+    # seeds of the same members, said in the scale, re-declare nothing
+    assert Claim(**{**c.__dict__, "scale": "reduced: 5 seeds"}).hash() == c.hash()
+    assert Claim(**{**c.__dict__, "source": Source("s", "st", "reduced")}).hash() != c.hash()
     assert Claim(**{**c.__dict__, "factor": 10}).hash() != c.hash()
     assert Claim(**{**c.__dict__, "statistic": "mean"}).hash() != c.hash()
     with pytest.raises(ValueError, match="valid choices"):

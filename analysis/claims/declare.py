@@ -129,9 +129,11 @@ class Claim:
                              f"{', '.join(PARTS_RULES)}")
 
     def declared(self) -> dict:
-        """What the claim's hash covers: everything that decides it (not `was`, not docs)."""
+        """What the claim's hash covers: everything that decides it (not `was`, not docs: the
+        quote, the figure, the scale's words, which describe the sources' presets and the seeds
+        the evidence holds, so more seeds of the same members re-declare nothing)."""
         d = asdict(self)
-        for k in ("was", "figure_file", "quote"):
+        for k in ("was", "figure_file", "quote", "scale"):
             d.pop(k)
         for later, unset in (("below", ()), ("reference_is_optimum", False),
                              ("parts_rule", "all")):  # declared later than the rest: absent
