@@ -91,7 +91,7 @@ for job in "$@"; do
         --storage "$STORE" --device "$device" --workers "$workers" --time-limit "$jobs_s" \
         >"$log" 2>&1 &
     pids+=($!)
-    echo "started $job (pid $!) -> $(basename "$log")"
+    echo "started $job (pid $!) -> $log (a line per finished trial; jobs.log at the end)"
 done
 failed_jobs=()
 for i in "${!pids[@]}"; do
