@@ -227,7 +227,7 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
     first, second, root = Store(str(tmp_path / "a")), Store(str(tmp_path / "b")), tmp_path / "ev"
     for seed in (0, 1):
         write_member(first, 4.0, seed)
-    compact(first.uri, "reduced", SWEEP, STUDY, root)
+    compact(first.uri, "reduced", SWEEP, STUDY, root, scale="reduced: 2 seeds")
     (root / "reduced" / SWEEP / STUDY / "provenance.json").write_text(json.dumps(
         {**json.loads((root / "reduced" / SWEEP / STUDY / "provenance.json").read_text()),
          "commit": "first"}))
@@ -239,6 +239,12 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
     assert rows.filter(pl.col("seed") == 1)["config_hash"].to_list() == ["x4s1"]
     prov = json.loads((root / "reduced" / SWEEP / STUDY / "provenance.json").read_text())
     assert prov["members"] == 3 and prov["merged_from"] == ["first"]
+    # without --scale a merge keeps the committed scale, for the new rows too (they had none:
+    # a figure's title read the earlier rows' beside nulls); with it, every row's is the new one
+    assert rows["scale"].to_list() == ["reduced: 2 seeds"] * 3
+    assert prov["scale"] == "reduced: 2 seeds"
+    compact(second.uri, "reduced", SWEEP, STUDY, root, scale="reduced: 3 seeds", merge=True)
+    assert load("reduced", SWEEP, STUDY, root)["scale"].to_list() == ["reduced: 3 seeds"] * 3
     compact(second.uri, "reduced", SWEEP, STUDY, root)  # without --merge: the store replaces it
     assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [1, 2]
     # the command line: `icl evidence --merge` keeps what the store lacks

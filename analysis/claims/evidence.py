@@ -184,7 +184,8 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
             members: Callable[[int], Collection[str] | None] | None = None) -> Path:
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
     study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
-    kept as the rows' `scale` column, which every figure's title shows. `members(n)`: the config
+    kept as the rows' `scale` column, which every figure's title shows (a merge without one keeps
+    the committed evidence's; either way every row has the one scale). `members(n)`: the config
     hashes of the study's members at `preset` with seeds 0..n-1; the store's other members are
     left out (a store another preset's run shared), counted in the provenance's `left_out`.
     With `merge`, the members already in evidence that the store does not hold are kept beside
@@ -197,18 +198,20 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     if members is not None:
         rows, stray = _at_preset(rows, members, preset, sweep, study)
         left_out = {"not_at_preset": stray} if stray else {}
-    if scale:
+    before = load(preset, sweep, study, root) if merge else None
+    earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json").read_text()) \
+        if before is not None else None
+    scale = scale or (earlier or {}).get("scale")  # a merge keeps the committed scale's words
+    if scale:  # every row's, the kept ones' too: one scale, not the earlier rows' beside nulls
         rows = rows.with_columns(pl.lit(scale).alias("scale"))
     code = rows["code_version"].drop_nulls()[0] if "code_version" in rows.columns and \
         rows["code_version"].drop_nulls().len() else None
     keep = [c for c in rows.columns if c not in DROPPED]
-    before = load(preset, sweep, study, root) if merge else None
     merged_from = []
-    earlier = None
     if before is not None:
         _same_stream(rows, before, sweep, study)
-        earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json")
-                             .read_text())
+        if scale:
+            before = before.with_columns(pl.lit(scale).alias("scale"))
         failed = set(rows.filter(pl.col("status") == "failed")["config_hash"].to_list()) & set(
             before.filter(pl.col("status") != "failed")["config_hash"].to_list())
         if failed:  # the committed member stays; the store's failure of it is left out
