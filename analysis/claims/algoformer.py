@@ -2,7 +2,7 @@
 (sweeps/algoformer.py; docs/REPRODUCTION.md, "AlgoFormer"). The paper plots no numbers and
 names no factors (notes §5), so every trained-model claim is an ordering ("better"), or a
 sign ("slope"), on the mean over test prompts (the paper's validation error) at the last
-prompt position. The reduced studies (d = 3, N = 10, 4000 steps, 3 seeds) carry the
+prompt position. The reduced studies (d = 3, N = 10, 4000 steps, 5 seeds) carry the
 verdicts; Fig 2's AR and CoT panels exist at `cpu` scale only.
 
 Iterations: the model's rows after t loops carry `loop_iter` (t = T equals its headline rows),
@@ -30,7 +30,7 @@ EXAMPLES_CPU = Source("algoformer", "examples", "cpu")
 LOOPS = Source("algoformer", "loops", "reduced")
 LAYERS_HEADS = Source("algoformer", "layers_heads", "reduced")
 VS_NEWTON = Source("algoformer", "vs_newton", "reduced")
-REDUCED = "reduced: d = 3, N = 10, 4000 steps, 3 seeds"
+REDUCED = "reduced: d = 3, N = 10, 4000 steps, 5 seeds"
 GD, NEWTON = "gd_tuned_float64", "newton_float64"  # tuned per prefix length, on held-out prompts
 FIG2 = "docs/figures/reduced/examples__algo_examples.png"
 FIG3 = "docs/figures/reduced/loops__algo_loops.png"
@@ -238,7 +238,7 @@ CLAIMS = (
           + tuple(_fig2_part(task, "AlgoFormer", b, EXAMPLES_CPU)
                   for task in ("AR(3)", "CoT") for b in ("standard", "looped"))
           + (_fig2_part("CoT", "standard", "looped", EXAMPLES_CPU),),
-          scale="regression: reduced (d = 3, N = 10, 4000 steps, 3 seeds); AR(3), CoT: cpu "
+          scale="regression: reduced (d = 3, N = 10, 4000 steps, 5 seeds); AR(3), CoT: cpu "
                 "(d = 5, N = 20 / 10, 800 steps, 3 seeds)",
           was="cpu: not testable at this scale; reduced (regression): not testable (did not "
               "survive the re-run)",
@@ -282,9 +282,9 @@ CLAIMS = (
                            Cell(f"standard, {3 * L} layers",
                                 {"model.name": "transformer", "model.depth": 3 * L}))
                   for L in (1, 2)),
-          scale="reduced: d = 3, N = 10, 4000 steps, 3 seeds (5 for L = 1 and the standard "
-                "models: seeds 3-4 from an H100 window); (T, ΔT) = (4, 4); standard "
-                "transformers of 3L layers, 4 heads",
+          scale="reduced: d = 3, N = 10, 4000 steps, 5 seeds (seeds 3-4 of L = 1 and the "
+                "standard models from an H100 window, of L = 2 from a CPU); (T, ΔT) = (4, 4); "
+                "standard transformers of 3L layers, 4 heads",
           was="AlgoFormer beats standard: not testable (did not survive the re-run); more "
               "layers / heads help: not testable",
           figure_file=FIG4),
