@@ -200,8 +200,10 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
     assert calls([Candidate("a", "x", 1, 1, [420.0], [("x0", "partly")])], 600.0, None,
                  kept_s(True)) == []  # 420 s fits the 550 s a call leaves, not 400
     assert "icl evidence --merge --from /tmp/store --preset reduced" in plans[True]
+    # every member planned (--all), whatever evidence is committed: some on the graph path
+    assert icl(["plan", "--gpu-minutes", "10", "--only", "algoformer", "--all", "--graph"]) == 0
     assert "the graph path graph-generator fp32 is not fitted yet (`icl cost`): its steps are " \
-        "costed as the eager path's, so this plan is an upper bound" in plans[True]
+        "costed as the eager path's, so this plan is an upper bound" in capsys.readouterr().out
     assert icl(["plan", "--gpu-minutes", "10", "--only", "preconditioned_gd/lsa_dim", "--all",
                 "--graph"]) == 0  # L-BFGS: every member eager, and why
     assert "9 of them eager (train.cuda_graph: needs online Adam/AdamW training, not " \
@@ -244,6 +246,11 @@ def test_evidence_merge_keeps_the_committed_members_the_window_did_not_run(tmp_p
     assert rows["scale"].to_list() == ["reduced: 2 seeds"] * 3
     assert prov["scale"] == "reduced: 2 seeds"
     compact(second.uri, "reduced", SWEEP, STUDY, root, scale="reduced: 3 seeds", merge=True)
+    assert load("reduced", SWEEP, STUDY, root)["scale"].to_list() == ["reduced: 3 seeds"] * 3
+    prov_file = root / "reduced" / SWEEP / STUDY / "provenance.json"  # as an older merge left
+    prov_file.write_text(json.dumps({k: v for k, v in json.loads(prov_file.read_text()).items()
+                                     if k != "scale"}))  # it: the rows' scale, none beside them
+    compact(second.uri, "reduced", SWEEP, STUDY, root, merge=True)
     assert load("reduced", SWEEP, STUDY, root)["scale"].to_list() == ["reduced: 3 seeds"] * 3
     compact(second.uri, "reduced", SWEEP, STUDY, root)  # without --merge: the store replaces it
     assert sorted(load("reduced", SWEEP, STUDY, root)["seed"].to_list()) == [1, 2]

@@ -130,8 +130,10 @@ class Claim:
 
     def declared(self) -> dict:
         """What the claim's hash covers: everything that decides it (not `was`, not docs: the
-        quote, the figure, the scale's words, which describe the sources' presets and the seeds
-        the evidence holds, so more seeds of the same members re-declare nothing)."""
+        quote, the figure, the scale's words, which describe the evidence, so more seeds of the
+        same members re-declare nothing). The sources' presets are hashed by name; that their
+        settings are still those the evidence ran at is a test's (tests/test_verdict_table.py:
+        every committed member is one of its preset's members)."""
         d = asdict(self)
         for k in ("was", "figure_file", "quote", "scale"):
             d.pop(k)

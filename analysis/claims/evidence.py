@@ -185,7 +185,7 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
     study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
     kept as the rows' `scale` column, which every figure's title shows (a merge without one keeps
-    the committed evidence's; either way every row has the one scale). `members(n)`: the config
+    the committed evidence's, its provenance's or its rows' one, for every row). `members(n)`: the config
     hashes of the study's members at `preset` with seeds 0..n-1; the store's other members are
     left out (a store another preset's run shared), counted in the provenance's `left_out`.
     With `merge`, the members already in evidence that the store does not hold are kept beside
@@ -201,7 +201,9 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     before = load(preset, sweep, study, root) if merge else None
     earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json").read_text()) \
         if before is not None else None
-    scale = scale or (earlier or {}).get("scale")  # a merge keeps the committed scale's words
+    if not scale and before is not None:  # a merge keeps the committed scale's words
+        held = before["scale"].drop_nulls().unique() if "scale" in before.columns else []
+        scale = (earlier or {}).get("scale") or (held[0] if len(held) == 1 else None)
     if scale:  # every row's, the kept ones' too: one scale, not the earlier rows' beside nulls
         rows = rows.with_columns(pl.lit(scale).alias("scale"))
     code = rows["code_version"].drop_nulls()[0] if "code_version" in rows.columns and \
