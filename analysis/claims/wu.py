@@ -95,7 +95,7 @@ CLAIMS = (
           kind="parts",
           parts=tuple(_deeper(k, a, b) for k in (6, 12, 18) for a, b in ((1, 2), (2, 4))),
           scale="reduced: d = 4, teacher width 16, inputs N(0, I), softmax, depth 1, 2, 4, 10k "
-                "steps, 3 seeds; k = 6, 12, 18 of 20 (the paper: 15, 30, 45 of 50, depth 4–10)",
+                "steps, 5 seeds; k = 6, 12, 18 of 20 (the paper: 15, 30, 45 of 50, depth 4–10)",
           was="cpu: not testable; reduced: depth 1 → 2 (and 1 → 4) reproduced at k = 6; "
               "depth 2 → 4 not testable (ranges overlap)",
           figure_file="docs/figures/reduced/transformer_depth__deep_depth.png"),
