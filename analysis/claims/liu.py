@@ -38,7 +38,7 @@ HEADS = Source("heads_scaling", "multiply_heads", "cpu")
 MLP = Source("width_scaling", "multiply_mlp", "cpu")
 STEPS = Source("training_length", "multiply_steps", "cpu")
 
-REDUCED_LS = "reduced: D = 2, N = 40, width 32, 10,000 steps, 3 seeds"
+REDUCED_LS = "reduced: D = 2, N = 40, width 32, 10,000 steps, 5 seeds"
 
 
 # --- Fig 5: the hand-built causal BaseConv GD, evaluated in process (no training) ----------
