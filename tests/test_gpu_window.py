@@ -81,7 +81,8 @@ def test_a_window_longer_than_a_call_is_split_into_calls_each_within_its_limit()
 
 
 def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(capsys):
-    assert icl(["plan", "--gpu-minutes", "10", "--seeds", "5"]) == 0
+    # 8 seeds: more than any committed study holds (5 at most on 2026-11-28), so some are new
+    assert icl(["plan", "--gpu-minutes", "10", "--seeds", "8"]) == 0
     out = capsys.readouterr().out
     chosen = re.findall(r"^\+ (\w+)/(\w+): (\d+) of (\d+) members to run .* planned (\d+) s",
                         out, re.M)
@@ -90,13 +91,13 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     assert int(total.group(1)) <= int(total.group(2)) == 600 - STARTUP_S
     assert int(total.group(1)) >= max(int(c[4]) for c in chosen)  # the window holds each
     for sweep, study, to_run, members, _ in chosen:
-        rows = load("reduced", sweep, study)  # committed members (seeds 0-4 all planned)
+        rows = load("reduced", sweep, study)  # committed members (seeds 0-7 all planned)
         held = rows["config_hash"].n_unique() if rows is not None else 0
         assert int(to_run) == int(members) - held, (sweep, study)
     job = re.search(r"gpu_evidence\.sh reduced (.*)$", out, re.M).group(1).split()
     ran = {(j.split(":")[0], s) for j in job for s in j.split(":")[1].split(",")}
     assert ran == {(c[0], c[1]) for c in chosen}
-    assert all(j.endswith(":cuda:" + j.split(":")[3] + ":5") for j in job)
+    assert all(j.endswith(":cuda:" + j.split(":")[3] + ":8") for j in job)
     assert "icl evidence --merge --from /tmp/store --preset reduced" in out
     # every member of the preset is committed for these: nothing to run without new seeds
     assert icl(["plan", "--gpu-minutes", "10", "--only", "deep_optimizers/scaleup"]) == 1
@@ -115,12 +116,12 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
 def test_icl_plan_call_minutes_prints_a_command_and_a_merge_per_call(capsys):
     """A 15-minute window on a machine that runs a command for at most 10: every call's limit
     within 10 minutes, all within the window, its studies in no other call, each merged from
-    its own store."""
-    assert icl(["plan", "--gpu-minutes", "15", "--seeds", "5", "--call-minutes", "10"]) == 0
+    its own store. (--all: every member planned, whatever evidence is committed.)"""
+    assert icl(["plan", "--gpu-minutes", "15", "--all", "--call-minutes", "10"]) == 0
     out = capsys.readouterr().out
     assert "50 s kept for start-up and the archive in each call of at most 10 minutes" in out
     chosen = set(re.findall(r"^\+ (\w+/\w+):", out, re.M))
-    lines = re.findall(r"^  call (\d+): STORE=/tmp/gpu_evidence_store\1 OUT=\$OUT LIMIT=(\d+) "
+    lines = re.findall(r"^  call (\d+): ALL=1 STORE=/tmp/gpu_evidence_store\1 OUT=\$OUT LIMIT=(\d+) "
                        r"bash benchmarks/gpu_evidence\.sh reduced (.*)$", out, re.M)
     assert [int(i) for i, _, _ in lines] == list(range(1, len(lines) + 1)), out
     assert len(lines) >= 2 and f"in {len(lines)} calls" in out
@@ -148,13 +149,15 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
     import run_without_ray
 
     skip = run_without_ray.committed_hashes("deep_optimizers", "reduced")
-    held = set(load("reduced", "deep_optimizers", "transformer_depth")["config_hash"].to_list())
+    rows = load("reduced", "deep_optimizers", "transformer_depth")
+    held = set(rows["config_hash"].to_list())
     assert skip[("deep_optimizers", "transformer_depth")] == held
+    n = int(rows["seed"].max()) + 1  # seeds 0..n-1 committed (3 until 2026-11-28, then 5)
     specs = run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
-                                   "/nonexistent-store", "cpu", "auto", {}, {}, seeds=5,
+                                   "/nonexistent-store", "cpu", "auto", {}, {}, seeds=n + 2,
                                    skip=skip)
     seeds = sorted(m["seed"] for s in specs for m in s.members)
-    assert seeds == [3, 3, 3, 4, 4, 4]  # 3 settings x the 2 new seeds; 0-2 are committed
+    assert seeds == [n] * 3 + [n + 1] * 3  # 3 settings x the 2 new seeds; 0..n-1 committed
     # longest first by the cost model, as the plan puts them on a job's processes (stacks of
     # equal size: the deepest first)
     depths = [s.members[0]["model"]["depth"] for s in specs]
@@ -163,7 +166,7 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
                                       "/nonexistent-store", "cpu", "auto", {}, {}, skip=skip)
     # --interleave: one trial for the study, its three stacks trained at once in one process
     (one,) = run_without_ray.trials("deep_optimizers", "reduced", ["transformer_depth"],
-                                    "/nonexistent-store", "cuda", "auto", {}, {}, seeds=5,
+                                    "/nonexistent-store", "cuda", "auto", {}, {}, seeds=n + 2,
                                     skip=skip, interleave=True)
     assert one.interleave and sorted(m["seed"] for m in one.members) == seeds
 
@@ -181,7 +184,7 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
 
     plans = {}
     for flags in ([], ["--graph"]):
-        assert icl(["plan", "--gpu-minutes", "10", "--seeds", "5", *flags]) == 0
+        assert icl(["plan", "--gpu-minutes", "10", "--seeds", "8", *flags]) == 0
         plans[bool(flags)] = capsys.readouterr().out
     counts = {graph: re.findall(r"^. (\w+/\w+): (\d+) of (\d+) members", out, re.M)
               for graph, out in plans.items()}

@@ -68,6 +68,13 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
                          timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "store: 2 members finished (ok or diverged), 0 failed" in run.stdout
+    # each job's live log is named by its whole path (to follow it); it comes back as jobs.log
+    live = re.search(r"^started depth_scaling:ls_mixer_depth:cpu:1 \(pid \d+\) -> (/\S+/"
+                     r"depth_scaling_cpu\.log) \(a line per finished trial", run.stdout, re.M)
+    assert live, run.stdout
+    jobs = (out / "jobs.log").read_text()
+    assert jobs.startswith("== depth_scaling_cpu.log\n") and re.search(
+        r"^\[ *[\d.]+s\] \d+/\d+ ls_mixer_depth: ", jobs, re.M), jobs
     with tarfile.open(out / "store.tgz") as archive:
         archive.extractall(store)
     target = compact(str(store), "smoke", "depth_scaling", "ls_mixer_depth",

@@ -185,9 +185,10 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     """Copy one study's rows from a store into the evidence folder, compacted; returns the
     study's evidence folder. `scale` (e.g. "reduced: d = 3, N = 10, 4000 steps, 3 seeds") is
     kept as the rows' `scale` column, which every figure's title shows (a merge without one keeps
-    the committed evidence's, its provenance's or its rows' one, for every row). `members(n)`: the config
-    hashes of the study's members at `preset` with seeds 0..n-1; the store's other members are
-    left out (a store another preset's run shared), counted in the provenance's `left_out`.
+    the committed evidence's, its provenance's or its rows' one, for every row). `members(n)`:
+    the config hashes of the study's members at `preset` with seeds 0..n-1; the store's other
+    members are left out (a store another preset's run shared), counted in the provenance's
+    `left_out`.
     With `merge`, the members already in evidence that the store does not hold are kept beside
     its rows (a window that ran only new seeds), and so are those the store holds only as
     failed (a window's out-of-memory or crash does not displace a finished member); provenance

@@ -14,13 +14,13 @@ SIDE_BY_SIDE processes side by side, each stack then at the measured slowdown
 engine leaves undecided on the committed evidence (partly, not testable at this scale,
 evidence pending), the most such claims per planned second first; then those behind decided
 claims, then the rest, cheaper first. `--seeds N` plans N seeds per setting in place of the
-preset's (a number fixed before the run, never raised after seeing one). `--all` plans every member, committed or not (the studies afresh, `ALL=1` for the
-script), and prints the planned wall of every selected study in one window. `--graph` plans
-each member whose config allows it with its step captured as a CUDA graph
-(icl_core.spec.config.on_graph_path: the same member, hash and random stream, so its rows
-join the evidence as an eager window's do) and prints the command with `GRAPH=1`. Until a
-window's steps fit the graph path (`icl cost`), its steps are costed as the eager path's: the
-plan is an upper bound.
+preset's (a number fixed before the run, never raised after seeing one). `--all` plans every
+member, committed or not (the studies afresh, `ALL=1` for the script), and prints the planned
+wall of every selected study in one window. `--graph` plans each member whose config allows it
+with its step captured as a CUDA graph (icl_core.spec.config.on_graph_path: the same member,
+hash and random stream, so its rows join the evidence as an eager window's do) and prints the
+command with `GRAPH=1`. Until a window's steps fit the graph path (`icl cost`), its steps are
+costed as the eager path's: the plan is an upper bound.
 
 It prints one line per study (claims it serves, members, planned seconds) and the command:
 benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit; its rows go to
