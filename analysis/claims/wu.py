@@ -22,7 +22,7 @@ SHIFT = Source("deep_optimizers", "teacher_shift", "reduced")
 DEPTH = Source("deep_optimizers", "transformer_depth", "reduced")
 SCALEUP = Source("deep_optimizers", "scaleup", "reduced")
 CURRICULUM = Source("deep_optimizers_plateau", "curriculum", "cpu")
-REDUCED = "reduced: d = 4, teacher width 16, inputs N(0, I), 10k steps, 3 seeds"
+REDUCED = "reduced: d = 4, teacher width 16, inputs N(0, I), 10k steps, 5 seeds"
 RELU = {"task.depth": 3, "model.mixer": "relu_attention"}  # the member that holds the NET rows
 SOFTMAX = {"task.depth": 3, "model.mixer": "attention"}
 # the curriculum arm (a zipped axis, sweeps/deep_optimizers_plateau.py KEYS): off / cpu's on
