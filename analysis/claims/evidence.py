@@ -152,13 +152,13 @@ def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str] | No
     return rows.filter(inside), stray
 
 
-def check(storage: str, preset: str, sweep: str, study: str,
-          members: Callable[[int], Collection[str] | None] | None, root: Path | None = None,
-          merge: bool = False) -> int:
-    """What `compact(..., members=members, merge=merge)` would leave out of the store's rows
-    for the study (members not at the preset), writing nothing; ConfigError where it would
-    refuse them (none at the preset; a merge of another random stream), MissingResults where
-    the store has no rows for it."""
+def _incoming(storage: str, preset: str, sweep: str, study: str,
+              members: Callable[[int], Collection[str] | None] | None, root: Path | None,
+              merge: bool) -> tuple[pl.DataFrame, int, pl.DataFrame | None]:
+    """What `check` and `compact` both read: the store's rows of the study's members at the
+    preset, how many others it holds, and with `merge` the committed rows (None without them);
+    ConfigError where the store's rows are refused (none at the preset; a merge of another
+    random stream), MissingResults where the store has none."""
     rows, _ = read_rows(storage, sweep, study)
     stray = 0
     if members is not None:
@@ -166,7 +166,15 @@ def check(storage: str, preset: str, sweep: str, study: str,
     before = load(preset, sweep, study, root) if merge else None
     if before is not None:
         _same_stream(rows, before, sweep, study)
-    return stray
+    return rows, stray, before
+
+
+def check(storage: str, preset: str, sweep: str, study: str,
+          members: Callable[[int], Collection[str] | None] | None, root: Path | None = None,
+          merge: bool = False) -> int:
+    """What `compact(..., members=members, merge=merge)` would leave out of the store's rows
+    for the study (members not at the preset), writing nothing; its refusals as `_incoming`'s."""
+    return _incoming(storage, preset, sweep, study, members, root, merge)[1]
 
 
 def _same_stream(rows: pl.DataFrame, before: pl.DataFrame, sweep: str, study: str) -> None:
@@ -194,12 +202,8 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     failed (a window's out-of-memory or crash does not displace a finished member); provenance
     then names the earlier commits too. Raises MissingResults when the store has no rows for
     it."""
-    rows, _ = read_rows(storage, sweep, study)
-    left_out = {}
-    if members is not None:
-        rows, stray = _at_preset(rows, members, preset, sweep, study)
-        left_out = {"not_at_preset": stray} if stray else {}
-    before = load(preset, sweep, study, root) if merge else None
+    rows, stray, before = _incoming(storage, preset, sweep, study, members, root, merge)
+    left_out = {"not_at_preset": stray} if stray else {}
     earlier = json.loads((study_dir(preset, sweep, study, root) / "provenance.json").read_text()) \
         if before is not None else None
     if not scale and before is not None:  # a merge keeps the committed scale's words
@@ -212,7 +216,6 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     keep = [c for c in rows.columns if c not in DROPPED]
     merged_from = []
     if before is not None:
-        _same_stream(rows, before, sweep, study)
         if scale:
             before = before.with_columns(pl.lit(scale).alias("scale"))
         failed = set(rows.filter(pl.col("status") == "failed")["config_hash"].to_list()) & set(
