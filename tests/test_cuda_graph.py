@@ -200,7 +200,10 @@ def test_a_constant_first_met_in_a_capture_is_not_kept_on_cuda():
     assert (thrice, (11, where)) in device._KEPT
 
 
-def test_a_lone_member_with_cuda_graph_trains_as_a_stack_of_one(tmp_path):
+def test_a_lone_member_with_cuda_graph_finishes_its_trial(tmp_path):
+    """A trial's lone captured member (a stack of one) runs to the end, its reports and
+    checkpoints in between. Its numbers against the member alone: test_stacked.py's
+    test_a_stack_of_one_trains_as_its_member_alone."""
     raw = [member(3, True, train__steps=6, train__report_every=3,
                   train__checkpoint_every=3).to_dict()]
     assert set(run_trial(TrialSpec("s", "t", str(tmp_path), raw)).values()) == {"ok"}

@@ -24,6 +24,20 @@ TRUE = gpu_rates.Rates(floor_s=2e-3, layer_pass_s=1e-3, stack_floor_s=5e-3,
                        stack_layer_pass_s=4e-4, member_s=3e-4, s_per_flop=1 / 30e12)
 
 
+def first_window(study: str = "scaleup") -> pl.DataFrame:
+    """The first H100 window's committed rows of a deep_optimizers study (seeds 0-2, 5
+    processes side by side), apart from seeds a later window or a CPU added."""
+    rows = pl.read_parquet(ROOT / f"evidence/reduced/deep_optimizers/{study}/rows/rows.parquet")
+    return rows.filter((pl.col("device_type") == "cuda") & (pl.col("seed") < 3))
+
+
+def cuda_stacks(folder: Path) -> int:
+    """The finished CUDA stacks in a folder of committed evidence (what `icl cost --check`
+    plans against)."""
+    return sum(len(gpu_rates.stacks_of_rows(pl.read_parquet(p), p.parts[-3]))
+               for p in sorted(folder.rglob("rows/rows.parquet")))
+
+
 def base_points(rate_file: gpu_rates.RateFile) -> list[gpu_rates.Measured]:
     """The steps of the path every other falls back on (generator fp32)."""
     return [p for p in rate_file.points if gpu_rates.path_of(p.member) == gpu_rates.BASE_PATH]
@@ -93,7 +107,7 @@ def test_the_committed_rates_are_the_fit_of_the_committed_steps():
 
 
 def test_evidence_rows_rebuild_their_members_exactly():
-    rows = pl.read_parquet(ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet")
+    rows = first_window()
     assert "config_json" not in rows.columns  # evidence drops it: the flat columns rebuild it
     firsts = rows.unique("config_hash", keep="first")
     for row in firsts.iter_rows(named=True):
@@ -221,7 +235,7 @@ def test_icl_cost_check_plans_the_h100_windows_stacks_within_25_percent_at_five(
     scaleup = out.split("deep_optimizers/scaleup:")[1].split("deep_optimizers/transformer")[0]
     lines = re.findall(r"step [\d.]+ ms, planned [\d.]+ \(([+-]\d+)%\); stack \d+ s, planned "
                        r"\d+ \(([+-]\d+)%\)", scaleup)
-    assert len(lines) == 5
+    assert len(lines) == cuda_stacks(ROOT / "evidence/reduced/deep_optimizers/scaleup") >= 5
     assert all(abs(int(step)) <= 25 and abs(int(wall)) <= 25 for step, wall in lines)
     assert re.search(r"algoformer/layers_heads:\n.*\(-7\d%\)", out)  # the crowded window
     assert icl(["cost", "--check", str(ROOT / "docs")]) == 2  # no rows there
@@ -242,7 +256,7 @@ def test_icl_cost_checks_by_the_rate_file_it_is_given(tmp_path, capsys):
         return [float(x) for x in re.findall(r"ms, planned ([\d.]+) \(", capsys.readouterr().out)]
 
     base, twice = planned([]), planned(["--rates", str(slower)])
-    assert len(base) == len(twice) == 7  # scaleup's 5 stacks and transformer_depth's 2
+    assert len(base) == len(twice) == cuda_stacks(scaleup) >= 7  # scaleup's 5, transformer_depth's 2
     assert twice == pytest.approx([2 * b for b in base], rel=0.02)  # printed to 0.1 ms
     committed = gpu_rates.load()
     assert committed.rates == gpu_rates.RateFile.from_json(
@@ -260,7 +274,7 @@ def test_icl_cost_check_plans_a_stores_study_side_by_side(tmp_path, capsys):
     from icl_core.storage.compaction import compact
     from icl_core.storage.store import ROW_SCHEMA, Store
 
-    rows = pl.read_parquet(ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet")
+    rows = first_window()
     start = 1_800_000_000
     rows = rows.with_columns(
         finished_at=pl.from_epoch((start + pl.col("wall_time_s")).cast(pl.Int64), time_unit="s")

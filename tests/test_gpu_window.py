@@ -11,7 +11,8 @@ import re
 import polars as pl
 import pytest
 
-from analysis.claims.evidence import compact, load
+from analysis.claims.evidence import EVIDENCE, compact, load
+from icl.commands.evidence import members_at
 from icl.commands.gpu_window import (
     GATE_S,
     STARTUP_S,
@@ -23,9 +24,17 @@ from icl.commands.gpu_window import (
     window_seconds,
 )
 from icl.console import main as icl
+from icl_core.common.validation import ConfigError
 from icl_core.planning.cost import SHARED_SLOWDOWN
 from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
+
+
+def seeds_past_evidence() -> int:
+    """A seed count past every committed reduced study's (3 to 5 on 2026-11-28), so a plan with
+    --seeds this many has new members to run, whatever windows have added since."""
+    rows = EVIDENCE.joinpath("reduced").glob("*/*/rows/rows.parquet")
+    return max(int(pl.read_parquet(p, columns=["seed"])["seed"].max()) for p in rows) + 2
 
 
 def test_the_window_takes_undecided_claims_first_most_per_second_within_the_window():
@@ -81,8 +90,8 @@ def test_a_window_longer_than_a_call_is_split_into_calls_each_within_its_limit()
 
 
 def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(capsys):
-    # 8 seeds: more than any committed study holds (5 at most on 2026-11-28), so some are new
-    assert icl(["plan", "--gpu-minutes", "10", "--seeds", "8"]) == 0
+    n = seeds_past_evidence()  # more than any committed study holds, so some are new
+    assert icl(["plan", "--gpu-minutes", "10", "--seeds", str(n)]) == 0
     out = capsys.readouterr().out
     chosen = re.findall(r"^\+ (\w+)/(\w+): (\d+) of (\d+) members to run .* planned (\d+) s",
                         out, re.M)
@@ -91,13 +100,14 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     assert int(total.group(1)) <= int(total.group(2)) == 600 - STARTUP_S
     assert int(total.group(1)) >= max(int(c[4]) for c in chosen)  # the window holds each
     for sweep, study, to_run, members, _ in chosen:
-        rows = load("reduced", sweep, study)  # committed members (seeds 0-7 all planned)
-        held = rows["config_hash"].n_unique() if rows is not None else 0
-        assert int(to_run) == int(members) - held, (sweep, study)
+        planned = members_at(sweep, study, "reduced")(n)
+        rows = load("reduced", sweep, study)  # the committed members among the planned ones
+        held = len(planned & set(rows["config_hash"])) if rows is not None else 0
+        assert int(members) == len(planned) and int(to_run) == len(planned) - held, (sweep, study)
     job = re.search(r"gpu_evidence\.sh reduced (.*)$", out, re.M).group(1).split()
     ran = {(j.split(":")[0], s) for j in job for s in j.split(":")[1].split(",")}
     assert ran == {(c[0], c[1]) for c in chosen}
-    assert all(j.endswith(":cuda:" + j.split(":")[3] + ":8") for j in job)
+    assert all(j.endswith(":cuda:" + j.split(":")[3] + f":{n}") for j in job)
     assert "icl evidence --merge --from /tmp/store --preset reduced" in out
     # every member of the preset is committed for these: nothing to run without new seeds
     assert icl(["plan", "--gpu-minutes", "10", "--only", "deep_optimizers/scaleup"]) == 1
@@ -139,7 +149,7 @@ def test_icl_plan_call_minutes_prints_a_command_and_a_merge_per_call(capsys):
     # call's merge nor the table
     assert out.rstrip().endswith("; icl verdicts --write") and " && icl evidence" not in out
     # without it, the same window is one command of 15 minutes
-    assert icl(["plan", "--gpu-minutes", "15", "--seeds", "5"]) == 0
+    assert icl(["plan", "--gpu-minutes", "15", "--seeds", str(seeds_past_evidence())]) == 0
     assert "OUT=$OUT LIMIT=890 bash" in capsys.readouterr().out
     assert icl(["plan", "--gpu-minutes", "15", "--call-minutes", "0.8"]) == 2
     assert "--call-minutes: must be more than the 50 s" in capsys.readouterr().err
@@ -184,7 +194,8 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
 
     plans = {}
     for flags in ([], ["--graph"]):
-        assert icl(["plan", "--gpu-minutes", "10", "--seeds", "8", *flags]) == 0
+        assert icl(["plan", "--gpu-minutes", "10", "--seeds", str(seeds_past_evidence()),
+                    *flags]) == 0
         plans[bool(flags)] = capsys.readouterr().out
     counts = {graph: re.findall(r"^. (\w+/\w+): (\d+) of (\d+) members", out, re.M)
               for graph, out in plans.items()}
@@ -348,14 +359,15 @@ def test_a_commit_takes_the_presets_members_only_and_a_merge_keeps_what_a_window
 
 def test_evidence_checks_a_grid_at_its_preset_and_takes_a_search_as_it_is():
     """members_at: a grid study's member hashes at the preset for n seeds (none past the
-    seeds a grid plans: no plan to check against), None for a search (the sampler's members)
-    and for a sweep outside the catalog."""
-    from icl.commands.evidence import members_at
-
+    seeds a grid plans: no plan to check against; a preset that cannot build them raises, so
+    no check is skipped quietly), None for a search (the sampler's members) and for a sweep
+    outside the catalog."""
     hashes = members_at("depth_scaling", "least_squares", "cpu")
     one, two = hashes(1), hashes(2)
     assert one and one < two  # seed 1 adds members
     assert hashes(10**6) is None
+    with pytest.raises(ConfigError, match="num-samples"):  # any other refusal is said
+        hashes(0)
     assert members_at("hpo_lr", "width_lr", "smoke") is None
     assert members_at("not_a_catalog_sweep", "x", "smoke") is None
 

@@ -41,9 +41,10 @@ def test_every_committed_member_is_one_of_its_presets_members_today():
         preset, sweep, study = path.parts[-5:-2]
         rows = pl.read_parquet(path, columns=["config_hash", "seed"])
         members = members_at(sweep, study, preset)
-        ours = members(int(rows["seed"].max()) + 1) if members else None
-        if ours is None:  # a search's rows, or a sweep outside the catalog: nothing to match
+        if members is None:  # a search's rows, or a sweep outside the catalog: nothing to match
             continue
+        ours = members(int(rows["seed"].max()) + 1)  # a preset that no longer builds raises
+        assert ours is not None, f"evidence/{preset}/{sweep}/{study}: no plan for its seeds"
         stray = set(rows["config_hash"].unique().to_list()) - set(ours)
         assert not stray, (f"evidence/{preset}/{sweep}/{study}: {len(stray)} committed members "
                            f"are not the preset's today (was the preset changed?)")

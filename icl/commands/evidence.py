@@ -84,7 +84,7 @@ def members_at(sweep: str, study: str, preset: str):
     for a sweep that is not one of the catalog's files (a store's own sweep) or a search (its
     members are the sampler's): their rows are taken as they are."""
     from icl.catalog import load_sweep
-    from icl_core.spec.study import Study
+    from icl_core.spec.study import MAX_SEEDS, Study
 
     try:
         studies = load_sweep(sweep).studies
@@ -101,9 +101,8 @@ def members_at(sweep: str, study: str, preset: str):
         return None
 
     def hashes(n: int) -> set[str] | None:
-        try:
-            return {m.hash for m in found[0].members(preset, None, num_samples=n)}
-        except ConfigError:  # more seeds than a grid plans
+        if n > MAX_SEEDS:  # more seeds than a grid plans: no plan to check the rows against
             return None
+        return {m.hash for m in found[0].members(preset, None, num_samples=n)}
 
     return hashes
