@@ -108,7 +108,7 @@ CLAIMS = (
           cells=tuple(Cell(f"width {w}", {"model.depth": 2, "model.width": w})
                       for w in (32, 64, 128)),
           scale="reduced: d = 4, teacher width 16, inputs N(0, I), softmax, depth 2, widths "
-                "32–128 (8–128 run), 10k steps, 3 seeds",
+                "32–128 (8–128 run), 10k steps, 5 seeds",
           was="cpu: not testable; reduced: not testable (flat over the learned widths 32–128, "
               "the fit's b CI spans 0)",
           figure_file="docs/figures/reduced/scaleup__deep_scaling.png"),
