@@ -71,7 +71,7 @@ def n_star_values(rows: pl.DataFrame, claim: Claim, cell: Cell, lower_bound: boo
     if "train.batch_size" not in f.columns:
         raise Undecidable(f"{cell.label}: the rows have no train.batch_size (samples seen)")
     out: dict[int, float] = {}
-    for (seed,), part in f.group_by(["seed"], maintain_order=True):
+    for (seed,), part in f.sort("seed", maintain_order=True).group_by(["seed"], maintain_order=True):
         if part["config_hash"].n_unique() > 1:
             raise Undecidable(f"{cell.label}: seed {seed} pools {part['config_hash'].n_unique()}"
                               " configs; declare the cell's settings")
@@ -92,7 +92,8 @@ def seed_values(rows: pl.DataFrame, claim: Claim, cell: Cell, predictor: str | N
     if f.height == 0:
         raise Undecidable(f"{cell.label}: no {predictor or cell.predictor} rows "
                           f"({claim.metric}, {claim.statistic}) for {cell.where}")
-    per = f.group_by("seed").agg(pl.col("value").median(), pl.col("config_hash").n_unique())
+    per = f.group_by("seed").agg(pl.col("value").median(), pl.col("config_hash").n_unique()
+                                 ).sort("seed")  # seed order: the bootstrap's draws follow it
     pooled = per.filter(pl.col("config_hash") > 1)
     if pooled.height:
         raise Undecidable(f"{cell.label}: seed {pooled['seed'][0]} pools "
