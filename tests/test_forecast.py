@@ -244,6 +244,10 @@ def test_two_presets_in_one_study_folder_are_kept_apart_by_preset(tmp_path, caps
     with pytest.warns(UserWarning, match=r"20 \(model.width, seed\) pair\(s\) hold several"):
         _, pooled = seal_width(tmp_path, "s", forecast_id="pooled")
     assert len(pooled["inputs"]["config_hashes"]) == 40
+    for again in range(3):  # the same intervals each time: the tied configs in a fixed order
+        with pytest.warns(UserWarning, match="hold several"):
+            _, same = seal_width(tmp_path, "s", forecast_id=f"pooled{again}")
+        assert same["points"] == pooled["points"]
     _, cpu = seal_width(tmp_path, "s", forecast_id="cpu", preset="cpu")
     assert sorted(cpu["inputs"]["config_hashes"]) == sorted(plans["cpu"])
     assert cpu["fit"]["params"]["b"] == pytest.approx(0.5, abs=0.05)  # the cpu law alone
