@@ -391,7 +391,6 @@ def test_a_verdicts_numbers_do_not_depend_on_the_rows_order():
         for cell in claim.cells:
             assert list(seed_values(r, claim, cell)) == sorted(rows["seed"].unique())
     decided = [decide(claim, lambda _, r=r: r) for r in orders(rows)]
-    assert "[2.36, 43.1]" in decided[0].numbers
     assert {(d.outcome, d.numbers) for d in decided} == {(decided[0].outcome, decided[0].numbers)}
 
     leaves = [c for top in MOUSAVI for c in _leaves(top) if c.metric == N_STAR]

@@ -147,9 +147,13 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
         # GRAPH=1 is not taken as checked
         assert "== GRAPH=1 dropped: the replay CUDA tests did not pass here" in run.stdout
     # the evidence gets what is left of TOTAL after the CUDA tests and the measurements
-    tests_s = float(re.findall(r" in ([\d.]+)s", (tmp_path / "out/cuda_tests.log").read_text())[-1])
+    log = (tmp_path / "out/cuda_tests.log").read_text()
+    took = re.findall(r" in ([\d.]+)s", log)
+    assert took, log  # pytest's summary line: the tests ran to their end
+    tests_s = float(took[-1])
     left = int(re.search(r"== evidence: (\d+) s for depth_scaling", run.stdout).group(1))
-    assert 100 < left <= 200 - 2 - int(tests_s), (left, tests_s)
+    # 2 s of measurements; the slack: pytest's and the script's own start-up
+    assert 200 - 2 - tests_s - 30 <= left <= 200 - 2 - int(tests_s), (left, tests_s)
     assert "store: 2 members finished (ok or diverged), 0 failed" in run.stdout and (tmp_path / "out/evidence/store.tgz").exists()
     short = subprocess.run(["bash", str(script), "smoke", "depth_scaling:ls_mixer_depth:cpu:1"],
                            capture_output=True, text=True, timeout=300,

@@ -140,7 +140,7 @@ def _at_preset(rows: pl.DataFrame, members: Callable[[int], Collection[str] | No
     --set run); ConfigError when none is."""
     seeds = rows["seed"].drop_nulls()
     ours = members(int(seeds.max()) + 1 if seeds.len() else 1)
-    if ours is None:  # no plan to check against (e.g. more seeds than a grid plans)
+    if ours is None:  # no plan to check against: more seeds than a grid plans
         return rows, 0
     ours = set(ours)
     inside = pl.col("config_hash").is_in(list(ours))

@@ -103,6 +103,11 @@ def members_at(sweep: str, study: str, preset: str):
     def hashes(n: int) -> set[str] | None:
         if n > MAX_SEEDS:  # more seeds than a grid plans: no plan to check the rows against
             return None
-        return {m.hash for m in found[0].members(preset, None, num_samples=n)}
+        try:
+            return {m.hash for m in found[0].members(preset, None, num_samples=n)}
+        except ConfigError as exc:  # said, not skipped: the rows would go in unchecked
+            raise ConfigError(f"{sweep}/{study}: its {preset!r} members for seeds 0..{n - 1} "
+                              f"cannot be planned to check the store's rows against ({exc}); "
+                              "--any-members takes the rows as they are") from exc
 
     return hashes
