@@ -378,7 +378,7 @@ def test_a_verdicts_numbers_do_not_depend_on_the_rows_order():
     from analysis.claims.cells import N_STAR, n_star_values, seed_values
     from analysis.claims.evidence import load
     from analysis.claims.liu import CLAIMS
-    from analysis.claims.mousavi import CLAIMS as MOUSAVI
+    from analysis.verdicts import decide_all
 
     def orders(rows):
         return [rows, rows.reverse(), *(rows.sample(fraction=1.0, shuffle=True, seed=s)
@@ -393,13 +393,9 @@ def test_a_verdicts_numbers_do_not_depend_on_the_rows_order():
     decided = [decide(claim, lambda _, r=r: r) for r in orders(rows)]
     assert {(d.outcome, d.numbers) for d in decided} == {(decided[0].outcome, decided[0].numbers)}
 
-    leaves = [c for top in MOUSAVI for c in _leaves(top) if c.metric == N_STAR]
-    n_claim = leaves[0]
+    n_claim = next(d.claim for top in decide_all() for d in top.leaves()
+                   if d.claim.metric == N_STAR)
     rows = load(n_claim.source.preset, n_claim.source.sweep, n_claim.source.study)
     for r in orders(rows):
         got = n_star_values(r, n_claim, n_claim.cells[0], lower_bound=True)
         assert list(got) == sorted(got) and len(got) >= 3
-
-
-def _leaves(claim):
-    return [x for p in claim.parts for x in _leaves(p)] if claim.parts else [claim]

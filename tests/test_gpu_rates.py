@@ -24,10 +24,13 @@ TRUE = gpu_rates.Rates(floor_s=2e-3, layer_pass_s=1e-3, stack_floor_s=5e-3,
                        stack_layer_pass_s=4e-4, member_s=3e-4, s_per_flop=1 / 30e12)
 
 
-def first_window(study: str = "scaleup") -> pl.DataFrame:
-    """The first H100 window's committed rows of a deep_optimizers study (seeds 0-2, 5
-    processes side by side), apart from seeds a later window or a CPU added."""
-    rows = pl.read_parquet(ROOT / f"evidence/reduced/deep_optimizers/{study}/rows/rows.parquet")
+SCALEUP_ROWS = ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet"
+
+
+def first_window() -> pl.DataFrame:
+    """The first H100 window's committed scale-up rows (seeds 0-2, 5 processes side by side),
+    apart from seeds a later window or a CPU added."""
+    rows = pl.read_parquet(SCALEUP_ROWS)
     return rows.filter((pl.col("device_type") == "cuda") & (pl.col("seed") < 3))
 
 
@@ -112,7 +115,7 @@ def test_the_committed_rates_are_the_fit_of_the_committed_steps():
 
 
 def test_evidence_rows_rebuild_their_members_exactly():
-    rows = pl.read_parquet(ROOT / "evidence/reduced/deep_optimizers/scaleup/rows/rows.parquet")
+    rows = pl.read_parquet(SCALEUP_ROWS)
     assert "config_json" not in rows.columns  # evidence drops it: the flat columns rebuild it
     firsts = rows.unique("config_hash", keep="first")  # every member, whichever device
     for row in firsts.iter_rows(named=True):

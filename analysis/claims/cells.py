@@ -71,7 +71,8 @@ def n_star_values(rows: pl.DataFrame, claim: Claim, cell: Cell, lower_bound: boo
     if "train.batch_size" not in f.columns:
         raise Undecidable(f"{cell.label}: the rows have no train.batch_size (samples seen)")
     out: dict[int, float] = {}
-    for (seed,), part in f.sort("seed", maintain_order=True).group_by(["seed"], maintain_order=True):
+    f = f.sort("seed", maintain_order=True)  # seed order: the bootstrap's draws follow it
+    for (seed,), part in f.group_by(["seed"], maintain_order=True):
         if part["config_hash"].n_unique() > 1:
             raise Undecidable(f"{cell.label}: seed {seed} pools {part['config_hash'].n_unique()}"
                               " configs; declare the cell's settings")

@@ -97,14 +97,15 @@ def study_rows(storage: str, sweep: str, study: str, preset: str | None = None) 
 def member_values(rows: pl.DataFrame, x: str, measure: Measure) -> pl.DataFrame:
     """One row per ok member with an x value: config_hash, x, seed, lo, hi (lo == hi when the
     value is measured; see the module doc), sorted by x, seed and config_hash (a seeded
-    interval's draws follow this order, so it is fixed where configs share an (x, seed)). Warns where several configs
-    share an (x, seed): other presets, --set values or another axis pooled at one x."""
+    interval's draws follow this order, so it is fixed where configs share an (x, seed)).
+    Warns where several configs share an (x, seed): other presets, --set values or another
+    axis pooled at one x."""
     _require(rows, x)
     rows = rows.filter(pl.col(x).is_not_null())
     shape = _n_star_values if measure.metric == N_STAR else _final_values
     out = shape(rows, x, measure).cast(MEMBER_SCHEMA).select(list(MEMBER_SCHEMA))
-    out = out.filter(pl.col("x").is_finite() & (pl.col("x") > 0)).sort("x", "seed",
-                                                                        "config_hash")
+    out = out.filter(pl.col("x").is_finite() & (pl.col("x") > 0))
+    out = out.sort("x", "seed", "config_hash")
     shared = out.group_by("x", "seed").len().filter(pl.col("len") > 1).sort("x", "seed")
     if shared.height:
         first = shared.row(0, named=True)
