@@ -123,6 +123,24 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     assert "--gpu-minutes: must be > 0" in capsys.readouterr().err
 
 
+def test_claims_declared_at_the_gpu_preset_before_any_run_lead_its_window(capsys):
+    """Claims declared at the gpu preset with no gpu rows committed are pending, and a gpu
+    window's plan lists their studies before every study no claim reads and chooses the first."""
+    from icl.commands.gpu_window import claims_by_study
+
+    assert not EVIDENCE.joinpath("gpu").exists()  # declared before any run at this preset
+    pending = {study for study, claims in claims_by_study("gpu").items()
+               if all(outcome == "evidence pending" for _, outcome in claims)}
+    assert pending == set(claims_by_study("gpu")) and pending
+    assert icl(["plan", "--gpu-minutes", "10", "--preset", "gpu"]) == 0
+    lines = re.findall(r"^([+ ]) (\w+)/(\w+): .*?; (\d+ claims?: .*|no claim)$",
+                       capsys.readouterr().out, re.M)
+    assert {(sweep, study) for _, sweep, study, _ in lines[:len(pending)]} == pending
+    assert all("evidence pending" in served for *_, served in lines[:len(pending)])
+    assert all(served == "no claim" for *_, served in lines[len(pending):])
+    assert lines[0][0] == "+"  # the first fits a 10-minute window: chosen
+
+
 def test_icl_plan_call_minutes_prints_a_command_and_a_merge_per_call(capsys):
     """A 15-minute window on a machine that runs a command for at most 10: every call's limit
     within 10 minutes, all within the window, its studies in no other call, each merged from

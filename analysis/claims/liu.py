@@ -36,6 +36,10 @@ GRADIENT_REDUCED = Source("depth_scaling", "explicit_gradient", "reduced")
 WIDTH = Source("width_scaling", "multiply_width", "cpu")
 HEADS = Source("heads_scaling", "multiply_heads", "cpu")
 MLP = Source("width_scaling", "multiply_mlp", "cpu")
+# Fig 4 at the gpu preset: the paper's widths 32-256, heads and MLP ratios at width 256
+WIDTH_GPU = Source("width_scaling", "multiply_width", "gpu")
+HEADS_GPU = Source("heads_scaling", "multiply_heads", "gpu")
+MLP_GPU = Source("width_scaling", "multiply_mlp", "gpu")
 STEPS = Source("training_length", "multiply_steps", "cpu")
 
 REDUCED_LS = "reduced: D = 2, N = 40, width 32, 10,000 steps, 5 seeds"
@@ -140,6 +144,26 @@ POOR = ORDERS[1]
 # of the learned step counts (3000 -> 10,000)
 RATE = 2 / 3
 STEPS_LEARNED = (3000, 10_000)
+
+FIG4_QUOTE = ("Precision of (2-layer) Transformers on MULTIPLY task scales poorly with attention "
+              "dimension, number of heads, and MLP width")
+
+
+def _poor_parts(ids: tuple[str, str, str], sources: tuple[Source, Source, Source],
+                widths: tuple[int, int]) -> tuple[Claim, ...]:
+    """Fig 4's three axes (attention width from widths[0] to widths[1], heads 1 -> 8, MLP
+    ratio 1 -> 8), each less than one order (POOR) from its smallest to its largest setting,
+    paired per seed."""
+    axes = ((f"width {widths[0]} → {widths[1]}", "model.width", widths, "width {}"),
+            ("heads 1 → 8", "model.heads", (1, 8), None),
+            ("MLP ratio 1 → 8", "model.mlp_ratio", (1, 8), "MLP ratio {}"))
+    return tuple(
+        Claim(id=i, paper=PAPER, figure=f"{figure}: < 1 order", quote="", source=source,
+              kind="within", factor=POOR,
+              cells=tuple(Cell(label.format(v) if label else f"{v} head{'s' * (v > 1)}",
+                               {key: v}) for v in values))
+        for i, source, (figure, key, values, label) in zip(ids, sources, axes, strict=True))
+
 
 _T4 = {"model.mixer": "attention", "model.depth": 4}
 _T8 = {"model.mixer": "attention", "model.depth": 8}
@@ -327,28 +351,24 @@ CLAIMS = (
           figure_file=CPU_FIGS + "explicit_gradient__explicit_gradient.png"),
     Claim(id="liu.multiply_width.poor_scaling", paper=PAPER,
           figure="Fig 4: poor scaling in width / heads / MLP",
-          quote="Precision of (2-layer) Transformers on MULTIPLY task scales poorly with "
-                "attention dimension, number of heads, and MLP width", source=None,
-          kind="parts",
-          parts=(Claim(id="liu.multiply_width.width", paper=PAPER,
-                       figure="width 16 → 64: < 1 order", quote="", source=WIDTH,
-                       kind="within", factor=POOR,
-                       cells=(Cell("width 16", {"model.width": 16}),
-                              Cell("width 64", {"model.width": 64}))),
-                 Claim(id="liu.multiply_heads.heads", paper=PAPER,
-                       figure="heads 1 → 8: < 1 order", quote="", source=HEADS,
-                       kind="within", factor=POOR,
-                       cells=(Cell("1 head", {"model.heads": 1}),
-                              Cell("8 heads", {"model.heads": 8}))),
-                 Claim(id="liu.multiply_mlp.mlp", paper=PAPER,
-                       figure="MLP ratio 1 → 8: < 1 order", quote="", source=MLP,
-                       kind="within", factor=POOR,
-                       cells=(Cell("MLP ratio 1", {"model.mlp_ratio": 1}),
-                              Cell("MLP ratio 8", {"model.mlp_ratio": 8})))),
+          quote=FIG4_QUOTE, source=None, kind="parts",
+          parts=_poor_parts(("liu.multiply_width.width", "liu.multiply_heads.heads",
+                             "liu.multiply_mlp.mlp"), (WIDTH, HEADS, MLP), (16, 64)),
           scale="cpu: 2-layer Transformer with LN, D = 8, N = 10, 2000 steps; < 1 order over "
                 "each axis (the project's criterion: the paper gives no number)",
           was="reproduced by our criterion",
           figure_file=CPU_FIGS + "multiply_width__multiply_width.png"),
+    # declared on 2026-11-28 before any run at this preset (no gpu rows existed): the same
+    # criterion over the paper's own widths; a lent GPU runs it (`icl plan --preset gpu`)
+    Claim(id="liu.multiply_width.gpu.poor_scaling", paper=PAPER,
+          figure="Fig 4: poor scaling in width / heads / MLP (the paper's widths)",
+          quote=FIG4_QUOTE, source=None, kind="parts",
+          parts=_poor_parts(("liu.multiply_width.gpu.width", "liu.multiply_heads.gpu.heads",
+                             "liu.multiply_mlp.gpu.mlp"), (WIDTH_GPU, HEADS_GPU, MLP_GPU),
+                            (32, 256)),
+          scale="gpu: 2-layer Transformer with LN, D = 8, N = 10, batch 256, 20,000 steps, 3 "
+                "seeds; width 32 → 256 (the paper's), heads and MLP ratio at width 256; < 1 "
+                "order over each axis"),
     Claim(id="liu.multiply_steps.power_law", paper=PAPER,
           figure="Fig 9: power law in steps, clearest for BaseConv",
           quote="Both models improve precision by 2-3 orders of magnitude as training "
