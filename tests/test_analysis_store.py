@@ -230,3 +230,21 @@ def test_compact_read_narrows_integers_that_fit_and_never_wraps_one_that_does_no
     with pytest.warns(UserWarning, match="pages.parquet"):
         kept, coverage = read_rows(big.uri, SWEEP, categorical=True)
     assert sorted(set(kept["model.width"])) == [8, 2**40] and len(coverage.skipped) == 1
+
+
+def test_best_settings_breaks_an_exact_tie_by_config_hash_whatever_the_read_order(tmp_path):
+    """Two search trials at one width with the same final loss: the pick is the same on every
+    read (the lower config hash), not whichever polars' grouping put first."""
+    from analysis.reading.best import best_settings
+
+    store = Store(str(tmp_path))
+    for h, lr in (("b7", 1e-3), ("a3", 3e-3), ("c1", 1e-2)):
+        constants = {"sweep": SWEEP, "study": STUDY, "trial_id": h, "member": 0,
+                     "config_hash": h, "status": "ok", "reason": None, "seed": 0,
+                     "model.width": 8, "train.lr": lr}
+        rows = [{**ROW, "metric": "train_loss", "statistic": "mean", "step": s,
+                 "value": 0.25 if h != "c1" else 0.5} for s in (5, 10)]
+        store.write_rows(store.rows_path(SWEEP, STUDY, h), rows_table(rows, constants))
+    picks = {best_settings(str(tmp_path), SWEEP, STUDY, by="model.width",
+                           params=["train.lr"])[8]["train.lr"] for _ in range(40)}
+    assert picks == {3e-3}  # a3's, the lower hash of the two tied at 0.25

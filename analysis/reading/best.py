@@ -10,7 +10,8 @@ from analysis.reading.store import load_rows
 
 def best_settings(storage: str, sweep: str, study: str, by: str, params: list[str]) -> dict:
     """{value of `by`: {param: value}} of the finished search trial with the lowest final
-    training loss at each value of `by` (e.g. a learning rate per model.width)."""
+    training loss at each value of `by` (e.g. a learning rate per model.width); of trials
+    tied on that loss, the one with the lowest config hash, so every read picks the same."""
     rows = load_rows(storage, sweep, study)
     final = (
         rows.filter((pl.col("metric") == "train_loss") & (pl.col("status") == "ok"))
@@ -18,7 +19,7 @@ def best_settings(storage: str, sweep: str, study: str, by: str, params: list[st
         .group_by("config_hash")
         .agg(pl.col("value").last().alias("loss"), *[pl.col(c).first() for c in [by, *params]])
         .filter(pl.col("loss").is_finite())
-        .sort("loss")
+        .sort("loss", "config_hash")
         .group_by(by, maintain_order=True)
         .first()
     )
