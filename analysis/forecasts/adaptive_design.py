@@ -126,12 +126,16 @@ def goal_width(fit: Fit, goal: Goal) -> float:
 
 def _fit(x, y, form: str, n_boot: int, seed: int, groups=None) -> Fit | None:
     """fit_scaling, every member its own bootstrap group (or `groups`), without the held-out
-    check; None when the points cannot support the form."""
+    check; None when the points cannot support the form. The points are put in (x, y) order
+    first: a member's group is its rank there, so the draws do not follow the rows' order."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    order = np.lexsort((y, x))
+    groups = np.arange(x.size) if groups is None else np.asarray(groups)[order]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return fit_scaling(x, y, np.arange(np.size(x)) if groups is None else groups,
-                               form=form, n_boot=n_boot, seed=seed, holdout=0)
+            return fit_scaling(x[order], y[order], groups, form=form, n_boot=n_boot, seed=seed,
+                               holdout=0)
         except (ValueError, RuntimeError):
             return None
 
