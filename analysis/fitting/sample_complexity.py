@@ -242,9 +242,10 @@ def fit_gamma(table: pl.DataFrame, n_col: str, n_star_col: str = "n_star", seed:
             raise ValueError(f"fit_gamma: table lacks column {column!r}")
     left = table["left_censored"] if "left_censored" in table.columns else pl.Series(
         [False] * table.height)
-    # in N and seed order: the bootstrap's draws follow each configuration's seeds' order
-    frame = table.with_columns(left.alias("_left")).sort(
-        [c for c in (n_col, seed) if c in table.columns])
+    # in N, seed and n* order (a total order, with or without seed labels): the bootstrap's
+    # draws follow each configuration's seeds' order
+    keys = [c for c in (n_col, seed, n_star_col, "censored") if c in table.columns]
+    frame = table.with_columns(left.alias("_left")).sort([*keys, "_left"], nulls_last=True)
     configs, dropped, per_config = _config_n_stars(frame, n_col, n_star_col)
     per_config_frame = pl.DataFrame(per_config).sort(n_col) if per_config else None
     n_censored = int(frame["censored"].sum())
