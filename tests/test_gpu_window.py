@@ -123,21 +123,24 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
     assert "--gpu-minutes: must be > 0" in capsys.readouterr().err
 
 
-def test_claims_declared_at_the_gpu_preset_before_any_run_lead_its_window(capsys):
-    """Claims declared at the gpu preset with no gpu rows committed are pending, and a gpu
-    window's plan lists their studies before every study no claim reads and chooses the first."""
+def test_claims_declared_at_a_preset_without_its_rows_lead_its_window(capsys, monkeypatch,
+                                                                       tmp_path):
+    """Claims declared at the gpu preset read "evidence pending" while no rows of it are
+    committed (an empty evidence folder here, as before the first gpu window), and that
+    window's plan lists their studies before every study no claim reads and chooses the
+    first."""
+    import analysis.claims.evidence as evidence
     from icl.commands.gpu_window import claims_by_study
 
-    assert not EVIDENCE.joinpath("gpu").exists()  # declared before any run at this preset
-    pending = {study for study, claims in claims_by_study("gpu").items()
-               if all(outcome == "evidence pending" for _, outcome in claims)}
-    assert pending == set(claims_by_study("gpu")) and pending
+    monkeypatch.setattr(evidence, "EVIDENCE", tmp_path)  # what the engine and the plan read
+    claimed = claims_by_study("gpu")
+    assert claimed and {o for cs in claimed.values() for _, o in cs} == {"evidence pending"}
     assert icl(["plan", "--gpu-minutes", "10", "--preset", "gpu"]) == 0
     lines = re.findall(r"^([+ ]) (\w+)/(\w+): .*?; (\d+ claims?: .*|no claim)$",
                        capsys.readouterr().out, re.M)
-    assert {(sweep, study) for _, sweep, study, _ in lines[:len(pending)]} == pending
-    assert all("evidence pending" in served for *_, served in lines[:len(pending)])
-    assert all(served == "no claim" for *_, served in lines[len(pending):])
+    assert {(sweep, study) for _, sweep, study, _ in lines[:len(claimed)]} == set(claimed)
+    assert all("evidence pending" in served for *_, served in lines[:len(claimed)])
+    assert all(served == "no claim" for *_, served in lines[len(claimed):])
     assert lines[0][0] == "+"  # the first fits a 10-minute window: chosen
 
 
