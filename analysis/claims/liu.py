@@ -152,8 +152,8 @@ FIG4_QUOTE = ("Precision of (2-layer) Transformers on MULTIPLY task scales poorl
 def _poor_parts(ids: tuple[str, str, str], sources: tuple[Source, Source, Source],
                 widths: tuple[int, int]) -> tuple[Claim, ...]:
     """Fig 4's three axes (attention width from widths[0] to widths[1], heads 1 -> 8, MLP
-    ratio 1 -> 8), each less than one order (POOR) from its smallest to its largest setting,
-    paired per seed."""
+    ratio 1 -> 8), each less than one order (POOR) from its smallest to its largest setting
+    (the `within` kind's ratio, seed by seed). The labels are hashed: the cpu claim's stay."""
     axes = ((f"width {widths[0]} → {widths[1]}", "model.width", widths, "width {}"),
             ("heads 1 → 8", "model.heads", (1, 8), None),
             ("MLP ratio 1 → 8", "model.mlp_ratio", (1, 8), "MLP ratio {}"))
