@@ -13,7 +13,8 @@ members are skipped, as a sweep re-run skips them. No restarts, no Tune: a faili
 recorded with its reason by the trial code and the others go on. Prints one line per trial.
 `--time-limit` stops the pool that many seconds after this process started (its imports and
 planning count; for a lent machine's window): what finished is in the store, the trials cut off
-are named and train again on the next run. A study name the sweep file's grid studies do not
+are named and train again on the next run, from their first step (no Tune here: a trial keeps
+no checkpoint, so a window's limit should leave room for whole stacks). A study name the sweep file's grid studies do not
 hold is refused, naming them. Exit status 1 when trials ran and none left a member that
 finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
@@ -136,7 +137,8 @@ def main() -> int:
     parser.add_argument("--where", action="append", default=[],
                         help="only members whose flattened config has key=value")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
-                        help="stop after this long; unfinished trials train on the next run")
+                        help="stop after this long; unfinished trials train again, from their "
+                             "first step, on the next run")
     parser.add_argument("--seeds", type=int, default=None,
                         help="seeds 0..N-1 per setting in place of the preset's")
     parser.add_argument("--skip-evidence", action="store_true",
@@ -169,7 +171,8 @@ def main() -> int:
                 pool.terminate()  # written rows stay (files are renamed into place)
                 print(f"time limit {args.time_limit:g}s reached: {len(specs) - finished} of "
                       f"{len(specs)} trials not finished; a re-run with the same --storage "
-                      f"trains them", flush=True)
+                      f"trains them from their first step (no checkpoint without Tune)",
+                      flush=True)
                 return 0 if worked or not finished else 1
             finished += 1
             worked |= any(s in ("ok", "diverged", "pruned") for s in result.split(","))
