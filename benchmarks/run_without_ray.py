@@ -14,8 +14,8 @@ recorded with its reason by the trial code and the others go on. Prints one line
 `--time-limit` stops the pool that many seconds after this process started (its imports and
 planning count; for a lent machine's window): what finished is in the store, the trials cut off
 are named and train again on the next run, from their first step (no Tune here: a trial keeps
-no checkpoint, so a window's limit should leave room for whole stacks). A study name the sweep file's grid studies do not
-hold is refused, naming them. Exit status 1 when trials ran and none left a member that
+no checkpoint, so a window's limit should leave room for whole stacks). A study name the sweep
+file's grid studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a member that
 finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
 (the same members: their hashes and random streams; the others train as they are, one line

@@ -34,6 +34,12 @@ def measured(x: float, seed: int) -> float:
     return A * x ** -B * math.exp(SIGMA * rng.normal())
 
 
+def grid_points(xs, n_seeds: int):
+    """(x, seeds, y): seeds 0..n_seeds-1 at each x, each measured on the law."""
+    x, seeds = np.repeat(xs, n_seeds).astype(float), np.tile(np.arange(n_seeds), len(xs))
+    return x, seeds, np.array([measured(a, s) for a, s in zip(x, seeds, strict=True)])
+
+
 def write_member(store: Store, x: float, seed: int, **extra) -> None:
     h = f"x{x:g}s{seed}"
     rows = [{"metric": "mse", "statistic": "median", "value": measured(x, seed), "step": 100,
@@ -102,9 +108,7 @@ def test_design_reaches_the_ci_target_with_half_the_trials_of_a_dense_grid(tmp_p
 def test_a_goals_width_does_not_depend_on_the_order_of_its_points(estimator):
     """Each member its own bootstrap group, or its seed's: the points read back in another
     order (a store's files) give the same width."""
-    x = np.repeat([1.0, 4.0, 16.0, 64.0], 3)
-    seeds = np.tile([0, 1, 2], 4)
-    y = np.array([measured(a, s) for a, s in zip(x, seeds, strict=True)])
+    x, seeds, y = grid_points([1, 4, 16, 64], 3)
     goal = Goal("exponent", 0.1, estimator=estimator)
     width = assess(x, y, goal, seeds=seeds).width
     assert math.isfinite(width)
@@ -115,9 +119,7 @@ def test_a_goals_width_does_not_depend_on_the_order_of_its_points(estimator):
 
 
 def test_choice_is_deterministic_for_a_seed_and_goes_where_the_law_is_uncertain():
-    x = np.repeat([1.0, 8.0, 64.0], 2)
-    seeds = np.tile([0, 1], 3)
-    y = np.array([measured(a, s) for a, s in zip(x, seeds, strict=True)])
+    x, seeds, y = grid_points([1, 8, 64], 2)
     exponent = Goal("exponent", 0.1)
     first = choose(x, y, seeds, CANDIDATES, exponent, 4, seed=3)
     again = choose(x, y, seeds, CANDIDATES, exponent, 4, seed=3)
@@ -252,9 +254,7 @@ def test_cost_weighted_choices_buy_the_variance_with_cheaper_trials():
     cost = measured_cost([1, 2, 64, 64], [1.0, 2.0, 64.0, 64.0])  # seconds = x, fitted
     assert cost(8.0) == pytest.approx(8.0) and cost(40.0) == pytest.approx(40.0)
     assert measured_cost([4, 4], [1.0, 9.0]) is None  # one x: every trial costs the same
-    x = np.repeat([1.0, 8.0, 64.0], 2)
-    seeds = np.tile([0, 1], 3)
-    y = np.array([measured(a, s) for a, s in zip(x, seeds, strict=True)])
+    x, seeds, y = grid_points([1, 8, 64], 2)
     goal = Goal("exponent", target=0.2)
     spent = {"plain": [], "weighted": []}
     for seed in range(4):

@@ -367,7 +367,6 @@ def test_slope_and_exact_say_not_testable_where_they_cannot_decide():
     assert d.outcome == "not testable" and "cannot compute" in d.reason
 
 
-
 def test_a_verdicts_numbers_do_not_depend_on_the_rows_order():
     """The bootstrap draws follow the order of the seeds' values, so the engine takes them in
     seed order. Before, a cell's values came in polars' group order, which varies from run to

@@ -19,6 +19,7 @@ from icl.commands.gpu_window import (
     Candidate,
     calls,
     choose,
+    claims_by_study,
     command,
     kept_s,
     window_seconds,
@@ -130,7 +131,6 @@ def test_claims_declared_at_a_preset_without_its_rows_lead_its_window(capsys, mo
     window's plan lists their studies before every study no claim reads and chooses the
     first."""
     import analysis.claims.evidence as evidence
-    from icl.commands.gpu_window import claims_by_study
 
     monkeypatch.setattr(evidence, "EVIDENCE", tmp_path)  # what the engine and the plan read
     claimed = claims_by_study("gpu")

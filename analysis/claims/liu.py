@@ -154,14 +154,13 @@ def _poor_parts(ids: tuple[str, str, str], sources: tuple[Source, Source, Source
     """Fig 4's three axes (attention width from widths[0] to widths[1], heads 1 -> 8, MLP
     ratio 1 -> 8), each less than one order (POOR) from its smallest to its largest setting
     (the `within` kind's ratio, seed by seed). The labels are hashed: the cpu claim's stay."""
-    axes = ((f"width {widths[0]} → {widths[1]}", "model.width", widths, "width {}"),
-            ("heads 1 → 8", "model.heads", (1, 8), None),
-            ("MLP ratio 1 → 8", "model.mlp_ratio", (1, 8), "MLP ratio {}"))
+    axes = ((f"width {widths[0]} → {widths[1]}", "model.width", widths, "width {}".format),
+            ("heads 1 → 8", "model.heads", (1, 8), lambda v: f"{v} head{'s' * (v > 1)}"),
+            ("MLP ratio 1 → 8", "model.mlp_ratio", (1, 8), "MLP ratio {}".format))
     return tuple(
         Claim(id=i, paper=PAPER, figure=f"{figure}: < 1 order", quote="", source=source,
               kind="within", factor=POOR,
-              cells=tuple(Cell(label.format(v) if label else f"{v} head{'s' * (v > 1)}",
-                               {key: v}) for v in values))
+              cells=tuple(Cell(label(v), {key: v}) for v in values))
         for i, source, (figure, key, values, label) in zip(ids, sources, axes, strict=True))
 
 
