@@ -42,6 +42,7 @@ def test_a_time_limit_stops_the_pool_and_a_rerun_trains_what_was_cut_off(tmp_pat
     cut = run_script(*common, "--time-limit", "0")
     assert cut.returncode == 0, cut.stderr
     assert "2 of 2 trials not finished" in cut.stdout
+    assert "trains them from their first step" in cut.stdout  # no checkpoint without Tune
     assert not list((tmp_path / "store").rglob("*.parquet"))  # nothing half-written
     full = run_script(*common)
     assert full.returncode == 0 and full.stdout.count("-> ok") == 2, full.stdout + full.stderr
