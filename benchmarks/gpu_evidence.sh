@@ -13,7 +13,9 @@
 # A job is SWEEP:STUDY[,STUDY...]:DEVICE:WORKERS[:SEEDS] (DEVICE cuda stacks a study's seeds;
 # cpu uses the machine's other cores; SEEDS: seeds 0..SEEDS-1 in place of the preset's). Members
 # whose rows are committed in evidence/PRESET/ are skipped, and so are those finished in the
-# store, so a second window goes on from an unpacked earlier archive (STORE=that folder).
+# store, so a second window goes on from an unpacked earlier archive (STORE=that folder); a
+# trial the limit cut off goes on from its members' last checkpoints in a next call on the same
+# machine (run_without_ray.py keeps them in STORE; they are not archived).
 # ALL=1: committed evidence is not skipped (`icl plan --gpu-minutes M --all`: studies afresh).
 # INTERLEAVE=1: a study's stacks train at once in one process per study (each on its own CUDA
 # stream) instead of a process per stack; give such a job WORKERS = its number of studies.
@@ -106,7 +108,9 @@ for log in "$LOGS"/*.log; do
 done
 rm -rf "$LOGS"
 find "$STORE" -name '*.tmp-*' -delete
-tar czf "$OUT/store.tgz" -C "$STORE" .
+# checkpoints stay in STORE (a next call on this machine goes on from them): the members'
+# states are too large to come back (a 12 x 256 member with its Adam state: ~110 MB)
+tar czf "$OUT/store.tgz" --exclude='./*/*/checkpoints' -C "$STORE" .
 finished=$(find "$STORE" -path '*/rows/*.parquet' | wc -l)
 failed=$(find "$STORE" -path '*/failed/*.parquet' | wc -l)
 echo "store: $finished members finished (ok or diverged), $failed failed;" \

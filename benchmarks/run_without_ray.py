@@ -13,8 +13,10 @@ members are skipped, as a sweep re-run skips them. No restarts, no Tune: a faili
 recorded with its reason by the trial code and the others go on. Prints one line per trial.
 `--time-limit` stops the pool that many seconds after this process started (its imports and
 planning count; for a lent machine's window): what finished is in the store, the trials cut off
-are named and train again on the next run, from their first step (no Tune here: a trial keeps
-no checkpoint, so a window's limit should leave room for whole stacks). A study name the sweep
+are named and go on, on the next run with the same `--storage`, from their members' last
+checkpoints: each member's state is written into the store at its checkpoint steps
+(`train.checkpoint_every`), at most every ICL_CHECKPOINT_MIN_S (60) seconds a trial, and
+removed with its rows (icl_core.running.store_checkpoints). A study name the sweep
 file's grid studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a member that
 finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
@@ -37,8 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
+from icl_core.running.store_checkpoints import run_with_store_checkpoints  # noqa: E402
 from icl_core.running.study_report import write_manifest  # noqa: E402
-from icl_core.running.trial import TrialSpec, run_trial  # noqa: E402
+from icl_core.running.trial import TrialSpec  # noqa: E402
 from icl_core.running.trial_pool import cost_model  # noqa: E402
 from icl_core.spec.config import flatten, on_graph_path  # noqa: E402
 from icl_core.storage.provenance import driver_provenance  # noqa: E402
@@ -115,14 +118,18 @@ def committed_hashes(sweep: str, preset: str) -> dict:
     return found
 
 
-def run(spec: TrialSpec) -> tuple[str, int, float, str]:
-    start = time.time()
+def run(spec: TrialSpec) -> tuple[str, int, float, str, str]:
+    """(study, members, seconds, statuses joined by commas, what was resumed)."""
+    start, resumed = time.time(), {}
     try:
-        statuses = run_trial(spec)
+        statuses, resumed = run_with_store_checkpoints(spec)
         result = ",".join(sorted(set(statuses.values())))
     except Exception as err:  # recorded per member by run_trial; keep the pool going
         result = f"failed: {str(err)[:200]}"
-    return spec.study, len(spec.members), time.time() - start, result
+    steps = sorted(set(resumed.values()))
+    at = f"{steps[0]}" if len(steps) == 1 else f"{steps[0]}-{steps[-1]}" if steps else ""
+    note = f" (resumed {len(resumed)} at step {at})" if resumed else ""
+    return spec.study, len(spec.members), time.time() - start, result, note
 
 
 def main() -> int:
@@ -137,8 +144,8 @@ def main() -> int:
     parser.add_argument("--where", action="append", default=[],
                         help="only members whose flattened config has key=value")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
-                        help="stop after this long; unfinished trials train again, from their "
-                             "first step, on the next run")
+                        help="stop after this long; unfinished trials go on from their "
+                             "members' last checkpoints on the next run")
     parser.add_argument("--seeds", type=int, default=None,
                         help="seeds 0..N-1 per setting in place of the preset's")
     parser.add_argument("--skip-evidence", action="store_true",
@@ -166,18 +173,19 @@ def main() -> int:
             try:
                 if left is not None and left <= 0:
                     raise mp.TimeoutError
-                study, n, secs, result = results.next(timeout=left)
+                study, n, secs, result, note = results.next(timeout=left)
             except mp.TimeoutError:
                 pool.terminate()  # written rows stay (files are renamed into place)
                 print(f"time limit {args.time_limit:g}s reached: {len(specs) - finished} of "
                       f"{len(specs)} trials not finished; a re-run with the same --storage "
-                      f"trains them from their first step (no checkpoint without Tune)",
+                      f"goes on from their members' last checkpoints (from the first step where "
+                      f"none was written)",
                       flush=True)
                 return 0 if worked or not finished else 1
             finished += 1
             worked |= any(s in ("ok", "diverged", "pruned") for s in result.split(","))
             print(f"[{time.time() - start:7.1f}s] {finished}/{len(specs)} {study}: {n} member(s) "
-                  f"in {secs:.1f}s -> {result}", flush=True)
+                  f"in {secs:.1f}s -> {result}{note}", flush=True)
     if not worked:
         print(f"every one of the {len(specs)} trials failed: no member finished", flush=True)
     return 0 if worked else 1

@@ -42,7 +42,7 @@ def test_a_time_limit_stops_the_pool_and_a_rerun_trains_what_was_cut_off(tmp_pat
     cut = run_script(*common, "--time-limit", "0")
     assert cut.returncode == 0, cut.stderr
     assert "2 of 2 trials not finished" in cut.stdout
-    assert "trains them from their first step" in cut.stdout  # no checkpoint without Tune
+    assert "goes on from their members' last checkpoints" in cut.stdout
     assert not list((tmp_path / "store").rglob("*.parquet"))  # nothing half-written
     full = run_script(*common)
     assert full.returncode == 0 and full.stdout.count("-> ok") == 2, full.stdout + full.stderr
@@ -50,9 +50,68 @@ def test_a_time_limit_stops_the_pool_and_a_rerun_trains_what_was_cut_off(tmp_pat
     assert "0 trials, 0 members" in again.stdout  # finished members are skipped
 
 
+def test_a_killed_run_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_numbers(tmp_path):
+    """The process group of a run killed (SIGKILL) once a member's checkpoint is in the store:
+    the next run resumes that member from it, says so, writes the rows of an uninterrupted run
+    bit for bit, and leaves no checkpoint behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import numpy as np
+
+    from analysis.reading.store import read_rows
+    from icl_core.running.trial import run_trial
+
+    script = load_script()
+    # one str_attention member: 3140 steps (~4 s here), a checkpoint every 157
+    common = ["sample_complexity", "--preset", "cpu", "--study", "str_attention", "--workers",
+              "1", "--device", "cpu", "--seeds", "1", "--where", "model.name=mha_mlp",
+              "--where", "task.n_points=32", "--where", "task.simple=False"]
+    where = dict(w.split("=", 1) for w in common[common.index("--where"):][1::2])
+    [spec] = script.trials("sample_complexity", "cpu", ["str_attention"], str(tmp_path / "whole"),
+                           "cpu", "auto", {}, where, seeds=1)
+    assert run_trial(spec) == {spec.hashes[0]: "ok"}
+
+    store = tmp_path / "cut"
+    env = {**os.environ, "ICL_CHECKPOINT_MIN_S": "0"}  # every checkpoint step written
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *common, "--storage", str(store)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)  # its pool's worker in its group
+    folder = store / "sample_complexity" / "str_attention"
+    deadline = time.time() + 120
+    while not list(folder.glob("checkpoints/*.pt")) and proc.poll() is None \
+            and time.time() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list(folder.glob("checkpoints/*.pt")), proc.stdout.read().decode()
+    assert not list(folder.glob("rows/*.parquet"))  # killed before the member finished
+
+    again = run_script(*common, "--storage", str(store))
+    assert again.returncode == 0, again.stdout + again.stderr
+    step = int(re.search(r"-> ok \(resumed 1 at step (\d+)\)", again.stdout).group(1))
+    assert 157 <= step < 3140 and step % 157 == 0
+    assert not list(folder.glob("checkpoints/*"))  # removed with the member's rows
+
+    def rows(storage):
+        table, _ = read_rows(str(storage), "sample_complexity", "str_attention")
+        return table.sort(["metric", "predictor", "statistic", "step", "position"],
+                          nulls_last=True)
+
+    whole, resumed = rows(tmp_path / "whole"), rows(store)
+    assert whole.height == resumed.height > 0
+    assert whole["metric"].to_list() == resumed["metric"].to_list()
+    np.testing.assert_array_equal(np.array(resumed["value"].to_list(), dtype=float),
+                                  np.array(whole["value"].to_list(), dtype=float))
+
+
 def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
     """benchmarks/gpu_evidence.sh on a CPU job: the archive it leaves unpacks to a store that
-    `analysis.claims.evidence` commits with the study's members and provenance."""
+    `analysis.claims.evidence` commits with the study's members and provenance; checkpoints
+    in the store stay there, out of the archive."""
     import json
     import os
     import subprocess
@@ -62,6 +121,10 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
     from analysis.claims.evidence import compact
 
     out, store = tmp_path / "out", tmp_path / "store"
+    # a checkpoint an earlier call left (a trial cut off) stays on the machine, unarchived
+    left = tmp_path / "window" / "depth_scaling" / "ls_mixer_depth" / "checkpoints" / "a.pt"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"state")
     env = {**os.environ, "OUT": str(out), "STORE": str(tmp_path / "window"), "LIMIT": "120",
            "PY": sys.executable}
     run = subprocess.run(["bash", str(SCRIPT.parent / "gpu_evidence.sh"), "smoke",
@@ -77,7 +140,9 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
     assert jobs.startswith("== depth_scaling_cpu.log\n") and re.search(
         r"^\[ *[\d.]+s\] \d+/\d+ ls_mixer_depth: ", jobs, re.M), jobs
     with tarfile.open(out / "store.tgz") as archive:
+        assert not [n for n in archive.getnames() if "checkpoints" in n]
         archive.extractall(store)
+    assert left.read_bytes() == b"state"
     target = compact(str(store), "smoke", "depth_scaling", "ls_mixer_depth",
                      root=tmp_path / "evidence")
     provenance = json.loads((target / "provenance.json").read_text())
