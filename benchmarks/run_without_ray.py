@@ -6,19 +6,20 @@
         [--skip-evidence] [--interleave] [--graph]
 
 For a lent GPU machine whose image has no Ray (its wheel exceeds what can be carried there):
-the same members, trial code (`icl_core.running.trial.run_trial`) and row files as a sweep run, so
-`icl regenerate` draws the figures from the rows afterwards. Members that
-differ only in their seeds form one trial (stacked on CUDA under `--stack auto`); finished
-members are skipped, as a sweep re-run skips them. No restarts, no Tune: a failing member is
-recorded with its reason by the trial code and the others go on. Prints one line per trial.
+the same members, trial code (`icl_core.running.trial`, through
+`icl_core.running.store_checkpoints`) and row files as a sweep run, so `icl regenerate` draws
+the figures from the rows afterwards. Members that differ only in their seeds form one trial
+(stacked on CUDA under `--stack auto`); finished members are skipped, as a sweep re-run skips
+them. No restarts, no Tune: a failing member is recorded with its reason by the trial code and
+the others go on. Prints one line per trial.
 `--time-limit` stops the pool that many seconds after this process started (its imports and
 planning count; for a lent machine's window): what finished is in the store, the trials cut off
 are named and go on, on the next run with the same `--storage`, from their members' last
 checkpoints: each member's state is written into the store at its checkpoint steps
 (`train.checkpoint_every`), at most every ICL_CHECKPOINT_MIN_S (60) seconds a trial, and
-removed with its rows (icl_core.running.store_checkpoints). A study name the sweep
-file's grid studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a member that
-finished (every one failed).
+removed with its rows (icl_core.running.store_checkpoints). A study name the sweep file's grid
+studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a
+member that finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
 (the same members: their hashes and random streams; the others train as they are, one line
 per study says how many and why).
@@ -39,7 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
-from icl_core.running.store_checkpoints import run_with_store_checkpoints  # noqa: E402
+from icl_core.running.store_checkpoints import (  # noqa: E402
+    clear_recorded,
+    leftover_hashes,
+    run_with_store_checkpoints,
+)
 from icl_core.running.study_report import write_manifest  # noqa: E402
 from icl_core.running.trial import TrialSpec  # noqa: E402
 from icl_core.running.trial_pool import cost_model  # noqa: E402
@@ -76,6 +81,9 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         if studies and study.name not in studies or not isinstance(study, Study):
             continue  # searches need Optuna + Tune
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
+        # a run killed between a member's rows and the removal of its checkpoint left it
+        clear_recorded(store, sweep.name, study.name, leftover_hashes(store, sweep.name,
+                                                                      study.name))
         done = store.finished(sweep.name, study.name)
         groups: dict = {}
         done = done | set((skip or {}).get((sweep.name, study.name), ()))

@@ -95,6 +95,11 @@ def test_a_killed_run_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_numb
     step = int(re.search(r"-> ok \(resumed 1 at step (\d+)\)", again.stdout).group(1))
     assert 157 <= step < 3140 and step % 157 == 0
     assert not list(folder.glob("checkpoints/*"))  # removed with the member's rows
+    # a kill between the rows and that removal leaves the file: planning the study clears it
+    (folder / "checkpoints" / f"{spec.hashes[0]}.pt").write_bytes(b"state")
+    assert script.trials("sample_complexity", "cpu", ["str_attention"], str(store), "cpu",
+                         "auto", {}, where, seeds=1) == []
+    assert not list(folder.glob("checkpoints/*"))
 
     def rows(storage):
         table, _ = read_rows(str(storage), "sample_complexity", "str_attention")

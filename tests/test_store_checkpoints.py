@@ -4,6 +4,8 @@ process is in tests/test_run_without_ray.py."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
@@ -13,6 +15,8 @@ from conftest import tiny_member
 from analysis.reading.store import read_rows
 from icl_core.running.store_checkpoints import (
     checkpoint_path,
+    clear_recorded,
+    leftover_hashes,
     run_with_store_checkpoints,
     saved_state,
     store_reporter,
@@ -26,12 +30,13 @@ class Cut(Exception):
     pass
 
 
-def members() -> list[dict]:
-    """Two seeds of a tiny float64 member: 12 steps, a checkpoint every 4."""
+def members(widths=(8, 8), seeds=(0, 1)) -> list[dict]:
+    """Tiny float64 members: 12 steps, a checkpoint every 4."""
     return [resolve_member(tiny_member(seed=seed, dtype="float64", device="cpu",
                                        train__steps=12, train__report_every=4,
-                                       train__checkpoint_every=4)).to_dict()
-            for seed in (0, 1)]
+                                       train__checkpoint_every=4, model__width=width,
+                                       model__depth=2, model__heads=2)).to_dict()
+            for width, seed in zip(widths, seeds, strict=True)]
 
 
 def values(storage: str) -> tuple[list, np.ndarray]:
@@ -41,39 +46,60 @@ def values(storage: str) -> tuple[list, np.ndarray]:
     return rows["metric"].to_list(), np.array(rows["value"].to_list(), dtype=float)
 
 
-def test_a_trial_cut_during_its_second_member_goes_on_from_its_checkpoint(tmp_path):
-    """One member after the other (stack never): the first one's file goes with its rows, the
-    second's stays where the trial was cut, at step 8; the next run resumes it there only and
-    writes the rows of an uninterrupted run, bit for bit, leaving no file."""
-    cut_and_resumed(str(tmp_path / "whole"), str(tmp_path / "cut"))
+# how the trial is run: (members' widths, stack, interleave), the steps its checkpoint files
+# hold when it is cut at its first report of step 8 (of the second member, one after the
+# other), and the members finished by then
+WAYS = {
+    "one after the other": ((8, 8), "never", False, {1: 8}, {0}),
+    "stacked": ((8, 8), "always", False, {0: 8, 1: 8}, set()),
+    # two shapes trained at once: the checkpoint holds the other group's latest state (step 4)
+    "interleaved": ((8, 16), "never", True, {0: 8, 1: 4}, set()),
+}
 
 
-def cut_and_resumed(whole: str, storage: str) -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_a_trial_cut_off_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_rows(way,
+                                                                                   tmp_path):
+    """A finished member's file goes with its rows; the others stay where the trial was cut;
+    the next run resumes each from its own step and writes the rows of an uninterrupted run,
+    bit for bit, leaving no file."""
+    cut_and_resumed(str(tmp_path / "whole"), str(tmp_path / "cut"), *WAYS[way])
+
+
+def cut_and_resumed(whole: str, storage: str, widths=(8, 8), stack="never", interleave=False,
+                    held=None, finished=None) -> None:
     """The test above, a trial's rows in `whole` and its cut run in `storage` (any store
     URI: tests/test_s3.py runs it on S3)."""
-    raw = members()
-    run_trial(TrialSpec("s", "t", whole, raw, stack="never"))
-    spec = TrialSpec("s", "t", storage, raw, stack="never")
+    held, finished = held or {1: 8}, finished if finished is not None else {0}
+    raw = members(widths)
+    run_trial(TrialSpec("s", "t", whole, raw, stack=stack, interleave=interleave))
+    spec = TrialSpec("s", "t", storage, raw, stack=stack, interleave=interleave)
     store = Store(spec.storage)
     write = store_reporter(store, spec, min_s=0.0)
 
-    def cut_at_second_members_step_8(metrics, state):
+    def cut_at_step_8(metrics, state):
         write(metrics, state)
-        if state is not None and metrics["member"] == 1 and metrics["step"] == 8:
+        if state is not None and metrics["step"] == 8 and \
+                (stack != "never" or interleave or metrics["member"] == 1):
             raise Cut
 
     with pytest.raises(Cut):
-        run_trial(spec, cut_at_second_members_step_8)
-    paths = [checkpoint_path(store, "s", "t", h) for h in spec.hashes]
-    assert [i.type for i in store.fs.get_file_info(paths)] == [pafs.FileType.NotFound,
-                                                                pafs.FileType.File]
-    assert store.finished("s", "t") == {spec.hashes[0]}
-    assert {h: r["step"] for h, r in saved_state(store, spec)["runs"].items()} == \
-        {spec.hashes[1]: 8}
+        run_trial(spec, cut_at_step_8)
+    hashes = spec.hashes
+    assert store.finished("s", "t") == {hashes[k] for k in finished}
+    state = saved_state(store, spec)
+    assert {h: r["step"] for h, r in state["runs"].items()} == \
+        {hashes[k]: step for k, step in held.items()}
+    paths = [checkpoint_path(store, "s", "t", h) for h in hashes]
+    assert [i.type == pafs.FileType.File for i in store.fs.get_file_info(paths)] == \
+        [k in held for k in range(len(hashes))]
 
-    rest = TrialSpec("s", "t", spec.storage, raw[1:], stack="never")  # as the planner skips
-    statuses, resumed = run_with_store_checkpoints(rest)  # the finished member
-    assert statuses == {spec.hashes[1]: "ok"} and resumed == {spec.hashes[1]: 8}
+    rest = [k for k in range(len(raw)) if k not in finished]  # as the planner skips the
+    spec_rest = TrialSpec("s", "t", storage, [raw[k] for k in rest], stack=stack,  # finished
+                          interleave=interleave)
+    statuses, resumed = run_with_store_checkpoints(spec_rest)
+    assert statuses == {hashes[k]: "ok" for k in rest}
+    assert resumed == {hashes[k]: step for k, step in held.items()}
     assert saved_state(store, spec) is None
     (metrics_whole, values_whole), (metrics_cut, values_cut) = values(whole), values(storage)
     assert metrics_whole == metrics_cut
@@ -107,3 +133,43 @@ def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_m
     assert on_file() == (12, 4.0)
     report({"member": 0, "step": 12, "member_done": True}, None)
     assert saved_state(store, spec) is None
+
+
+def test_a_checkpoint_of_other_code_or_one_that_does_not_load_is_set_aside(tmp_path, caplog):
+    """A member's rows come from one code version and one device: a file written by other
+    code, or cut short, is removed with a warning naming why, and the member starts again."""
+    raw = members()[:1]
+    old = TrialSpec("s", "t", str(tmp_path / "store"), raw, provenance={"code_version": "a"})
+    new = TrialSpec("s", "t", old.storage, raw, provenance={"code_version": "b"})
+    store = Store(old.storage)
+    store_reporter(store, old, min_s=0.0)(
+        {"member": 0, "step": 4}, {"runs": {old.hashes[0]: {"step": 4}}})
+    assert saved_state(store, old) is not None  # its own code resumes it
+    with caplog.at_level(logging.WARNING):
+        assert saved_state(store, new) is None
+    assert "'code_version': 'a'" in caplog.text and "'code_version': 'b'" in caplog.text
+    assert "trains from its first step" in caplog.text
+    assert leftover_hashes(store, "s", "t") == []
+
+    store.write_bytes(checkpoint_path(store, "s", "t", new.hashes[0]), b"cut short")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert saved_state(store, new) is None
+    assert "does not load" in caplog.text and leftover_hashes(store, "s", "t") == []
+    statuses, resumed = run_with_store_checkpoints(new)
+    assert statuses == {new.hashes[0]: "ok"} and resumed == {}
+
+
+def test_only_the_files_of_members_the_store_has_recorded_are_cleared(tmp_path):
+    """What a run killed between a member's rows and the removal of its file leaves:
+    run_without_ray clears it when it plans the study; an unfinished member's file stays."""
+    raw = members()
+    spec = TrialSpec("s", "t", str(tmp_path / "store"), raw[:1])
+    run_trial(spec)
+    store = Store(spec.storage)
+    both = TrialSpec("s", "t", spec.storage, raw)
+    for h in both.hashes:
+        store.write_bytes(checkpoint_path(store, "s", "t", h), b"state")
+    assert sorted(leftover_hashes(store, "s", "t")) == sorted(both.hashes)
+    clear_recorded(store, "s", "t", leftover_hashes(store, "s", "t"))
+    assert leftover_hashes(store, "s", "t") == [both.hashes[1]]
