@@ -40,7 +40,7 @@ MOVED = {
     "launch": "running.ray_launch", "pool": "running.trial_pool", "trial": "running.trial",
     "trainable": "running.tune_trainable", "search": "running.search",
     "searcher": "running.optuna_searcher", "tracking": "running.tracking",
-    "trackers": "running.wandb_mlflow", "hparams": "running.hparams",
+    "trackers": "running.wandb_mlflow", "hparams": "running.tune_trainable",
     "report": "running.study_report", "preflight": "interface.preflight", "api": "interface.api",
     "cli": "interface.cli", "console": "interface.console", "catalog": "interface.catalog",
     "sweep": "interface.sweep", "adaptive": "interface.adaptive", "levels": "interface.levels",
@@ -49,6 +49,7 @@ MOVED = {
     # issue 47: modules named after what they hold
     "tasks.sparse_retrieval": "tasks.qstr", "models.construction": "models.baseconv_gd",
     "models.retrieval": "models",  # split into attention_mlp, mha_mlp, ffn, bigru (one each)
+    "running.hparams": "running.tune_trainable",  # trial_hparams: beside the trial format
     },
     "analysis": {
     "store": "reading.store", "frames": "reading.frames", "spreads": "reading.spreads",

@@ -1,5 +1,6 @@
 """Tracking: a sweep's trials leave Tune's logs, TensorBoard event files among them, whose
-hparams are each member's config flattened (icl_core.running.tracking), not the opaque trial spec.
+hparams are each member's config flattened (icl_core.running.tune_trainable.trial_hparams), not
+the opaque trial spec.
 
 The event files are read back as TFRecords (length, CRC, Event protobuf) with the protobuf
 classes tensorboardX ships: no TensorBoard install needed.
@@ -12,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_core.running.hparams import trial_hparams
 from icl_core.running.trial import TrialSpec
-from icl_core.running.tune_trainable import trial_config
+from icl_core.running.tune_trainable import trial_config, trial_hparams
 from sweeps.depth_scaling import SWEEP
 
 

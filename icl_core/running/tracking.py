@@ -19,7 +19,7 @@ import os
 
 from ray.tune.logger import TBXLoggerCallback
 
-from icl_core.running.hparams import trial_hparams
+from icl_core.running.tune_trainable import trial_hparams
 
 logger = logging.getLogger(__name__)
 

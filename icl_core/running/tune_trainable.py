@@ -4,11 +4,18 @@ Grids and searches hand Tune the same config: {"spec": TrialSpec JSON} plus, in 
 sampled settings as dotted keys ({"spec": ..., "train.lr": 3e-4}), which override the spec's
 single member before it is resolved (`spec_from_config`). The trial checkpoint is one file,
 written atomically (`save_state` / `load_state`, weights only: nothing in it runs code).
+
+For the trackers (TensorBoard: icl_core.running.tracking; W&B and MLflow:
+icl_core.running.wandb_mlflow), `trial_hparams` gives a trial config's members as flat
+hyperparameters: each member's config flattened (`model.depth`, `train.lr`, ... and
+`config_hash`) instead of the config's one opaque JSON string. A packed trial gives the fields
+its members share as they are, and a field they differ in as the list of its values ("1, 2").
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -19,7 +26,7 @@ import torch
 
 from icl_core.common.log import ensure_console
 from icl_core.running.trial import TrialSpec, run_trial
-from icl_core.spec.config import with_settings
+from icl_core.spec.config import flatten, with_settings
 
 CHECKPOINT_FILE = "member_state.pt"
 PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
@@ -63,6 +70,29 @@ def spec_from_config(config: dict) -> TrialSpec:
     member = with_settings(spec.members[0], sampled)
     spec.members, spec.hashes = [member.to_dict()], [member.hash]
     return spec
+
+
+SCALARS = (str, bool, int, float)
+
+
+def trial_hparams(config: dict) -> dict:
+    """The flattened member configs of a trial config, as TensorBoard hparams (scalars)."""
+    spec = spec_from_config(config)
+    flats = [flatten(member) for member in spec.members]
+    out: dict = {"sweep": spec.sweep, "study": spec.study, "members": len(flats)}
+    for key in dict.fromkeys(k for flat in flats for k in flat):
+        values = [_scalar(flat.get(key)) for flat in flats]
+        unique = list(dict.fromkeys(values))
+        out[key] = unique[0] if len(unique) == 1 else ", ".join(map(str, unique))
+    hashes = list(dict.fromkeys(spec.hashes))
+    out["config_hash"] = hashes[0] if len(hashes) == 1 else ", ".join(hashes)
+    return out
+
+
+def _scalar(value):
+    if isinstance(value, SCALARS):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)  # None, lists, eval grids
 
 
 def save_state(directory: str, state: dict) -> None:

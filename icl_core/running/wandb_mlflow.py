@@ -4,7 +4,7 @@
 
 Both would log a trial's Tune config, which is one opaque JSON string (the trial format,
 icl_core.running.tune_trainable); ours log instead the members' flattened configs (`model.depth`,
-`train.lr`, ..., `config_hash`: icl_core.running.tracking.trial_hparams), as TensorBoard's hparams do.
+`train.lr`, ..., `config_hash`: icl_core.running.tune_trainable.trial_hparams), as TensorBoard's hparams do.
 Metrics are Tune's reported results, step by step. The callbacks run on the driver; the rows
 stay the results.
 
@@ -33,7 +33,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback  # each imports its
 from ray.air.integrations.wandb import WandbLoggerCallback  # only if installed
 
 from icl_core.common.validation import ConfigError
-from icl_core.running.hparams import trial_hparams
+from icl_core.running.tune_trainable import trial_hparams
 from icl_core.storage.store import redacted
 
 logger = logging.getLogger(__name__)
