@@ -64,3 +64,18 @@ def test_a_study_its_file_does_not_declare_is_refused_and_tunes_folder_is_no_stu
     assert regenerate(["depth_scaling", "--storage", str(tmp_path / "store"), "--out",
                        str(tmp_path / "f"), "--n-boot", "20"]) == 0
     assert not [r.message for r in caplog.records if "tune" in r.message], caplog.text
+
+
+def test_a_read_of_the_evidence_counts_its_members_not_its_files():
+    """evidence/ holds a study's members in one rows.parquet, not named by a hash: a read
+    counts the members in it and names as missing only the planned members it lacks (it
+    counted one trial read and every planned member missing)."""
+    from analysis.reading.store import read_rows
+
+    for found in sorted(EVIDENCE.glob("*/*/*/study.json")):
+        preset, sweep, study = found.parts[-4:-1]
+        expected = json.loads(found.read_text())["expected"][preset]
+        rows, coverage = read_rows(str(EVIDENCE / preset), sweep, study, expected)
+        held = set(rows["config_hash"].unique())
+        assert coverage.read == {"rows": len(held), "failed": 0}, (sweep, study)
+        assert coverage.missing == sorted(set(expected) - held), (sweep, study)

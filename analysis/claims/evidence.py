@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analysis.reading.store import read_rows
+from analysis.reading.store import EVIDENCE_FILE, read_rows
 from icl_core.common.validation import ConfigError
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"  # the source tree's folder
@@ -235,7 +235,7 @@ def compact(storage: str, preset: str, sweep: str, study: str, root: Path | None
     if out.exists():
         shutil.rmtree(out)
     (out / "rows").mkdir(parents=True)
-    rows.select(keep).write_parquet(out / "rows" / "rows.parquet", compression="zstd",
+    rows.select(keep).write_parquet(out / "rows" / EVIDENCE_FILE, compression="zstd",
                                     compression_level=19)
     manifest = Path(storage) / sweep / study / "study.json"
     if manifest.exists():

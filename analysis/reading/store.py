@@ -6,7 +6,8 @@
 
 Every finished (`rows/`) and failed (`failed/`) member file of a sweep (one study, or all of
 them), and every compacted file (`compacted/`: many finished members in one file, its footer
-naming them; icl_core.storage.compaction), is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
+naming them; icl_core.storage.compaction; or evidence/'s one file of a study's members,
+EVIDENCE_FILE, its members read from its config_hash column), is found under a local path, any URI pyarrow understands (s3://, gs://, hdfs://, ...),
 or any fsspec URI (memory://, ...). Local files are scanned lazily in place; remote ones are
 fetched through that filesystem (the one the sweep wrote with) and scanned from memory.
 
@@ -65,7 +66,7 @@ from icl_core.storage.store import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FOLDERS", "Coverage", "Location", "MissingArtifact", "MissingResults", "concat_rows",
+__all__ = ["EVIDENCE_FILE", "FOLDERS", "Coverage", "Location", "MissingArtifact", "MissingResults", "concat_rows",
            "load_artifact", "load_rows", "locate", "member_statuses", "missing_message", "produce_command", "read_rows", "row_files",
            "scan_rows"]
 
@@ -140,6 +141,7 @@ def row_files(store: Store | Location, sweep: str, study: str | None = None
 # -------------------------------------------------------------------------------- checks
 
 
+EVIDENCE_FILE = "rows.parquet"  # a study's members in one file (analysis.claims.evidence)
 _SAME = {pa.string(): (pa.string(), pa.large_string(), pa.string_view())}
 
 
@@ -159,13 +161,17 @@ def check_schema(schema: pa.Schema) -> str | None:
     return f"not a row file: {'; '.join(wrong)}" if wrong else None
 
 
-def _inspect(loc: Location, path: str) -> tuple[pa.Schema, dict | None]:
-    """The file's Arrow schema and, for a compacted file, the members its footer names
-    (raises if unreadable)."""
+def _inspect(loc: Location, path: str) -> tuple[pa.Schema, dict | list | None]:
+    """The file's Arrow schema and its members where it holds many (None for a member file):
+    a compacted file's footer names them; an evidence file (EVIDENCE_FILE) holds the config
+    hashes in its column (raises if unreadable)."""
     with loc.fs.open_input_file(path) as f:
         meta = pq.read_metadata(f)
-    held = (meta.metadata or {}).get(COMPACTED_KEY)
-    members = json.loads(held)["members"] if held is not None else None
+        held = (meta.metadata or {}).get(COMPACTED_KEY)
+        members = json.loads(held)["members"] if held is not None else None
+        if held is None and "config_hash" in meta.schema.names and \
+                path.rsplit("/", 1)[-1] == EVIDENCE_FILE:
+            members = sorted(set(pq.read_table(f, columns=["config_hash"]).column(0).to_pylist()))
     return meta.schema.to_arrow_schema(), members
 
 
