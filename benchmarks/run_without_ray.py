@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
 from icl_core.running.store_checkpoints import (  # noqa: E402
-    clear_recorded,
-    leftover_hashes,
+    clear_leftovers,
     run_with_store_checkpoints,
 )
 from icl_core.running.study_report import write_manifest  # noqa: E402
@@ -81,9 +80,7 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         if studies and study.name not in studies or not isinstance(study, Study):
             continue  # searches need Optuna + Tune
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
-        # a run killed between a member's rows and the removal of its checkpoint left it
-        clear_recorded(store, sweep.name, study.name, leftover_hashes(store, sweep.name,
-                                                                      study.name))
+        clear_leftovers(store, sweep.name, study.name)  # what a killed run left in checkpoints/
         done = store.finished(sweep.name, study.name)
         groups: dict = {}
         done = done | set((skip or {}).get((sweep.name, study.name), ()))
@@ -130,9 +127,10 @@ def run(spec: TrialSpec) -> tuple[str, int, float, str, str]:
     """(study, members, seconds, statuses joined by commas, what was resumed)."""
     start, resumed = time.time(), {}
     try:
-        statuses, resumed = run_with_store_checkpoints(spec)
+        statuses, resumed, failure = run_with_store_checkpoints(spec)
         result = ",".join(sorted(set(statuses.values())))
-    except Exception as err:  # recorded per member by run_trial; keep the pool going
+        result += f" (failed: {failure[:200]})" if failure else ""
+    except Exception as err:  # the store or the trial code broke: keep the pool going
         result = f"failed: {str(err)[:200]}"
     steps = sorted(set(resumed.values()))
     at = f"{steps[0]}" if len(steps) == 1 else f"{steps[0]}-{steps[-1]}" if steps else ""
@@ -191,7 +189,8 @@ def main() -> int:
                       flush=True)
                 return 0 if worked or not finished else 1
             finished += 1
-            worked |= any(s in ("ok", "diverged", "pruned") for s in result.split(","))
+            worked |= any(s in ("ok", "diverged", "pruned")
+                          for s in result.split(" (")[0].split(","))
             print(f"[{time.time() - start:7.1f}s] {finished}/{len(specs)} {study}: {n} member(s) "
                   f"in {secs:.1f}s -> {result}{note}", flush=True)
     if not worked:

@@ -53,14 +53,17 @@ def test_a_time_limit_stops_the_pool_and_a_rerun_trains_what_was_cut_off(tmp_pat
 def test_a_killed_run_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_numbers(tmp_path):
     """The process group of a run killed (SIGKILL) once a member's checkpoint is in the store:
     the next run resumes that member from it, says so, writes the rows of an uninterrupted run
-    bit for bit, and leaves no checkpoint behind."""
+    bit for bit, and leaves no checkpoint behind; from a state with one weight moved it writes
+    other numbers (so it went on from the state)."""
     import os
+    import shutil
     import signal
     import subprocess
     import sys
     import time
 
     import numpy as np
+    import torch
 
     from analysis.reading.store import read_rows
     from icl_core.running.trial import run_trial
@@ -89,6 +92,14 @@ def test_a_killed_run_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_numb
     proc.wait()
     assert list(folder.glob("checkpoints/*.pt")), proc.stdout.read().decode()
     assert not list(folder.glob("rows/*.parquet"))  # killed before the member finished
+    # the same cut store with one weight of the saved state moved: a run that goes on from
+    # the state writes other numbers (one that trained from step 0 would write the same)
+    shutil.copytree(store, tmp_path / "moved")
+    [saved] = (tmp_path / "moved").rglob("checkpoints/*.pt")
+    state = torch.load(saved, weights_only=True)
+    weight = next(v for v in state["run"]["model"].values() if v.is_floating_point())
+    weight.view(-1)[0] += 1e-3
+    torch.save(state, saved)
 
     again = run_script(*common, "--storage", str(store))
     assert again.returncode == 0, again.stdout + again.stderr
@@ -111,6 +122,11 @@ def test_a_killed_run_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_numb
     assert whole["metric"].to_list() == resumed["metric"].to_list()
     np.testing.assert_array_equal(np.array(resumed["value"].to_list(), dtype=float),
                                   np.array(whole["value"].to_list(), dtype=float))
+    assert run_script(*common, "--storage", str(tmp_path / "moved")).returncode == 0
+    moved = rows(tmp_path / "moved")
+    assert moved["metric"].to_list() == whole["metric"].to_list()
+    assert not np.array_equal(np.array(moved["value"].to_list(), dtype=float),
+                              np.array(whole["value"].to_list(), dtype=float), equal_nan=True)
 
 
 def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):

@@ -4,6 +4,7 @@ process is in tests/test_run_without_ray.py."""
 
 from __future__ import annotations
 
+import io
 import logging
 
 import numpy as np
@@ -13,10 +14,12 @@ import torch
 from conftest import tiny_member
 
 from analysis.reading.store import read_rows
+from icl_core.running import store_checkpoints
 from icl_core.running.store_checkpoints import (
+    FOLDER,
     checkpoint_path,
-    clear_recorded,
-    leftover_hashes,
+    clear_leftovers,
+    origin,
     run_with_store_checkpoints,
     saved_state,
     store_reporter,
@@ -58,16 +61,16 @@ WAYS = {
 
 
 @pytest.mark.parametrize("way", WAYS)
-def test_a_trial_cut_off_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_rows(way,
-                                                                                   tmp_path):
+def test_a_trial_cut_off_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_rows(
+        way, tmp_path, monkeypatch):
     """A finished member's file goes with its rows; the others stay where the trial was cut;
-    the next run resumes each from its own step and writes the rows of an uninterrupted run,
-    bit for bit, leaving no file."""
-    cut_and_resumed(str(tmp_path / "whole"), str(tmp_path / "cut"), *WAYS[way])
+    the next run resumes each from its own step (it reports no step at or before it) and
+    writes the rows of an uninterrupted run, bit for bit, leaving no file."""
+    cut_and_resumed(str(tmp_path / "whole"), str(tmp_path / "cut"), monkeypatch, *WAYS[way])
 
 
-def cut_and_resumed(whole: str, storage: str, widths=(8, 8), stack="never", interleave=False,
-                    held=None, finished=None) -> None:
+def cut_and_resumed(whole: str, storage: str, monkeypatch, widths=(8, 8), stack="never",
+                    interleave=False, held=None, finished=None) -> None:
     """The test above, a trial's rows in `whole` and its cut run in `storage` (any store
     URI: tests/test_s3.py runs it on S3)."""
     held, finished = held or {1: 8}, finished if finished is not None else {0}
@@ -97,9 +100,20 @@ def cut_and_resumed(whole: str, storage: str, widths=(8, 8), stack="never", inte
     rest = [k for k in range(len(raw)) if k not in finished]  # as the planner skips the
     spec_rest = TrialSpec("s", "t", storage, [raw[k] for k in rest], stack=stack,  # finished
                           interleave=interleave)
-    statuses, resumed = run_with_store_checkpoints(spec_rest)
-    assert statuses == {hashes[k]: "ok" for k in rest}
+    trained = []  # the steps the resumed run reported: none at or before a saved one
+    real = store_checkpoints.run_trial_results
+
+    def reporting(spec, report, state):
+        def both(metrics, checkpoint):
+            trained.append(metrics["step"]) if not metrics.get("member_done") else None
+            report(metrics, checkpoint)
+        return real(spec, both, state)
+
+    monkeypatch.setattr(store_checkpoints, "run_trial_results", reporting)
+    statuses, resumed, failure = run_with_store_checkpoints(spec_rest)
+    assert statuses == {hashes[k]: "ok" for k in rest} and failure is None
     assert resumed == {hashes[k]: step for k, step in held.items()}
+    assert trained and min(trained) > min(held.values()), trained
     assert saved_state(store, spec) is None
     (metrics_whole, values_whole), (metrics_cut, values_cut) = values(whole), values(storage)
     assert metrics_whole == metrics_cut
@@ -136,33 +150,36 @@ def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_m
 
 
 def test_a_checkpoint_of_other_code_or_one_that_does_not_load_is_set_aside(tmp_path, caplog):
-    """A member's rows come from one code version and one device: a file written by other
-    code, or cut short, is removed with a warning naming why, and the member starts again."""
-    raw = members()[:1]
-    old = TrialSpec("s", "t", str(tmp_path / "store"), raw, provenance={"code_version": "a"})
-    new = TrialSpec("s", "t", old.storage, raw, provenance={"code_version": "b"})
-    store = Store(old.storage)
-    store_reporter(store, old, min_s=0.0)(
-        {"member": 0, "step": 4}, {"runs": {old.hashes[0]: {"step": 4}}})
-    assert saved_state(store, old) is not None  # its own code resumes it
+    """A member's rows come from one code and one device: a file written by other code (its
+    digest of the core's sources), or cut short, is removed with a warning naming why, and
+    the member starts again."""
+    spec = TrialSpec("s", "t", str(tmp_path / "store"), members()[:1])
+    store, h = Store(spec.storage), spec.hashes[0]
+    store_reporter(store, spec, min_s=0.0)({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
+    assert saved_state(store, spec) is not None  # its own code resumes it
+    buffer = io.BytesIO()
+    torch.save({**origin(spec.members[0]), "code": "0123456789abcdef", "run": {"step": 4}},
+               buffer)
+    store.write_bytes(checkpoint_path(store, "s", "t", h), buffer.getvalue())
     with caplog.at_level(logging.WARNING):
-        assert saved_state(store, new) is None
-    assert "'code_version': 'a'" in caplog.text and "'code_version': 'b'" in caplog.text
-    assert "trains from its first step" in caplog.text
-    assert leftover_hashes(store, "s", "t") == []
+        assert saved_state(store, spec) is None
+    assert "'code': '0123456789abcdef'" in caplog.text and "trains from its first step" in \
+        caplog.text
+    assert not store.fs.get_file_info(checkpoint_path(store, "s", "t", h)).size
 
-    store.write_bytes(checkpoint_path(store, "s", "t", new.hashes[0]), b"cut short")
+    store.write_bytes(checkpoint_path(store, "s", "t", h), b"cut short")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        assert saved_state(store, new) is None
-    assert "does not load" in caplog.text and leftover_hashes(store, "s", "t") == []
-    statuses, resumed = run_with_store_checkpoints(new)
-    assert statuses == {new.hashes[0]: "ok"} and resumed == {}
+        assert saved_state(store, spec) is None
+    assert "does not load" in caplog.text
+    statuses, resumed, failure = run_with_store_checkpoints(spec)
+    assert statuses == {h: "ok"} and resumed == {} and failure is None
 
 
-def test_only_the_files_of_members_the_store_has_recorded_are_cleared(tmp_path):
-    """What a run killed between a member's rows and the removal of its file leaves:
-    run_without_ray clears it when it plans the study; an unfinished member's file stays."""
+def test_what_a_killed_run_left_is_cleared_and_an_unfinished_members_file_stays(tmp_path):
+    """A run killed between a member's rows and the removal of its file, or during a write
+    (a `*.tmp-*` file): run_without_ray clears both when it plans the study
+    (`clear_leftovers`); an unfinished member's file stays."""
     raw = members()
     spec = TrialSpec("s", "t", str(tmp_path / "store"), raw[:1])
     run_trial(spec)
@@ -170,6 +187,18 @@ def test_only_the_files_of_members_the_store_has_recorded_are_cleared(tmp_path):
     both = TrialSpec("s", "t", spec.storage, raw)
     for h in both.hashes:
         store.write_bytes(checkpoint_path(store, "s", "t", h), b"state")
-    assert sorted(leftover_hashes(store, "s", "t")) == sorted(both.hashes)
-    clear_recorded(store, "s", "t", leftover_hashes(store, "s", "t"))
-    assert leftover_hashes(store, "s", "t") == [both.hashes[1]]
+    store.write_bytes(checkpoint_path(store, "s", "t", both.hashes[1]) + ".tmp-1-ab", b"st")
+    clear_leftovers(store, "s", "t")
+    folder = tmp_path / "store" / "s" / "t" / FOLDER
+    assert sorted(p.name for p in folder.iterdir()) == [f"{both.hashes[1]}.pt"]
+
+
+def test_a_member_whose_rows_could_not_be_written_keeps_its_checkpoint(tmp_path):
+    """A storage fault reports the member done without rows: its file stays, so the next run
+    goes on from it."""
+    spec = TrialSpec("s", "t", str(tmp_path / "store"), members()[:1])
+    store, h = Store(spec.storage), spec.hashes[0]
+    report = store_reporter(store, spec, min_s=0.0)
+    report({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
+    report({"member": 0, "step": 12, "member_done": True, "storage_error": "ENOSPC"}, None)
+    assert saved_state(store, spec)["runs"][h]["step"] == 4

@@ -3,14 +3,14 @@ Ray: benchmarks/run_without_ray.py), so a trial cut off by a time limit or a kil
 its members' last checkpoints on the next run instead of from their first step.
 
 One file per member, `<study>/checkpoints/<config hash>.pt`: the member's `MemberRun` state (as
-in a Tune checkpoint's "runs") with the device it trained on and the driver's code version,
-written atomically (`Store.write_bytes`) at the member's checkpoint steps
-(`train.checkpoint_every`), at most every `CHECKPOINT_MIN_S` seconds a trial as Tune's are
-(`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and training goes
-on (a checkpoint is a saving, not a result). A member's file is removed once its rows are
-written. A file of another device or code version (the device is not in the config hash), or
-one that does not load, is set aside with a warning and the member starts from its first step:
-a member's rows come from one device and one code version.
+in a Tune checkpoint's "runs") with its origin (the device it trained on, a digest of the
+core's sources, torch's version), written atomically (`Store.write_bytes`) at the member's
+checkpoint steps (`train.checkpoint_every`), at most every `CHECKPOINT_MIN_S` seconds a trial
+as Tune's are (`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and
+training goes on (a checkpoint is a saving, not a result). A member's file is removed once
+its rows are written (or its failure recorded). A file of another origin (the device is not in
+the config hash), or one that does not load, is set aside with a warning and the member
+starts from its first step: a member's rows come from one device and one code.
 
 Per member, not per trial: a re-run that groups the members otherwise (other `--seeds`,
 `--interleave`) finds each one's state; members resumed at different steps train apart
@@ -33,6 +33,7 @@ from icl_core.common.device import resolve_device
 from icl_core.running.trial import Reporter, TrialFailed, TrialSpec, run_trial_results
 from icl_core.running.tune_trainable import CHECKPOINT_MIN_S
 from icl_core.spec.config import resolve_member
+from icl_core.storage.provenance import code_digest
 from icl_core.storage.store import Store
 
 FOLDER = "checkpoints"
@@ -43,10 +44,11 @@ def checkpoint_path(store: Store, sweep: str, study: str, config_hash: str) -> s
     return f"{store.study_dir(sweep, study)}/{FOLDER}/{config_hash}.pt"
 
 
-def origin(spec: TrialSpec, raw: dict) -> dict:
-    """What a member's checkpoint must match to be resumed: its device and the code."""
-    return {"device": str(resolve_device(resolve_member(raw).device)),
-            "code_version": spec.provenance.get("code_version")}
+def origin(raw: dict) -> dict:
+    """What a member's checkpoint must match to be resumed: its device, the core's sources
+    (`code_digest`) and torch's version."""
+    return {"device": str(resolve_device(resolve_member(raw).device)), "code": code_digest(),
+            "torch": str(torch.__version__)}
 
 
 def saved_state(store: Store, spec: TrialSpec) -> dict | None:
@@ -63,12 +65,12 @@ def saved_state(store: Store, spec: TrialSpec) -> dict | None:
         try:
             with store.fs.open_input_file(path) as f:
                 saved = torch.load(io.BytesIO(f.read()), map_location="cpu", weights_only=True)
-            theirs = {key: saved[key] for key in ("device", "code_version")}
+            theirs = {key: saved[key] for key in ("device", "code", "torch")}
             run = saved["run"]
         except Exception as exc:  # a file from elsewhere, or cut short by a full disk
             reason = f"does not load ({type(exc).__name__}: {str(exc)[:200]})"
         else:
-            ours = origin(spec, raw)
+            ours = origin(raw)
             if theirs == ours:
                 runs[config_hash] = run
                 continue
@@ -82,15 +84,17 @@ def saved_state(store: Store, spec: TrialSpec) -> dict | None:
 def store_reporter(store: Store, spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S) -> Reporter:
     """A reporter that writes each member's checkpointed state to its file (a member whose
     step did not move since its last write is not written again), at most every `min_s`
-    seconds, and removes a member's file once it is done (its rows written)."""
+    seconds, and removes a member's file once it is done (its rows written: not after a
+    storage fault, which leaves the member unfinished)."""
     saved_at, steps = [-float("inf")], {}
-    origins = {h: origin(spec, raw) for h, raw in zip(spec.hashes, spec.members, strict=True)}
+    origins = {h: origin(raw) for h, raw in zip(spec.hashes, spec.members, strict=True)}
 
     def report(metrics: dict, state: dict | None) -> None:
         if metrics.get("member_done"):  # metrics["member"]: the member's index in the spec
-            config_hash = spec.hashes[metrics["member"]]
-            store.discard(checkpoint_path(store, spec.sweep, spec.study, config_hash))
-            steps.pop(config_hash, None)
+            if "storage_error" not in metrics:
+                config_hash = spec.hashes[metrics["member"]]
+                store.discard(checkpoint_path(store, spec.sweep, spec.study, config_hash))
+                steps.pop(config_hash, None)
             return
         now = time.monotonic()
         if state is None or now - saved_at[0] < min_s:
@@ -114,38 +118,48 @@ def store_reporter(store: Store, spec: TrialSpec, min_s: float = CHECKPOINT_MIN_
 
 
 def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S
-                               ) -> tuple[dict, dict[str, int]]:
+                               ) -> tuple[dict, dict[str, int], str | None]:
     """Run a trial, resumed from its members' checkpoint files and writing them as it goes;
-    returns ({config_hash: status}, {config_hash: step resumed at} of the members resumed).
-    The files of the members recorded in the store (rows or a failure) are removed when the
-    trial ends, a failed member's too (it trains again from its first step); a trial killed,
-    or one that failed before recording its members, keeps the others."""
+    returns ({config_hash: status}, {config_hash: step resumed at} of the members resumed,
+    the trial's failure or None). A failure (`TrialFailed`: members recorded as failed, each
+    with its reason) is returned, not raised, with the statuses the store holds then. The
+    files of the members recorded in the store (rows or a failure) are removed when the trial
+    ends, a failed member's too (it trains again from its first step); a trial killed keeps
+    them."""
     store = Store(spec.storage)
     recorded = store.member_status(spec.sweep, spec.study, spec.hashes)
     state = saved_state(store, spec)
     resumed = {h: run["step"] for h, run in (state or {"runs": {}})["runs"].items()
                if recorded[h][0] == "missing"}
     try:
-        results = run_trial_results(spec, store_reporter(store, spec, min_s), state)
-    except TrialFailed:  # some members recorded as failed; or none trained (another code)
-        clear_recorded(store, spec.sweep, spec.study, spec.hashes)
-        raise
-    clear_recorded(store, spec.sweep, spec.study, spec.hashes)
-    return {h: r.status for h, r in results.items()}, resumed
+        statuses = {h: r.status for h, r in
+                    run_trial_results(spec, store_reporter(store, spec, min_s), state).items()}
+        failure = None
+    except TrialFailed as exc:  # members recorded as failed; or none trained (another code)
+        statuses, failure = {}, str(exc)
+    # recorded: rows written (ok, diverged) or a failure the store holds (not a storage
+    # fault's, which leaves the member unfinished)
+    unsure = [h for h in spec.hashes if statuses.get(h) not in ("ok", "diverged")]
+    held = store.member_status(spec.sweep, spec.study, unsure) if unsure else {}
+    statuses.update((h, status) for h, (status, _) in held.items() if h not in statuses)
+    for config_hash in spec.hashes:
+        if statuses[config_hash] in ("ok", "diverged") or \
+                held.get(config_hash, ("missing",))[0] != "missing":
+            store.discard(checkpoint_path(store, spec.sweep, spec.study, config_hash))
+    return statuses, resumed, failure
 
 
-def clear_recorded(store: Store, sweep: str, study: str, hashes) -> None:
-    """Remove the checkpoint files of those of `hashes` the store has recorded (rows under
-    rows/ or failed/, or a compacted copy): their state is of no further use."""
-    recorded = store.member_status(sweep, study, list(hashes))
-    for config_hash, (status, _) in recorded.items():
-        if status != "missing":
-            store.discard(checkpoint_path(store, sweep, study, config_hash))
-
-
-def leftover_hashes(store: Store, sweep: str, study: str) -> list[str]:
-    """The config hashes of the study's checkpoint files."""
+def clear_leftovers(store: Store, sweep: str, study: str) -> None:
+    """Remove what a killed run leaves in the study's checkpoints/: the files of members the
+    store has recorded since (rows under rows/ or failed/, or a compacted copy: killed between
+    them and the file's removal) and partial writes (`*.tmp-*`); other members' files stay."""
     selector = pafs.FileSelector(f"{store.study_dir(sweep, study)}/{FOLDER}",
                                  allow_not_found=True)
-    return [info.base_name.removesuffix(".pt") for info in store.fs.get_file_info(selector)
-            if info.base_name.endswith(".pt")]
+    names = [info.base_name for info in store.fs.get_file_info(selector)]
+    for name in names:
+        if ".tmp-" in name:
+            store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
+    hashes = [n.removesuffix(".pt") for n in names if n.endswith(".pt")]
+    for config_hash, (status, _) in store.member_status(sweep, study, hashes).items():
+        if status != "missing":
+            store.discard(checkpoint_path(store, sweep, study, config_hash))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import platform
 import socket
 import subprocess
@@ -25,6 +27,18 @@ def code_version() -> str:
             return metadata.version("icl-sweeps")
         except metadata.PackageNotFoundError:
             return "unknown"
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of the core's source files (icl_core/**/*.py, names and contents): the code a
+    trial runs, whether or not a git checkout says so (a lent machine's copy has no .git, and
+    `git describe --dirty` is the same for every uncommitted edit)."""
+    root = Path(__file__).resolve().parents[1]  # <root>/icl_core/
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def driver_provenance() -> dict:
