@@ -42,7 +42,7 @@ HEADS_GPU = Source("heads_scaling", "multiply_heads", "gpu")
 MLP_GPU = Source("width_scaling", "multiply_mlp", "gpu")
 STEPS = Source("training_length", "multiply_steps", "cpu")
 
-REDUCED_LS = "reduced: D = 2, N = 40, width 32, 10,000 steps, 5 seeds"
+REDUCED_LS = "reduced: D = 2, N = 40, width 32, 10,000 steps, 7 seeds"
 
 
 # --- Fig 5: the hand-built causal BaseConv GD, evaluated in process (no training) ----------
