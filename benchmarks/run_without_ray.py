@@ -123,19 +123,22 @@ def committed_hashes(sweep: str, preset: str) -> dict:
     return found
 
 
-def run(spec: TrialSpec) -> tuple[str, int, float, str, str]:
-    """(study, members, seconds, statuses joined by commas, what was resumed)."""
-    start, resumed = time.time(), {}
+def run(spec: TrialSpec) -> tuple[str, int, float, str, bool]:
+    """(study, members, seconds, its line's result: statuses and what was resumed, whether
+    a member finished: ok, diverged or pruned)."""
+    start, statuses, resumed = time.time(), {}, {}
     try:
         statuses, resumed, failure = run_with_store_checkpoints(spec)
         result = ",".join(sorted(set(statuses.values())))
         result += f" (failed: {failure[:200]})" if failure else ""
     except Exception as err:  # the store or the trial code broke: keep the pool going
         result = f"failed: {str(err)[:200]}"
-    steps = sorted(set(resumed.values()))
-    at = f"{steps[0]}" if len(steps) == 1 else f"{steps[0]}-{steps[-1]}" if steps else ""
-    note = f" (resumed {len(resumed)} at step {at})" if resumed else ""
-    return spec.study, len(spec.members), time.time() - start, result, note
+    if resumed:
+        steps = sorted(set(resumed.values()))
+        at = "-".join(map(str, dict.fromkeys((steps[0], steps[-1]))))
+        result += f" (resumed {len(resumed)} at step {at})"
+    finished = any(s in ("ok", "diverged", "pruned") for s in statuses.values())
+    return spec.study, len(spec.members), time.time() - start, result, finished
 
 
 def main() -> int:
@@ -179,20 +182,18 @@ def main() -> int:
             try:
                 if left is not None and left <= 0:
                     raise mp.TimeoutError
-                study, n, secs, result, note = results.next(timeout=left)
+                study, n, secs, result, ran = results.next(timeout=left)
             except mp.TimeoutError:
                 pool.terminate()  # written rows stay (files are renamed into place)
                 print(f"time limit {args.time_limit:g}s reached: {len(specs) - finished} of "
                       f"{len(specs)} trials not finished; a re-run with the same --storage "
                       f"goes on from their members' last checkpoints (from the first step where "
-                      f"none was written)",
-                      flush=True)
+                      f"none was written)", flush=True)
                 return 0 if worked or not finished else 1
             finished += 1
-            worked |= any(s in ("ok", "diverged", "pruned")
-                          for s in result.split(" (")[0].split(","))
+            worked |= ran
             print(f"[{time.time() - start:7.1f}s] {finished}/{len(specs)} {study}: {n} member(s) "
-                  f"in {secs:.1f}s -> {result}{note}", flush=True)
+                  f"in {secs:.1f}s -> {result}", flush=True)
     if not worked:
         print(f"every one of the {len(specs)} trials failed: no member finished", flush=True)
     return 0 if worked else 1

@@ -105,7 +105,8 @@ def cut_and_resumed(whole: str, storage: str, monkeypatch, widths=(8, 8), stack=
 
     def reporting(spec, report, state):
         def both(metrics, checkpoint):
-            trained.append(metrics["step"]) if not metrics.get("member_done") else None
+            if not metrics.get("member_done"):
+                trained.append(metrics["step"])
             report(metrics, checkpoint)
         return real(spec, both, state)
 
