@@ -203,3 +203,21 @@ def test_a_member_whose_rows_could_not_be_written_keeps_its_checkpoint(tmp_path)
     report({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
     report({"member": 0, "step": 12, "member_done": True, "storage_error": "ENOSPC"}, None)
     assert saved_state(store, spec)["runs"][h]["step"] == 4
+
+
+def test_the_code_digest_moves_with_a_source_edit_or_rename_and_not_otherwise(tmp_path):
+    """What a checkpoint's origin names as its code: the same sources give the same digest;
+    one changed byte, or a file renamed, another."""
+    from icl_core.storage.provenance import code_digest
+
+    def digest(files: dict) -> str:
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        return code_digest(root)
+
+    base = {"a.py": "x = 1\n", "sub/b.py": "y = 2\n"}
+    assert digest(base) == digest(dict(base)) != digest({**base, "a.py": "x = 2\n"})
+    assert digest(base) != digest({"c.py": "x = 1\n", "sub/b.py": "y = 2\n"})
+    assert code_digest() == code_digest() and len(code_digest()) == 16

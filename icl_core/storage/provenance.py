@@ -30,11 +30,11 @@ def code_version() -> str:
 
 
 @functools.cache
-def code_digest() -> str:
-    """A digest of the core's source files (icl_core/**/*.py, names and contents): the code a
-    trial runs, whether or not a git checkout says so (a lent machine's copy has no .git, and
-    `git describe --dirty` is the same for every uncommitted edit)."""
-    root = Path(__file__).resolve().parents[1]  # <root>/icl_core/
+def code_digest(root: Path | None = None) -> str:
+    """A digest of the core's source files (icl_core/**/*.py, or those under `root`: names and
+    contents): the code a trial runs, whether or not a git checkout says so (a lent machine's
+    copy has no .git, and `git describe --dirty` is the same for every uncommitted edit)."""
+    root = root or Path(__file__).resolve().parents[1]  # <root>/icl_core/
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
