@@ -42,6 +42,7 @@ from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
 from icl_core.running.store_checkpoints import (  # noqa: E402
     clear_leftovers,
+    resumed_note,
     run_with_store_checkpoints,
 )
 from icl_core.running.study_report import write_manifest  # noqa: E402
@@ -134,9 +135,7 @@ def run(spec: TrialSpec) -> tuple[str, int, float, str, bool]:
     except Exception as err:  # the store or the trial code broke: keep the pool going
         result = f"failed: {str(err)[:200]}"
     if resumed:
-        steps = sorted(set(resumed.values()))
-        at = "-".join(map(str, dict.fromkeys((steps[0], steps[-1]))))
-        result += f" (resumed {len(resumed)} at step {at})"
+        result += f" ({resumed_note(resumed)})"
     finished = any(s in ("ok", "diverged", "pruned") for s in statuses.values())
     return spec.study, len(spec.members), time.time() - start, result, finished
 

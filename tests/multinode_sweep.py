@@ -1,6 +1,7 @@
 """Test tooling: a smoke sweep on a real multi-node Ray on one machine (ray.cluster_utils:
-a head and two worker nodes with logical GPUs); once a trial has checkpointed, one worker node
-is removed, and Tune restarts its trials on the other from their checkpoints.
+a head and two worker nodes with logical GPUs); once the two running trials have checkpointed,
+one worker node is removed, and Tune restarts its trial on the other, which goes on from its
+checkpoint in the store.
 
     python tests/multinode_sweep.py STORAGE      # prints the sweep's output; exit: its status
 """
@@ -21,10 +22,11 @@ SWEEP_ARGS = ["--study", "least_squares", "--preset", "smoke", "--no-figures", "
 
 
 def remove_after_checkpoint(cluster, node, storage: str, timeout_s: float = 240) -> None:
-    """Remove `node` once any trial has written a checkpoint (or after `timeout_s`)."""
+    """Remove `node` once both running trials (one a worker node) hold a checkpoint in the
+    store, so the trial restarted has one whichever it is (or after `timeout_s`)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if glob.glob(f"{storage}/**/checkpoint_*/member_state.pt", recursive=True):
+        if len(glob.glob(f"{storage}/**/checkpoints/*.pt", recursive=True)) >= 2:
             break
         time.sleep(0.2)
     print(f"multinode: removing worker node {node.unique_id}", flush=True)
@@ -43,7 +45,15 @@ def main(storage: str) -> int:
                               args=(cluster, workers[0], storage), daemon=True)
     killer.start()
     try:
-        return SWEEP.main([*SWEEP_ARGS, "--storage", storage, "--address", cluster.address])
+        status = SWEEP.main([*SWEEP_ARGS, "--storage", storage, "--address", cluster.address])
+        # what the trials' workers logged of resuming: Ray forwards worker lines to the driver
+        # a moment later, which a run that ends at once does not wait for
+        logs = Path(cluster.head_node.get_logs_dir_path())
+        for path in sorted(logs.glob("worker-*")):
+            for line in path.read_text(errors="replace").splitlines():
+                if "] resumed " in line:
+                    print(f"multinode: a worker logged: {line}", flush=True)
+        return status
     finally:
         cluster.shutdown()
 

@@ -178,8 +178,15 @@ def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
     base = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
     assert sweep.main(base + ["--num-samples", "1"]) == 0
     assert "2 configs, 0 already finished, running 2" in capsys.readouterr().out
+    # what a run killed between a member's rows and the removal of its checkpoint leaves:
+    # the next run's planner removes it (icl_core.running.store_checkpoints.clear_leftovers)
+    study = tmp_path / "width_scaling" / "least_squares_width"
+    finished = next((study / "rows").glob("*.parquet")).stem
+    (study / "checkpoints").mkdir(exist_ok=True)  # the first run made it
+    (study / "checkpoints" / f"{finished}.pt").write_bytes(b"a state")
     assert sweep.main(base + ["--num-samples", "2"]) == 0
     assert "4 configs, 2 already finished, running 2" in capsys.readouterr().out
+    assert not list((study / "checkpoints").iterdir())
 
 
 def test_packed_trial_writes_the_same_rows_as_unpacked(ray_session, tmp_path):
@@ -230,6 +237,8 @@ def test_driver_killed_mid_sweep_then_rerun_completes_each_trial_once(ray_sessio
     curve = rows.filter(pl.col("metric") == "train_loss")
     assert curve.group_by("config_hash", "step").len()["len"].max() == 1  # nothing twice
     assert curve.group_by("config_hash").len()["len"].to_list() == [30] * 4  # nothing missing
+    # the killed run's member states (in the store) went with their members' rows
+    assert not list((storage / "depth_scaling" / "least_squares").glob("checkpoints/*"))
 
 
 def test_ctrl_c_ends_a_pool_before_its_searches(ray_session, tmp_path):

@@ -1,5 +1,6 @@
 """Faults injected for real: a trial's worker SIGKILLed mid-training resumes from its last
-checkpoint with the same numbers; checkpoints are atomic and never unpickle code."""
+checkpoint (a grid's: in the row store) with the same numbers; checkpoints are atomic and
+never unpickle code."""
 
 from __future__ import annotations
 
@@ -18,13 +19,9 @@ from faults import kill, raylet_pid, trial_workers
 from ray.tune.experiment import Trial
 
 from icl_core.running.ray_launch import Progress, run_tune
+from icl_core.running.store_checkpoints import CHECKPOINT_MIN_S, FOLDER
 from icl_core.running.trial import TrialSpec, run_trial
-from icl_core.running.tune_trainable import (
-    CHECKPOINT_FILE,
-    CHECKPOINT_MIN_S,
-    load_state,
-    save_state,
-)
+from icl_core.running.tune_trainable import CHECKPOINT_FILE, load_state, save_state
 from icl_core.spec.config import resolve_member
 
 ROW_KEYS = ["metric", "statistic", "predictor", "step", "position", "infer_iter", "test_dist"]
@@ -66,7 +63,7 @@ def test_killed_trial_worker_resumes_from_its_checkpoint_with_identical_rows(ray
     killed = None
     deadline = time.time() + 120
     while killed is None and time.time() < deadline and runner.is_alive():
-        if glob.glob(str(tune_dir / "*" / "*" / "checkpoint_*" / CHECKPOINT_FILE)):
+        if glob.glob(str(tmp_path / "run" / "sw" / "st" / FOLDER / "*.pt")):
             for pid in trial_workers(raylet):
                 if kill(pid):  # mid-training, after at least one checkpoint
                     killed = pid
@@ -87,17 +84,20 @@ def test_killed_trial_worker_resumes_from_its_checkpoint_with_identical_rows(ray
     assert got["value"].to_list() == ref["value"].to_list()
 
 
-def test_a_grid_trial_of_tiny_members_checkpoints_once_not_after_every_member(ray_session,
-                                                                            tmp_path):
-    """Each member would checkpoint at step 10 of 20; Tune gets the first of those only
-    (CHECKPOINT_MIN_S): each one makes its driver save the whole experiment state."""
+def test_a_grid_trial_of_tiny_members_hands_tune_no_checkpoint_and_leaves_no_file(ray_session,
+                                                                                 tmp_path):
+    """Each member checkpoints at step 10 of 20: a grid trial writes its members' states to
+    the store (at most every CHECKPOINT_MIN_S: tests/test_store_checkpoints.py), never to Tune
+    (each checkpoint made its driver save the whole experiment state), and removes each
+    member's file with its rows."""
     members = [resolve_member(tiny_member(seed=s)).to_dict() for s in range(4)]
     spec = TrialSpec("sw", "st", str(tmp_path / "run"), members)
     progress = run_tune([spec], "tiny", str(tmp_path / "tune"), None)
     assert progress.done == 1 and not progress.failed
     assert CHECKPOINT_MIN_S >= 10
-    (saved,) = glob.glob(str(tmp_path / "tune" / "*" / "*" / "checkpoint_*"))
-    assert saved.endswith("checkpoint_000000")  # the trial's first and only checkpoint
+    assert glob.glob(str(tmp_path / "tune" / "*" / "*" / "result.json"))  # Tune's own files
+    assert not glob.glob(str(tmp_path / "tune" / "*" / "*" / "checkpoint_*"))
+    assert not glob.glob(str(tmp_path / "run" / "sw" / "st" / FOLDER / "*"))
     assert len(glob.glob(str(tmp_path / "run" / "sw" / "st" / "rows" / "*.parquet"))) == 4
 
 

@@ -1,10 +1,12 @@
-"""Trial checkpoints kept in the row store (icl_core.running.store_checkpoints): what a trial run
-without Tune leaves when it is cut off, and how the next run goes on from it. The kill of a real
-process is in tests/test_run_without_ray.py."""
+"""Trial checkpoints kept in the row store (icl_core.running.store_checkpoints): what a trial
+leaves when it is cut off, and how the next run goes on from it, without Tune and as a Tune
+grid trial. The kill of a real process is in tests/test_run_without_ray.py and, under Tune,
+tests/test_reliability.py."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 
 import numpy as np
@@ -17,12 +19,12 @@ from analysis.reading.store import read_rows
 from icl_core.running import store_checkpoints
 from icl_core.running.store_checkpoints import (
     FOLDER,
+    StoreReporter,
     checkpoint_path,
     clear_leftovers,
     origin,
     run_with_store_checkpoints,
     saved_state,
-    store_reporter,
 )
 from icl_core.running.trial import TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
@@ -78,7 +80,7 @@ def cut_and_resumed(whole: str, storage: str, monkeypatch, widths=(8, 8), stack=
     run_trial(TrialSpec("s", "t", whole, raw, stack=stack, interleave=interleave))
     spec = TrialSpec("s", "t", storage, raw, stack=stack, interleave=interleave)
     store = Store(spec.storage)
-    write = store_reporter(store, spec, min_s=0.0)
+    write = StoreReporter(store, spec, min_s=0.0)
 
     def cut_at_step_8(metrics, state):
         write(metrics, state)
@@ -121,6 +123,40 @@ def cut_and_resumed(whole: str, storage: str, monkeypatch, widths=(8, 8), stack=
     np.testing.assert_array_equal(values_cut, values_whole)
 
 
+def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session, tmp_path):
+    """What a killed driver or batch job leaves (a member's file at step 8 of 12), a grid
+    trial under Ray Tune resumes: its first report to Tune is past step 8, Tune is handed no
+    checkpoint (the store holds them), and the rows are an uninterrupted run's, bit for bit,
+    with no file left."""
+    from icl_core.running.ray_launch import run_tune
+
+    raw = members()[:1]
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), raw))
+    spec = TrialSpec("s", "t", str(tmp_path / "cut"), raw)
+    store = Store(spec.storage)
+    write = StoreReporter(store, spec, min_s=0.0)
+
+    def cut_at_step_8(metrics, state):
+        write(metrics, state)
+        if state is not None and metrics["step"] == 8:
+            raise Cut
+
+    with pytest.raises(Cut):
+        run_trial(spec, cut_at_step_8)
+    assert saved_state(store, spec)["runs"][spec.hashes[0]]["step"] == 8
+    progress = run_tune([spec], "resume", str(tmp_path / "tune"), None)
+    assert progress.done == 1 and not progress.failed and not progress.restarts
+    (result,) = (tmp_path / "tune").glob("*/*/result.json")
+    steps = [json.loads(line)["step"] for line in result.read_text().splitlines()]
+    assert steps[0] == 12, steps  # the trial's first report is at once: after the resume
+    assert not list((tmp_path / "tune").glob("*/*/checkpoint_*"))
+    assert saved_state(store, spec) is None
+    (metrics_whole, values_whole), (metrics_cut, values_cut) = values(str(tmp_path / "whole")), \
+        values(spec.storage)
+    assert metrics_whole == metrics_cut
+    np.testing.assert_array_equal(values_cut, values_whole)
+
+
 def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_moved(tmp_path):
     """The first checkpoint at once, none within min_s of it; a state at a step already
     written is not written again (a stack reporting every member's latest state); a member
@@ -135,12 +171,12 @@ def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_m
         run = saved_state(store, spec)["runs"][h]
         return run["step"], run["weights"][0].item()
 
-    spaced = store_reporter(store, spec, min_s=3600.0)
+    spaced = StoreReporter(store, spec, min_s=3600.0)
     spaced({"member": 0, "step": 4}, state(4, 1))
     spaced({"member": 0, "step": 8}, state(8, 2))  # within the hour: not written
     assert on_file() == (4, 1.0)
 
-    report = store_reporter(store, spec, min_s=0.0)
+    report = StoreReporter(store, spec, min_s=0.0)
     report({"member": 0, "step": 8}, state(8, 2))
     report({"member": 0, "step": 8}, state(8, 3))  # the same step again: not written
     assert on_file() == (8, 2.0)
@@ -156,7 +192,7 @@ def test_a_checkpoint_of_other_code_or_one_that_does_not_load_is_set_aside(tmp_p
     the member starts again."""
     spec = TrialSpec("s", "t", str(tmp_path / "store"), members()[:1])
     store, h = Store(spec.storage), spec.hashes[0]
-    store_reporter(store, spec, min_s=0.0)({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
+    StoreReporter(store, spec, min_s=0.0)({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
     assert saved_state(store, spec) is not None  # its own code resumes it
     buffer = io.BytesIO()
     torch.save({**origin(spec.members[0]), "code": "0123456789abcdef", "run": {"step": 4}},
@@ -179,8 +215,9 @@ def test_a_checkpoint_of_other_code_or_one_that_does_not_load_is_set_aside(tmp_p
 
 def test_what_a_killed_run_left_is_cleared_and_an_unfinished_members_file_stays(tmp_path):
     """A run killed between a member's rows and the removal of its file, or during a write
-    (a `*.tmp-*` file): run_without_ray clears both when it plans the study
-    (`clear_leftovers`); an unfinished member's file stays."""
+    (a `*.tmp-*` file): the planner clears both (`clear_leftovers`: a Tune pool's, of the
+    members its driver claimed, and run_without_ray's); an unfinished member's file stays,
+    and a partial write of a member another driver holds."""
     raw = members()
     spec = TrialSpec("s", "t", str(tmp_path / "store"), raw[:1])
     run_trial(spec)
@@ -188,9 +225,12 @@ def test_what_a_killed_run_left_is_cleared_and_an_unfinished_members_file_stays(
     both = TrialSpec("s", "t", spec.storage, raw)
     for h in both.hashes:
         store.write_bytes(checkpoint_path(store, "s", "t", h), b"state")
+    partial = f"{both.hashes[1]}.pt.tmp-1-ab"
     store.write_bytes(checkpoint_path(store, "s", "t", both.hashes[1]) + ".tmp-1-ab", b"st")
-    clear_leftovers(store, "s", "t")
     folder = tmp_path / "store" / "s" / "t" / FOLDER
+    clear_leftovers(store, "s", "t", hashes=[both.hashes[0]])  # the other is another's
+    assert sorted(p.name for p in folder.iterdir()) == [f"{both.hashes[1]}.pt", partial]
+    clear_leftovers(store, "s", "t")
     assert sorted(p.name for p in folder.iterdir()) == [f"{both.hashes[1]}.pt"]
 
 
@@ -199,7 +239,7 @@ def test_a_member_whose_rows_could_not_be_written_keeps_its_checkpoint(tmp_path)
     goes on from it."""
     spec = TrialSpec("s", "t", str(tmp_path / "store"), members()[:1])
     store, h = Store(spec.storage), spec.hashes[0]
-    report = store_reporter(store, spec, min_s=0.0)
+    report = StoreReporter(store, spec, min_s=0.0)
     report({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
     report({"member": 0, "step": 12, "member_done": True, "storage_error": "ENOSPC"}, None)
     assert saved_state(store, spec)["runs"][h]["step"] == 4

@@ -248,7 +248,8 @@ class Progress(Callback):
         self._print(force=self.done == self.total)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        """A trial's worker died; Tune restarts it from its last checkpoint (FailureConfig)."""
+        """A trial's worker died; Tune restarts it (FailureConfig), its members from their last
+        checkpoints in the store (icl_core.running.store_checkpoints)."""
         self.restarts += 1
         self.running.discard(trial.trial_id)  # pending again until its restart begins
         self._print(force=True)
@@ -368,8 +369,7 @@ def run_tune(specs: list[TrialSpec], label: str, tune_dir: str, max_concurrent: 
         run_config=tune.RunConfig(
             name=name,
             storage_path=tune_dir,
-            failure_config=tune.FailureConfig(max_failures=2),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            failure_config=tune.FailureConfig(max_failures=2),  # checkpoints: in the store
             callbacks=[progress, *tracking_callbacks(loggers, specs[0].storage, label)],
             verbose=0,
         ),

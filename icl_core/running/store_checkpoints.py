@@ -1,13 +1,16 @@
-"""Trial checkpoints kept in the row store, for trials run without Tune (a lent machine with no
-Ray: benchmarks/run_without_ray.py), so a trial cut off by a time limit or a kill goes on from
-its members' last checkpoints on the next run instead of from their first step.
+"""Trial checkpoints kept in the row store, so a trial cut off by a time limit or a kill goes on
+from its members' last checkpoints on the next run instead of from their first step: a grid
+trial under Ray Tune (`tune_trainable`: a worker Tune restarts, a driver Ctrl-C'd or a batch
+job killed at its time limit and submitted again) and a trial run without Ray (a lent machine:
+benchmarks/run_without_ray.py). A search's trials keep Tune's own checkpoints (its schedulers
+and `Tuner.restore` read them).
 
 One file per member, `<study>/checkpoints/<config hash>.pt`: the member's `MemberRun` state (as
 in a Tune checkpoint's "runs") with its origin (the device it trained on, a digest of the
 core's sources, torch's version), written atomically (`Store.write_bytes`) at the member's
 checkpoint steps (`train.checkpoint_every`), at most every `CHECKPOINT_MIN_S` seconds a trial
-as Tune's are (`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and
-training goes on (a checkpoint is a saving, not a result). A member's file is removed once
+(`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and training goes on
+(a checkpoint is a saving, not a result). A member's file is removed once
 its rows are written (or its failure recorded). A file of another origin (the device is not in
 the config hash), or one that does not load, is set aside with a warning and the member
 starts from its first step: a member's rows come from one device and one code.
@@ -23,25 +26,39 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import time
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import torch
 
 from icl_core.common.device import resolve_device
-from icl_core.running.trial import Reporter, TrialFailed, TrialSpec, run_trial_results
-from icl_core.running.tune_trainable import CHECKPOINT_MIN_S
+from icl_core.running.trial import TrialFailed, TrialSpec, run_trial_results
 from icl_core.spec.config import resolve_member
 from icl_core.storage.provenance import code_digest
 from icl_core.storage.store import Store
 
 FOLDER = "checkpoints"
+# A trial writes its members' states at most this often (its first at once): tiny members that
+# checkpoint after a few steps would otherwise write (and, on S3, upload) more than they train.
+# A state held back loses nothing a resumed trial needs: finished members have their rows, and
+# a member whose newest state was not written trains again from the last one written (or from
+# its first step) to the same numbers. `ICL_CHECKPOINT_MIN_S` overrides it (0: every one).
+CHECKPOINT_MIN_S = float(os.environ.get("ICL_CHECKPOINT_MIN_S", "60"))
 logger = logging.getLogger(__name__)
 
 
 def checkpoint_path(store: Store, sweep: str, study: str, config_hash: str) -> str:
     return f"{store.study_dir(sweep, study)}/{FOLDER}/{config_hash}.pt"
+
+
+def listed(store: Store, sweep: str, study: str) -> list[str]:
+    """The names in the study's checkpoints/ (none when it is not there)."""
+    selector = pafs.FileSelector(f"{store.study_dir(sweep, study)}/{FOLDER}",
+                                 allow_not_found=True)
+    return [info.base_name for info in store.fs.get_file_info(selector)]
 
 
 def origin(raw: dict) -> dict:
@@ -57,11 +74,11 @@ def saved_state(store: Store, spec: TrialSpec) -> dict | None:
     does not match or load is removed, with a warning (weights only: nothing in it runs
     code)."""
     runs = {}
-    paths = {h: checkpoint_path(store, spec.sweep, spec.study, h) for h in spec.hashes}
-    infos = store.fs.get_file_info(list(paths.values()))
-    for (config_hash, path), raw, info in zip(paths.items(), spec.members, infos, strict=True):
-        if info.type != pafs.FileType.File:
+    present = set(listed(store, spec.sweep, spec.study))  # one listing, not a request a member
+    for config_hash, raw in zip(spec.hashes, spec.members, strict=True):
+        if f"{config_hash}.pt" not in present:
             continue
+        path = checkpoint_path(store, spec.sweep, spec.study, config_hash)
         try:
             with store.fs.open_input_file(path) as f:
                 saved = torch.load(io.BytesIO(f.read()), map_location="cpu", weights_only=True)
@@ -81,43 +98,53 @@ def saved_state(store: Store, spec: TrialSpec) -> dict | None:
     return {"runs": runs} if runs else None
 
 
-def store_reporter(store: Store, spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S) -> Reporter:
-    """A reporter that writes each member's checkpointed state to its file (a member whose
-    step did not move since its last write is not written again), at most every `min_s`
-    seconds, and removes a member's file once it is done (its rows written: not after a
-    storage fault, which leaves the member unfinished)."""
-    saved_at, steps = [-float("inf")], {}
-    origins = {h: origin(raw) for h, raw in zip(spec.hashes, spec.members, strict=True)}
+class StoreReporter:
+    """A reporter (`Reporter`) that writes each member's checkpointed state to its file (a
+    member whose step did not move since its last write is not written again), at most every
+    `min_s` seconds, and removes a member's file once it is done (its rows written: not after
+    a storage fault, which leaves the member unfinished). `held`: the members whose file the
+    trial found; only files held or written (`files`) are removed, so the others cost no
+    request (a trial of thousands of tiny members on S3)."""
 
-    def report(metrics: dict, state: dict | None) -> None:
+    def __init__(self, store: Store, spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
+                 held: Iterable[str] = ()):
+        self.store, self.spec, self.min_s = store, spec, min_s
+        self.files, self.steps, self.saved_at = set(held), {}, -float("inf")
+        self.origins = {h: origin(raw) for h, raw in zip(spec.hashes, spec.members, strict=True)}
+
+    def path(self, config_hash: str) -> str:
+        return checkpoint_path(self.store, self.spec.sweep, self.spec.study, config_hash)
+
+    def __call__(self, metrics: dict, state: dict | None) -> None:
         if metrics.get("member_done"):  # metrics["member"]: the member's index in the spec
-            if "storage_error" not in metrics:
-                config_hash = spec.hashes[metrics["member"]]
-                store.discard(checkpoint_path(store, spec.sweep, spec.study, config_hash))
-                steps.pop(config_hash, None)
+            config_hash = self.spec.hashes[metrics["member"]]
+            if "storage_error" not in metrics and config_hash in self.files:
+                self.store.discard(self.path(config_hash))
+                self.files.discard(config_hash)
+                self.steps.pop(config_hash, None)
             return
         now = time.monotonic()
-        if state is None or now - saved_at[0] < min_s:
+        if state is None or now - self.saved_at < self.min_s:
             return
-        saved_at[0] = now
+        self.saved_at = now
         for config_hash, run in state["runs"].items():
-            if steps.get(config_hash) == run["step"]:
+            if self.steps.get(config_hash) == run["step"]:
                 continue
             buffer = io.BytesIO()
-            torch.save({**origins[config_hash], "run": run}, buffer)
+            torch.save({**self.origins[config_hash], "run": run}, buffer)
             try:
-                store.write_bytes(checkpoint_path(store, spec.sweep, spec.study, config_hash),
-                                  buffer.getvalue())
+                self.store.write_bytes(self.path(config_hash), buffer.getvalue())
             except (OSError, pa.ArrowException) as exc:  # a full disk, a store's hiccup
-                logger.warning(f"[{spec.sweep}/{spec.study}] member {config_hash}: checkpoint "
-                               f"at step {run['step']} not written ({exc}); training goes on")
+                logger.warning(f"[{self.spec.sweep}/{self.spec.study}] member {config_hash}: "
+                               f"checkpoint at step {run['step']} not written ({exc}); "
+                               "training goes on")
                 continue
-            steps[config_hash] = run["step"]
+            self.steps[config_hash] = run["step"]
+            self.files.add(config_hash)
 
-    return report
 
-
-def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S
+def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
+                               progress: Callable[[dict], None] | None = None
                                ) -> tuple[dict, dict[str, int], str | None]:
     """Run a trial, resumed from its members' checkpoint files and writing them as it goes;
     returns ({config_hash: status}, {config_hash: step resumed at} of the members resumed,
@@ -125,15 +152,21 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S
     with its reason) is returned, not raised, with the statuses the store holds then. The
     files of the members recorded in the store (rows or a failure) are removed when the trial
     ends, a failed member's too (it trains again from its first step); a trial killed keeps
-    them."""
+    them. `progress` gets every report's metrics (Tune's progress: `tune_trainable`)."""
     store = Store(spec.storage)
-    recorded = store.member_status(spec.sweep, spec.study, spec.hashes)
     state = saved_state(store, spec)
-    resumed = {h: run["step"] for h, run in (state or {"runs": {}})["runs"].items()
-               if recorded[h][0] == "missing"}
+    found = (state or {"runs": {}})["runs"]
+    recorded = store.member_status(spec.sweep, spec.study, list(found)) if found else {}
+    resumed = {h: run["step"] for h, run in found.items() if recorded[h][0] == "missing"}
+    write = StoreReporter(store, spec, min_s, held=found)
+
+    def report(metrics: dict, checkpoint: dict | None) -> None:
+        write(metrics, checkpoint)
+        if progress is not None:
+            progress(metrics)
+
     try:
-        statuses = {h: r.status for h, r in
-                    run_trial_results(spec, store_reporter(store, spec, min_s), state).items()}
+        statuses = {h: r.status for h, r in run_trial_results(spec, report, state).items()}
         failure = None
     except TrialFailed as exc:  # members recorded as failed; or none trained (another code)
         statuses, failure = {}, str(exc)
@@ -142,24 +175,32 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S
     unsure = [h for h in spec.hashes if statuses.get(h) not in ("ok", "diverged")]
     held = store.member_status(spec.sweep, spec.study, unsure) if unsure else {}
     statuses.update((h, status) for h, (status, _) in held.items() if h not in statuses)
-    for config_hash in spec.hashes:
+    for config_hash in write.files:
         if statuses[config_hash] in ("ok", "diverged") or \
                 held.get(config_hash, ("missing",))[0] != "missing":
-            store.discard(checkpoint_path(store, spec.sweep, spec.study, config_hash))
+            store.discard(write.path(config_hash))
     return statuses, resumed, failure
 
 
-def clear_leftovers(store: Store, sweep: str, study: str) -> None:
+def resumed_note(resumed: dict[str, int]) -> str:
+    """What a trial's line says of the members it resumed: "resumed 2 at step 400-800"."""
+    steps = sorted(set(resumed.values()))
+    return f"resumed {len(resumed)} at step {'-'.join(map(str, dict.fromkeys((steps[0], steps[-1]))))}"
+
+
+def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] | None = None
+                    ) -> None:
     """Remove what a killed run leaves in the study's checkpoints/: the files of members the
     store has recorded since (rows under rows/ or failed/, or a compacted copy: killed between
-    them and the file's removal) and partial writes (`*.tmp-*`); other members' files stay."""
-    selector = pafs.FileSelector(f"{store.study_dir(sweep, study)}/{FOLDER}",
-                                 allow_not_found=True)
-    names = [info.base_name for info in store.fs.get_file_info(selector)]
+    them and the file's removal) and partial writes (`*.tmp-*`), of the members `hashes` only
+    when given (those this driver claimed: another driver's write may be in flight); other
+    members' files stay."""
+    names = listed(store, sweep, study)
+    mine = None if hashes is None else set(hashes)
     for name in names:
-        if ".tmp-" in name:
+        if ".tmp-" in name and (mine is None or name.split(".", 1)[0] in mine):
             store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
-    hashes = [n.removesuffix(".pt") for n in names if n.endswith(".pt")]
-    for config_hash, (status, _) in store.member_status(sweep, study, hashes).items():
+    done = [n.removesuffix(".pt") for n in names if n.endswith(".pt")]
+    for config_hash, (status, _) in store.member_status(sweep, study, done).items():
         if status != "missing":
             store.discard(checkpoint_path(store, sweep, study, config_hash))

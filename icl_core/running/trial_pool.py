@@ -234,6 +234,7 @@ def study_trials(plan, gpus: float, cpus: float, pack: int | str = "auto", stack
 
 def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
     """(PoolStudy per grid study, [(TrialSpec, PoolStudy, seconds)] longest first)."""
+    from icl_core.running.store_checkpoints import clear_leftovers
     from icl_core.running.study_report import write_manifest
     from icl_core.running.trial import TrialSpec
     from icl_core.storage.claims import plan_claims, skipped_line
@@ -245,6 +246,7 @@ def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
         claims, mine, others = plan_claims(store, sweep.name, plan.study.name,
                                            [m.hash for m in plan.members])
         mine_set = set(mine)
+        clear_leftovers(store, sweep.name, plan.study.name, mine)  # what a killed run left
         todo_of[id(plan)] = [m for m in plan.members if m.hash in mine_set]
         claimed[id(plan)] = (claims, others)
         logger.info(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"

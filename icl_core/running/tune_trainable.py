@@ -2,8 +2,14 @@
 
 Grids and searches hand Tune the same config: {"spec": TrialSpec JSON} plus, in a search, the
 sampled settings as dotted keys ({"spec": ..., "train.lr": 3e-4}), which override the spec's
-single member before it is resolved (`spec_from_config`). The trial checkpoint is one file,
-written atomically (`save_state` / `load_state`, weights only: nothing in it runs code).
+single member before it is resolved (`spec_from_config`).
+
+Checkpoints: a grid trial keeps its members' states in the row store
+(icl_core.running.store_checkpoints), one file a member, so a trial Tune restarts (its worker
+died) and a member of a grid run again after its driver stopped (Ctrl-C, a batch job's time
+limit) go on from them; it hands Tune none. A search trial hands Tune its checkpoint (its
+schedulers and `Tuner.restore` read it): one file, written atomically (`save_state` /
+`load_state`, weights only: nothing in it runs code).
 
 For the trackers (TensorBoard: icl_core.running.tracking; W&B and MLflow:
 icl_core.running.wandb_mlflow), `trial_hparams` gives a trial config's members as flat
@@ -25,18 +31,13 @@ import time
 import torch
 
 from icl_core.common.log import ensure_console
-from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.running.store_checkpoints import resumed_note, run_with_store_checkpoints
+from icl_core.running.trial import TrialFailed, TrialSpec, run_trial
 from icl_core.spec.config import flatten, with_settings
 
+logger = logging.getLogger(__name__)
 CHECKPOINT_FILE = "member_state.pt"
 PROGRESS_EVERY_S = 2.0  # a grid trial reports progress to Tune at most this often
-# A grid trial sends Tune a checkpoint at most this often (its first one at once): each one
-# makes Tune's driver save the whole experiment state (every trial's spec), which for tiny
-# members checkpointing after a few steps cost more than the training. A checkpoint held back
-# loses nothing a resumed trial needs: finished members have their rows, and a member whose
-# newest state was not sent trains again from the last one sent (or from step 0) to the same
-# numbers. `ICL_CHECKPOINT_MIN_S` overrides it (0: every checkpoint, as before).
-CHECKPOINT_MIN_S = float(os.environ.get("ICL_CHECKPOINT_MIN_S", "60"))
 SPEC_KEY = "spec"
 LEGACY_SPEC_KEY = "base"  # searches started before the one format kept their spec here;
 # Tune restores a search's param space from its own state, so `--resume` of such a search
@@ -116,7 +117,6 @@ def load_state(directory: str) -> dict:
 def tune_trainable(config: dict) -> None:
     """The function Ray Tune runs, for grid and search trials alike."""
     import ray
-    from ray import tune
 
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
@@ -126,7 +126,38 @@ def tune_trainable(config: dict) -> None:
     spec.provenance = {**spec.provenance, "gpu_share": spec.gpu,
                        "assigned_gpu": float(assigned.get("GPU", 0.0)),
                        "assigned_cpu": float(assigned.get("CPU", 0.0))}
-    last, saw_loss, saved = [-math.inf], [False], [-math.inf]
+    (search_trial if spec.report_all else grid_trial)(spec)
+
+
+def grid_trial(spec: TrialSpec) -> None:
+    """A grid trial: its members' checkpoints in the store (resumed from there), its reports
+    to Tune only for the progress line: each is a round trip to Tune's controller (~0.1 s on
+    a loaded node), so at most one every PROGRESS_EVERY_S, and the trial's last."""
+    from ray import tune
+
+    last = [-math.inf]
+
+    def progress(metrics: dict) -> None:
+        now = time.monotonic()
+        if (metrics.get("member_done") and metrics.get("progress", 0) >= 1) or \
+                now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            tune.report(metrics)
+
+    _, resumed, failure = run_with_store_checkpoints(spec, progress=progress)
+    if resumed:
+        logger.info(f"[{spec.sweep}/{spec.study}] {resumed_note(resumed)} from checkpoints "
+                    "in the store")
+    if failure is not None:
+        raise TrialFailed(failure)  # its members' rows say why; Tune counts the trial failed
+
+
+def search_trial(spec: TrialSpec) -> None:
+    """A search trial (one member): every report to Tune (Optuna and ASHA read each), each
+    checkpoint handed to Tune."""
+    from ray import tune
+
+    saw_loss = [False]
     checkpoint = tune.get_checkpoint()
     state = None
     if checkpoint is not None:
@@ -135,25 +166,15 @@ def tune_trainable(config: dict) -> None:
 
     def report(metrics: dict, ckpt_state: dict | None) -> None:
         saw_loss[0] = saw_loss[0] or "loss" in metrics
-        now = time.monotonic()
-        if ckpt_state is not None and not spec.report_all and now - saved[0] < CHECKPOINT_MIN_S:
-            ckpt_state = None  # too soon after the last one (a search's schedulers get all)
         if ckpt_state is None:
-            # Each report is a round trip to Tune's controller (~0.1 s on a loaded node); a
-            # grid trial's reports only feed the progress line (its rows are the results), so
-            # at most one every PROGRESS_EVERY_S, except checkpoints and the trial's last.
-            last_member = metrics.get("member_done") and metrics.get("progress", 0) >= 1
-            if spec.report_all or last_member or now - last[0] >= PROGRESS_EVERY_S:
-                last[0] = now
-                tune.report(metrics)
+            tune.report(metrics)
             return
-        last[0] = saved[0] = now
         with tempfile.TemporaryDirectory() as d:
             save_state(d, ckpt_state)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
     statuses = run_trial(spec, report, state)
-    if spec.report_all and not saw_loss[0]:
+    if not saw_loss[0]:
         # a search sampled a config that an earlier trial finished: its rows exist, so nothing
         # trained; the searcher still needs the trial's metric (Tune refuses a result without)
         tune.report(stored_result(spec, statuses[spec.hashes[0]]))
