@@ -155,6 +155,7 @@ def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, sto
     many ran (a finished config is never rerun)."""
     from icl_core.planning.resources import member_resources
     from icl_core.running.ray_launch import run_tune
+    from icl_core.running.store_checkpoints import clear_leftovers
     from icl_core.running.trial import TrialSpec
     from icl_core.running.trial_pool import cluster_gpus
 
@@ -169,6 +170,7 @@ def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, sto
         specs.append(TrialSpec(sweep, adaptive.name, store.uri, [member.to_dict()],
                                threads=max(1, int(res.cpu)), gpu=res.gpu,
                                provenance=provenance, hashes=[member.hash]))
+    clear_leftovers(store, sweep, adaptive.name, [m.hash for m in todo])  # a killed run's
     label = f"{sweep}/{adaptive.name}"
     run_tune(specs, label, f"{store.study_dir(sweep, adaptive.name)}/tune", max_concurrent,
              loggers=loggers)

@@ -5,6 +5,7 @@ never unpickle code."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import threading
@@ -71,8 +72,14 @@ def test_killed_trial_worker_resumes_from_its_checkpoint_with_identical_rows(ray
     runner.join(timeout=300)
     assert killed is not None, "the trial finished before a checkpoint could be seen"
     assert not runner.is_alive()
-    # Tune restarted the trial once from its checkpoint, and the progress line counted it
+    # Tune restarted the trial once, and the progress line counted it; the restarted attempt
+    # went on from the member's checkpoint in the store (at step 100 or later): its first
+    # report, made at once, is past step 100 (from step 0 it would be step 50)
     assert progress[0].restarts == 1 and progress[0].done == 1 and not progress[0].running
+    (result,) = tune_dir.glob("*/*/result.json")
+    after = [r["step"] for r in map(json.loads, result.read_text().splitlines())
+             if r["pid"] != killed]
+    assert after and after[0] > 100, after
 
     got, ref = rows(tmp_path / "run"), rows(tmp_path / "ref")
     # one row file, every row once: train-loss rows before the checkpoint come back from it,

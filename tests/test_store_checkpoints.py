@@ -26,7 +26,7 @@ from icl_core.running.store_checkpoints import (
     run_with_store_checkpoints,
     saved_state,
 )
-from icl_core.running.trial import TrialSpec, run_trial
+from icl_core.running.trial import TrialFailed, TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
 from icl_core.storage.store import Store
 
@@ -182,7 +182,7 @@ def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_m
     assert on_file() == (8, 2.0)
     report({"member": 0, "step": 12}, state(12, 4))
     assert on_file() == (12, 4.0)
-    report({"member": 0, "step": 12, "member_done": True}, None)
+    report({"member": 0, "step": 12, "member_done": True, "status": "ok"}, None)
     assert saved_state(store, spec) is None
 
 
@@ -234,6 +234,38 @@ def test_what_a_killed_run_left_is_cleared_and_an_unfinished_members_file_stays(
     assert sorted(p.name for p in folder.iterdir()) == [f"{both.hashes[1]}.pt"]
 
 
+def test_a_failed_member_keeps_its_checkpoint_and_its_retry_goes_on_from_it(tmp_path):
+    """A member recorded failed (here: a retry on a device that is not there; the device is
+    not in the hash) is unfinished: its file stays through the failure's report and the
+    planner's clearing, and the next run resumes it to an uninterrupted run's rows."""
+    raw = members()[:1]
+    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), raw))
+    spec = TrialSpec("s", "t", str(tmp_path / "cut"), raw)
+    store, h = Store(spec.storage), spec.hashes[0]
+    write = StoreReporter(store, spec, min_s=0.0)
+
+    def cut_at_step_8(metrics, state):
+        write(metrics, state)
+        if state is not None and metrics["step"] == 8:
+            raise Cut
+
+    with pytest.raises(Cut):
+        run_trial(spec, cut_at_step_8)
+    with pytest.raises(TrialFailed):
+        run_trial(TrialSpec("s", "t", spec.storage, [{**raw[0], "device": "cuda:99"}]))
+    assert store.member_status("s", "t", [h])[h][0] == "failed"
+    write({"member": 0, "step": 8, "member_done": True, "status": "failed"}, None)
+    clear_leftovers(store, "s", "t")
+    assert saved_state(store, spec)["runs"][h]["step"] == 8
+    statuses, resumed, failure = run_with_store_checkpoints(spec)
+    assert statuses == {h: "ok"} and resumed == {h: 8} and failure is None
+    assert saved_state(store, spec) is None
+    (metrics_whole, values_whole), (metrics_cut, values_cut) = values(str(tmp_path / "whole")), \
+        values(spec.storage)
+    assert metrics_whole == metrics_cut
+    np.testing.assert_array_equal(values_cut, values_whole)
+
+
 def test_a_member_whose_rows_could_not_be_written_keeps_its_checkpoint(tmp_path):
     """A storage fault reports the member done without rows: its file stays, so the next run
     goes on from it."""
@@ -241,7 +273,8 @@ def test_a_member_whose_rows_could_not_be_written_keeps_its_checkpoint(tmp_path)
     store, h = Store(spec.storage), spec.hashes[0]
     report = StoreReporter(store, spec, min_s=0.0)
     report({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
-    report({"member": 0, "step": 12, "member_done": True, "storage_error": "ENOSPC"}, None)
+    report({"member": 0, "step": 12, "member_done": True, "status": "failed",
+            "storage_error": "ENOSPC"}, None)
     assert saved_state(store, spec)["runs"][h]["step"] == 4
 
 

@@ -10,8 +10,9 @@ in a Tune checkpoint's "runs") with its origin (the device it trained on, a dige
 core's sources, torch's version), written atomically (`Store.write_bytes`) at the member's
 checkpoint steps (`train.checkpoint_every`), at most every `CHECKPOINT_MIN_S` seconds a trial
 (`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and training goes on
-(a checkpoint is a saving, not a result). A member's file is removed once
-its rows are written (or its failure recorded). A file of another origin (the device is not in
+(a checkpoint is a saving, not a result). A member's file is removed once its rows are
+written (`FINISHED`); a failed member keeps it, so its retry (Tune's, or the next run's) goes on
+from there, as a retry from Tune's own checkpoint did. A file of another origin (the device is not in
 the config hash), or one that does not load, is set aside with a warning and the member
 starts from its first step: a member's rows come from one device and one code.
 
@@ -41,6 +42,7 @@ from icl_core.storage.provenance import code_digest
 from icl_core.storage.store import Store
 
 FOLDER = "checkpoints"
+FINISHED = ("ok", "diverged", "pruned")  # a member with rows: its file is no longer needed
 # A trial writes its members' states at most this often (its first at once): tiny members that
 # checkpoint after a few steps would otherwise write (and, on S3, upload) more than they train.
 # A state held back loses nothing a resumed trial needs: finished members have their rows, and
@@ -101,8 +103,8 @@ def saved_state(store: Store, spec: TrialSpec) -> dict | None:
 class StoreReporter:
     """A reporter (`Reporter`) that writes each member's checkpointed state to its file (a
     member whose step did not move since its last write is not written again), at most every
-    `min_s` seconds, and removes a member's file once it is done (its rows written: not after
-    a storage fault, which leaves the member unfinished). `held`: the members whose file the
+    `min_s` seconds, and removes a member's file once its rows are written (not after a
+    failure, a storage fault's included: the member is unfinished). `held`: the members whose file the
     trial found; only files held or written (`files`) are removed, so the others cost no
     request (a trial of thousands of tiny members on S3)."""
 
@@ -118,7 +120,8 @@ class StoreReporter:
     def __call__(self, metrics: dict, state: dict | None) -> None:
         if metrics.get("member_done"):  # metrics["member"]: the member's index in the spec
             config_hash = self.spec.hashes[metrics["member"]]
-            if "storage_error" not in metrics and config_hash in self.files:
+            if metrics.get("status") in FINISHED and "storage_error" not in metrics and \
+                    config_hash in self.files:
                 self.store.discard(self.path(config_hash))
                 self.files.discard(config_hash)
                 self.steps.pop(config_hash, None)
@@ -133,7 +136,7 @@ class StoreReporter:
             buffer = io.BytesIO()
             torch.save({**self.origins[config_hash], "run": run}, buffer)
             try:
-                self.store.write_bytes(self.path(config_hash), buffer.getvalue())
+                self.store.write_bytes(self.path(config_hash), buffer.getbuffer())
             except (OSError, pa.ArrowException) as exc:  # a full disk, a store's hiccup
                 logger.warning(f"[{self.spec.sweep}/{self.spec.study}] member {config_hash}: "
                                f"checkpoint at step {run['step']} not written ({exc}); "
@@ -150,14 +153,14 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
     returns ({config_hash: status}, {config_hash: step resumed at} of the members resumed,
     the trial's failure or None). A failure (`TrialFailed`: members recorded as failed, each
     with its reason) is returned, not raised, with the statuses the store holds then. The
-    files of the members recorded in the store (rows or a failure) are removed when the trial
-    ends, a failed member's too (it trains again from its first step); a trial killed keeps
-    them. `progress` gets every report's metrics (Tune's progress: `tune_trainable`)."""
+    files of the members with rows in the store are removed when the trial ends; a failed
+    member's stays (its retry goes on from it), as does a killed trial's. `progress` gets
+    every report's metrics (Tune's progress: `tune_trainable`)."""
     store = Store(spec.storage)
     state = saved_state(store, spec)
     found = (state or {"runs": {}})["runs"]
     recorded = store.member_status(spec.sweep, spec.study, list(found)) if found else {}
-    resumed = {h: run["step"] for h, run in found.items() if recorded[h][0] == "missing"}
+    resumed = {h: run["step"] for h, run in found.items() if recorded[h][0] not in FINISHED}
     write = StoreReporter(store, spec, min_s, held=found)
 
     def report(metrics: dict, checkpoint: dict | None) -> None:
@@ -170,14 +173,12 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
         failure = None
     except TrialFailed as exc:  # members recorded as failed; or none trained (another code)
         statuses, failure = {}, str(exc)
-    # recorded: rows written (ok, diverged) or a failure the store holds (not a storage
-    # fault's, which leaves the member unfinished)
-    unsure = [h for h in spec.hashes if statuses.get(h) not in ("ok", "diverged")]
+    unsure = [h for h in spec.hashes if statuses.get(h) not in FINISHED]
     held = store.member_status(spec.sweep, spec.study, unsure) if unsure else {}
     statuses.update((h, status) for h, (status, _) in held.items() if h not in statuses)
     for config_hash in write.files:
-        if statuses[config_hash] in ("ok", "diverged") or \
-                held.get(config_hash, ("missing",))[0] != "missing":
+        if statuses[config_hash] in FINISHED or \
+                held.get(config_hash, ("missing",))[0] in FINISHED:  # another driver's rows
             store.discard(write.path(config_hash))
     return statuses, resumed, failure
 
@@ -190,17 +191,20 @@ def resumed_note(resumed: dict[str, int]) -> str:
 
 def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] | None = None
                     ) -> None:
-    """Remove what a killed run leaves in the study's checkpoints/: the files of members the
-    store has recorded since (rows under rows/ or failed/, or a compacted copy: killed between
-    them and the file's removal) and partial writes (`*.tmp-*`), of the members `hashes` only
-    when given (those this driver claimed: another driver's write may be in flight); other
-    members' files stay."""
-    names = listed(store, sweep, study)
-    mine = None if hashes is None else set(hashes)
-    for name in names:
-        if ".tmp-" in name and (mine is None or name.split(".", 1)[0] in mine):
-            store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
-    done = [n.removesuffix(".pt") for n in names if n.endswith(".pt")]
-    for config_hash, (status, _) in store.member_status(sweep, study, done).items():
-        if status != "missing":
-            store.discard(checkpoint_path(store, sweep, study, config_hash))
+    """Remove what a killed run leaves in the study's checkpoints/: the files of members with
+    rows since (under rows/ or compacted: killed between them and the file's removal) and
+    partial writes (`*.tmp-*`), of the members `hashes` only when given (those this driver
+    claimed: another driver's write may be in flight); other members' files stay, a failed
+    member's too. A store that cannot be read now is a warning: nothing is removed."""
+    try:
+        names = listed(store, sweep, study)
+        mine = None if hashes is None else set(hashes)
+        for name in names:
+            if ".tmp-" in name and (mine is None or name.split(".", 1)[0] in mine):
+                store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
+        done = [n.removesuffix(".pt") for n in names if n.endswith(".pt")]
+        for config_hash, (status, _) in store.member_status(sweep, study, done).items():
+            if status in FINISHED:
+                store.discard(checkpoint_path(store, sweep, study, config_hash))
+    except (OSError, pa.ArrowException) as exc:  # a store's hiccup: the next run clears them
+        logger.warning(f"[{sweep}/{study}] checkpoints/ not cleared ({exc}); training goes on")

@@ -333,7 +333,7 @@ class Store:
         self.write_bytes(f"{dest}.reason.txt", f"{path}\n{reason}\n".encode())
         return dest
 
-    def write_bytes(self, path: str, data: bytes) -> None:
+    def write_bytes(self, path: str, data: bytes | memoryview) -> None:
         """Write then rename: readers never see a partial file."""
         self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
