@@ -123,18 +123,13 @@ def cut_and_resumed(whole: str, storage: str, monkeypatch, widths=(8, 8), stack=
     np.testing.assert_array_equal(values_cut, values_whole)
 
 
-def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session, tmp_path):
-    """What a killed driver or batch job leaves (a member's file at step 8 of 12), a grid
-    trial under Ray Tune resumes: its first report to Tune is past step 8, Tune is handed no
-    checkpoint (the store holds them), and the rows are an uninterrupted run's, bit for bit,
-    with no file left."""
-    from icl_core.running.ray_launch import run_tune
-
+def one_member_cut_at_step_8(tmp_path) -> tuple[TrialSpec, StoreReporter]:
+    """One member's uninterrupted rows in tmp_path/whole, and its run in tmp_path/cut cut off
+    at step 8 of 12 with its state there (written by the returned reporter)."""
     raw = members()[:1]
     run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), raw))
     spec = TrialSpec("s", "t", str(tmp_path / "cut"), raw)
-    store = Store(spec.storage)
-    write = StoreReporter(store, spec, min_s=0.0)
+    write = StoreReporter(Store(spec.storage), spec, min_s=0.0)
 
     def cut_at_step_8(metrics, state):
         write(metrics, state)
@@ -143,6 +138,18 @@ def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session,
 
     with pytest.raises(Cut):
         run_trial(spec, cut_at_step_8)
+    return spec, write
+
+
+def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session, tmp_path):
+    """What a killed driver or batch job leaves (a member's file at step 8 of 12), a grid
+    trial under Ray Tune resumes: its first report to Tune is past step 8, Tune is handed no
+    checkpoint (the store holds them), and the rows are an uninterrupted run's, bit for bit,
+    with no file left."""
+    from icl_core.running.ray_launch import run_tune
+
+    spec, write = one_member_cut_at_step_8(tmp_path)
+    store = write.store
     assert saved_state(store, spec)["runs"][spec.hashes[0]]["step"] == 8
     progress = run_tune([spec], "resume", str(tmp_path / "tune"), None)
     assert progress.done == 1 and not progress.failed and not progress.restarts
@@ -238,21 +245,10 @@ def test_a_failed_member_keeps_its_checkpoint_and_its_retry_goes_on_from_it(tmp_
     """A member recorded failed (here: a retry on a device that is not there; the device is
     not in the hash) is unfinished: its file stays through the failure's report and the
     planner's clearing, and the next run resumes it to an uninterrupted run's rows."""
-    raw = members()[:1]
-    run_trial(TrialSpec("s", "t", str(tmp_path / "whole"), raw))
-    spec = TrialSpec("s", "t", str(tmp_path / "cut"), raw)
-    store, h = Store(spec.storage), spec.hashes[0]
-    write = StoreReporter(store, spec, min_s=0.0)
-
-    def cut_at_step_8(metrics, state):
-        write(metrics, state)
-        if state is not None and metrics["step"] == 8:
-            raise Cut
-
-    with pytest.raises(Cut):
-        run_trial(spec, cut_at_step_8)
+    spec, write = one_member_cut_at_step_8(tmp_path)
+    store, h = write.store, spec.hashes[0]
     with pytest.raises(TrialFailed):
-        run_trial(TrialSpec("s", "t", spec.storage, [{**raw[0], "device": "cuda:99"}]))
+        run_trial(TrialSpec("s", "t", spec.storage, [{**spec.members[0], "device": "cuda:99"}]))
     assert store.member_status("s", "t", [h])[h][0] == "failed"
     write({"member": 0, "step": 8, "member_done": True, "status": "failed"}, None)
     clear_leftovers(store, "s", "t")
