@@ -19,12 +19,14 @@ from analysis.reading.store import read_rows
 from icl_core.running import store_checkpoints
 from icl_core.running.store_checkpoints import (
     FOLDER,
+    RESUMABLE,
     StoreReporter,
     checkpoint_path,
     clear_leftovers,
     origin,
     run_with_store_checkpoints,
     saved_state,
+    with_checkpoints,
 )
 from icl_core.running.trial import TrialFailed, TrialSpec, run_trial
 from icl_core.spec.config import resolve_member
@@ -253,6 +255,12 @@ def test_a_failed_member_keeps_its_checkpoint_and_its_retry_goes_on_from_it(tmp_
     write({"member": 0, "step": 8, "member_done": True, "status": "failed"}, None)
     clear_leftovers(store, "s", "t")
     assert saved_state(store, spec)["runs"][h]["step"] == 8
+    # the study's report says it goes on from there (and of a member with no file, nothing)
+    (status, reason), = with_checkpoints(store, "s", "t", store.member_status(
+        "s", "t", [h])).values()
+    assert status == "failed" and reason.endswith(RESUMABLE)
+    other = {"0123456789abcdef": ("missing", "no row file")}
+    assert with_checkpoints(store, "s", "t", other) == other
     statuses, resumed, failure = run_with_store_checkpoints(spec)
     assert statuses == {h: "ok"} and resumed == {h: 8} and failure is None
     assert saved_state(store, spec) is None

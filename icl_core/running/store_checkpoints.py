@@ -189,6 +189,23 @@ def resumed_note(resumed: dict[str, int]) -> str:
     return f"resumed {len(resumed)} at step {'-'.join(map(str, dict.fromkeys((steps[0], steps[-1]))))}"
 
 
+RESUMABLE = "; a checkpoint is in the store: the same command goes on from it"
+
+
+def with_checkpoints(store: Store, sweep: str, study: str, statuses: dict) -> dict:
+    """{hash: (status, reason)} with the reason of each unfinished member (missing, failed)
+    that holds a checkpoint saying so (a study's report after Ctrl-C or a failure); one
+    listing; a store that cannot be listed leaves the reasons as they are."""
+    if not any(status in ("missing", "failed") for status, _ in statuses.values()):
+        return statuses
+    try:
+        names = set(listed(store, sweep, study))
+    except (OSError, pa.ArrowException):
+        return statuses
+    return {h: (status, f"{reason}{RESUMABLE}" if status in ("missing", "failed")
+                and f"{h}.pt" in names else reason) for h, (status, reason) in statuses.items()}
+
+
 def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] | None = None
                     ) -> None:
     """Remove what a killed run leaves in the study's checkpoints/: the files of members with

@@ -61,12 +61,15 @@ def report_study(sweep, plan, store, others: dict | None = None, draw=None) -> S
     {hash: host:pid} of configs another driver holds, counted as claimed; `draw(sweep, study,
     storage_uri) -> [paths]`, its figures, None for none); never raises (a study's report must
     not end the pool's other studies)."""
+    from icl_core.running.store_checkpoints import with_checkpoints
+
     study = plan.study
     label = f"{sweep.name}/{study.name}"
     try:
         statuses = store.member_status(sweep.name, study.name, [m.hash for m in plan.members])
         statuses.update((h, ("claimed", f"by another driver ({who})"))
                         for h, who in (others or {}).items() if statuses[h][0] == "missing")
+        statuses = with_checkpoints(store, sweep.name, study.name, statuses)
         compact_study(store, sweep.name, study.name)
         return report_statuses(label, statuses, sweep, study, store, draw)
     except Exception as exc:
