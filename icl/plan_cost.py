@@ -232,6 +232,7 @@ def finished_count(sweep, plan, store) -> int:
 def plan_details(sweep, plan: Plan, args, store) -> None:
     """Under a study's plan line: the grid's values, the base config's fields off their
     defaults (names of task and model always) and how much is already finished."""
+    from icl_core.running.store_checkpoints import resumable
     from icl_core.spec.config import flatten
 
     study = plan.study
@@ -250,5 +251,7 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
     if plan.is_search:
         print(f"  finished: {done} of {plan.trials} Optuna trials in {store.redacted}")
         return
+    resuming = len(resumable(store, sweep.name, plan.study.name, [m.hash for m in plan.members]))
     print(f"  finished: {done} of {len(plan.members)} configs in {store.redacted} "
-          f"(a run trains the other {len(plan.members) - done})")
+          f"(a run trains the other {len(plan.members) - done}"
+          + (f", {resuming} from their checkpoints)" if resuming else ")"))

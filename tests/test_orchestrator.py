@@ -179,14 +179,23 @@ def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
     assert sweep.main(base + ["--num-samples", "1"]) == 0
     assert "2 configs, 0 already finished, running 2" in capsys.readouterr().out
     # what a run killed between a member's rows and the removal of its checkpoint leaves:
-    # the next run's planner removes it (icl_core.running.store_checkpoints.clear_leftovers)
+    # the next run's planner removes it (icl_core.running.store_checkpoints.clear_leftovers);
+    # a new member's file that does not load is counted, then set aside with a warning
     study = tmp_path / "width_scaling" / "least_squares_width"
-    finished = next((study / "rows").glob("*.parquet")).stem
+    finished = {p.stem for p in (study / "rows").glob("*.parquet")}
+    planned = {m.hash for m in sweep.study("least_squares_width").members("smoke",
+                                                                         num_samples=2)}
+    new = sorted(planned - finished)[0]
     (study / "checkpoints").mkdir(exist_ok=True)  # the first run made it
-    (study / "checkpoints" / f"{finished}.pt").write_bytes(b"a state")
+    for config_hash in (min(finished), new):
+        (study / "checkpoints" / f"{config_hash}.pt").write_bytes(b"not a state")
+    assert sweep.main(base + ["--num-samples", "2", "--dry-run"]) == 0
+    assert "(a run trains the other 2, 1 from their checkpoints)" in capsys.readouterr().out
     assert sweep.main(base + ["--num-samples", "2"]) == 0
-    assert "4 configs, 2 already finished, running 2" in capsys.readouterr().out
-    assert not list((study / "checkpoints").iterdir())
+    assert "4 configs, 2 already finished, running 2 (1 from their checkpoints)" in \
+        capsys.readouterr().out
+    assert {p.stem for p in (study / "rows").glob("*.parquet")} == planned
+    assert not list((study / "checkpoints").iterdir())  # set aside (a warning), then trained
 
 
 def test_packed_trial_writes_the_same_rows_as_unpacked(ray_session, tmp_path):

@@ -63,6 +63,21 @@ def listed(store: Store, sweep: str, study: str) -> list[str]:
     return [info.base_name for info in store.fs.get_file_info(selector)]
 
 
+def held(store: Store, sweep: str, study: str) -> set[str]:
+    """The config hashes with a checkpoint file in the study's checkpoints/."""
+    return {n.removesuffix(".pt") for n in listed(store, sweep, study) if n.endswith(".pt")}
+
+
+def resumable(store: Store, sweep: str, study: str, hashes: Iterable[str]) -> set[str]:
+    """Of `hashes`, the unfinished ones with a checkpoint file (what a dry run counts; reads
+    no state, so not whether its origin matches); none where the store cannot be listed."""
+    try:
+        files = held(store, sweep, study) & set(hashes)
+        return files - store.finished(sweep, study, sorted(files)) if files else set()
+    except (OSError, pa.ArrowException):
+        return set()
+
+
 def origin(raw: dict) -> dict:
     """What a member's checkpoint must match to be resumed: its device, the core's sources
     (`code_digest`) and torch's version."""
@@ -199,29 +214,33 @@ def with_checkpoints(store: Store, sweep: str, study: str, statuses: dict) -> di
     if not any(status in ("missing", "failed") for status, _ in statuses.values()):
         return statuses
     try:
-        names = set(listed(store, sweep, study))
+        files = held(store, sweep, study)
     except (OSError, pa.ArrowException):
         return statuses
     return {h: (status, f"{reason}{RESUMABLE}" if status in ("missing", "failed")
-                and f"{h}.pt" in names else reason) for h, (status, reason) in statuses.items()}
+                and h in files else reason) for h, (status, reason) in statuses.items()}
 
 
 def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] | None = None
-                    ) -> None:
+                    ) -> set[str]:
     """Remove what a killed run leaves in the study's checkpoints/: the files of members with
     rows since (under rows/ or compacted: killed between them and the file's removal) and
     partial writes (`*.tmp-*`), of the members `hashes` only when given (those this driver
     claimed: another driver's write may be in flight); other members' files stay, a failed
-    member's too. A store that cannot be read now is a warning: nothing is removed."""
+    member's too; returns the hashes whose file stays. A store that cannot be read now is a
+    warning: nothing is removed."""
     try:
         names = listed(store, sweep, study)
         mine = None if hashes is None else set(hashes)
         for name in names:
             if ".tmp-" in name and (mine is None or name.split(".", 1)[0] in mine):
                 store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
-        done = [n.removesuffix(".pt") for n in names if n.endswith(".pt")]
-        for config_hash, (status, _) in store.member_status(sweep, study, done).items():
+        files = {n.removesuffix(".pt") for n in names if n.endswith(".pt")}
+        for config_hash, (status, _) in store.member_status(sweep, study, sorted(files)).items():
             if status in FINISHED:
                 store.discard(checkpoint_path(store, sweep, study, config_hash))
+                files.discard(config_hash)
+        return files
     except (OSError, pa.ArrowException) as exc:  # a store's hiccup: the next run clears them
         logger.warning(f"[{sweep}/{study}] checkpoints/ not cleared ({exc}); training goes on")
+        return set()

@@ -246,11 +246,12 @@ def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
         claims, mine, others = plan_claims(store, sweep.name, plan.study.name,
                                            [m.hash for m in plan.members])
         mine_set = set(mine)
-        clear_leftovers(store, sweep.name, plan.study.name, mine)  # what a killed run left
+        resuming = len(clear_leftovers(store, sweep.name, plan.study.name, mine) & mine_set)
         todo_of[id(plan)] = [m for m in plan.members if m.hash in mine_set]
         claimed[id(plan)] = (claims, others)
         logger.info(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"
-                    f" already finished, running {len(mine)}")
+                    f" already finished, running {len(mine)}"
+                    + (f" ({resuming} from their checkpoints)" if resuming else ""))
         if others:
             logger.info(f"[{label}] {skipped_line(others)}")
     threads = max((int(p.study.cpus_per_trial) for _, p in entries), default=1)
