@@ -143,6 +143,8 @@ def one_member_cut_at_step_8(tmp_path) -> tuple[TrialSpec, StoreReporter]:
     return spec, write
 
 
+@pytest.mark.slow  # ~15 s; tests/test_reliability.py's worker kill tells a resume under Tune
+# from a restart at step 0 in the default run
 def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session, tmp_path):
     """What a killed driver or batch job leaves (a member's file at step 8 of 12), a grid
     trial under Ray Tune resumes: its first report to Tune is past step 8, Tune is handed no
