@@ -13,9 +13,15 @@
 # A job is SWEEP:STUDY[,STUDY...]:DEVICE:WORKERS[:SEEDS] (DEVICE cuda stacks a study's seeds;
 # cpu uses the machine's other cores; SEEDS: seeds 0..SEEDS-1 in place of the preset's). Members
 # whose rows are committed in evidence/PRESET/ are skipped, and so are those finished in the
-# store, so a second window goes on from an unpacked earlier archive (STORE=that folder); a
-# trial the limit cut off goes on from its members' last checkpoints in a next call on the same
-# machine (run_without_ray.py keeps them in STORE; they are not archived).
+# store, so a second window goes on from an unpacked earlier archive (STORE=that folder). A
+# trial the limit cut off goes on from its members' last checkpoints (run_without_ray.py keeps
+# them in STORE): in a next call on the same machine, or, on another machine, from the
+# states.tgz a call brings back beside store.tgz (the unfinished members' states, when they fit
+# STATES_MAX_MB, 15 MiB: a lent machine returns 16 MiB a file) given as STATES=that file (a
+# state is resumed on the same device kind, icl_core sources and torch; a newer one in STORE is
+# kept). `icl plan --gpu-minutes M` adds STATES=.window/states.tgz when that file is here:
+#
+#     mkdir -p .window && cp /tmp/window/states.tgz .window/    # carry [".window"] next time
 # ALL=1: committed evidence is not skipped (`icl plan --gpu-minutes M --all`: studies afresh).
 # INTERLEAVE=1: a study's stacks train at once in one process per study (each on its own CUDA
 # stream) instead of a process per stack; give such a job WORKERS = its number of studies.
@@ -36,6 +42,10 @@ OUT=${OUT:-/tmp/gpu_evidence}
 STORE=${STORE:-/tmp/gpu_evidence_store}
 LIMIT=${LIMIT:-420}
 ARCHIVE_S=${ARCHIVE_S:-20}
+STATES_MAX_MB=${STATES_MAX_MB:-15}
+if [ -n "${STATES:-}" ] && [ -f "$STATES" ]; then
+    STATES=$(realpath "$STATES")  # a path from the caller's folder; the script moves to the root
+fi
 GATE_S=${GATE_S:-150}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
@@ -74,6 +84,15 @@ if [ -n "${GRAPH:-}" ] && [ -z "${GRAPH_CHECKED:-}" ]; then
     fi
     echo "== the tests took $(( $(date +%s) - gate_start ))s of the ${LIMIT}s"
 fi
+if [ -n "${STATES:-}" ]; then
+    if [ -f "$STATES" ]; then  # a member's newer state in STORE (this machine's) is kept
+        tar xzf "$STATES" -C "$STORE" --skip-old-files
+        echo "== STATES: $(tar tzf "$STATES" | grep -c '\.pt$') members' states from $STATES" \
+            "unpacked into the store: cut members go on from them"
+    else
+        echo "== STATES=$STATES: no such file; cut members start from their first step"
+    fi
+fi
 jobs_s=$(( LIMIT - ($(date +%s) - start) - ARCHIVE_S ))
 [ "$jobs_s" -lt 0 ] && jobs_s=0  # the jobs stop at once: what an earlier call finished is archived
 echo "== the jobs' time limit: ${jobs_s}s (of LIMIT ${LIMIT}s: ${ARCHIVE_S}s kept for the archive)"
@@ -108,13 +127,28 @@ for log in "$LOGS"/*.log; do
 done
 rm -rf "$LOGS"
 find "$STORE" -name '*.tmp-*' -delete
-# checkpoints stay in STORE (a next call on this machine goes on from them): the members'
-# states are too large to come back (a 12 x 256 member with its Adam state: ~110 MB)
+# the rows first; the unfinished members' states (checkpoints/) apart, when they fit what a
+# lent machine brings back (a 12 x 256 member with its Adam state alone: ~110 MB); they stay in
+# STORE either way (a next call on this machine goes on from them)
 tar czf "$OUT/store.tgz" --exclude='./*/*/checkpoints' -C "$STORE" .
 finished=$(find "$STORE" -path '*/rows/*.parquet' | wc -l)
 failed=$(find "$STORE" -path '*/failed/*.parquet' | wc -l)
 echo "store: $finished members finished (ok or diverged), $failed failed;" \
     "$(du -h "$OUT/store.tgz" | cut -f1) archived in $(( $(date +%s) - start ))s of ${LIMIT}s"
+states=$(cd "$STORE" && find . -path './*/*/checkpoints/*.pt' | sort)
+if [ -n "$states" ]; then
+    held=$(echo "$states" | wc -l)
+    (cd "$STORE" && echo "$states" | tar czf "$OUT/states.tgz" -T -)
+    kb=$(du -k "$OUT/states.tgz" | cut -f1)
+    if [ "$kb" -gt $(( STATES_MAX_MB * 1024 )) ]; then
+        rm -f "$OUT/states.tgz"
+        echo "states: $held unfinished members' states, $kb kB: over STATES_MAX_MB" \
+            "($STATES_MAX_MB MiB), not brought back; elsewhere they start from their first step"
+    else
+        echo "states: $held unfinished members' states in states.tgz ($kb kB): give it to the" \
+            "next window as STATES (mkdir -p .window && cp .../states.tgz .window/; carry .window)"
+    fi
+fi
 if [ "${#failed_jobs[@]}" -gt 0 ]; then
     echo "== every trial failed in: ${failed_jobs[*]} (their output is in jobs.log)"
     exit 1

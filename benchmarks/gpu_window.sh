@@ -21,6 +21,10 @@
 #     rm -rf /tmp/store && mkdir /tmp/store && tar xzf $FILES/evidence/store.tgz -C /tmp/store
 #     icl cost --check /tmp/store     # the window's studies, planned against measured
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ... && icl verdicts --write
+#     mkdir -p .window && cp $FILES/evidence/states.tgz .window/   # if it brought states back:
+#                                    # the next window's cut members go on from them (STATES=)
+# It writes at most 8 files (what a lent machine returns) unless --compile's two JSON files
+# meet both a GRAPH=1 gate's log and states.tgz.
 set -u
 PRESET=${1:?usage: gpu_window.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS[:SEEDS] ...}
 shift

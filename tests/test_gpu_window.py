@@ -31,6 +31,15 @@ from icl_core.storage.store import Store
 from tests.test_adaptive import STUDY, SWEEP, write_member
 
 
+@pytest.fixture(autouse=True)
+def no_carried_states(monkeypatch, tmp_path):
+    """The plans below as in a checkout without an earlier window's states (a developer's may
+    hold .window/states.tgz)."""
+    from icl.commands import gpu_window
+
+    monkeypatch.setattr(gpu_window, "WINDOW_STATES", str(tmp_path / "no-states.tgz"))
+
+
 def seeds_past_evidence() -> int:
     """A seed count past every committed reduced study's (3 to 5 on 2026-11-28), so a plan with
     --seeds this many has new members to run, whatever windows have added since."""
@@ -122,6 +131,28 @@ def test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window(c
         "deep_optimizers:scaleup:cuda:5" in out
     assert icl(["plan", "--gpu-minutes", "0"]) == 2
     assert "--gpu-minutes: must be > 0" in capsys.readouterr().err
+
+
+def test_a_plan_carries_the_states_an_earlier_window_brought_back(capsys, monkeypatch,
+                                                                  tmp_path):
+    """With an earlier window's states.tgz where the plan runs, its command takes them
+    (STATES=) and says to carry their folder; without, it says how to keep the next ones."""
+    from icl.commands import gpu_window
+
+    argv = ["plan", "--gpu-minutes", "10", "--only", "deep_optimizers/scaleup", "--all"]
+    assert icl(argv) == 0
+    out = capsys.readouterr().out
+    assert "STATES=" not in out and "carry" not in out
+    assert "brings back their states as states.tgz when they fit: keep it as " in out
+    states = tmp_path / "states.tgz"
+    states.write_bytes(b"an archive")
+    monkeypatch.setattr(gpu_window, "WINDOW_STATES", str(states))
+    assert icl(argv) == 0
+    out = capsys.readouterr().out
+    assert f"ALL=1 STATES={states} OUT=$OUT LIMIT=590 bash benchmarks/gpu_evidence.sh " \
+        "reduced deep_optimizers:scaleup:cuda:5" in out
+    assert f"with the states of members an earlier window cut off ({states}): carry " \
+        '[".window"]' in out
 
 
 def test_claims_declared_at_a_preset_without_its_rows_lead_its_window(capsys, monkeypatch,

@@ -200,8 +200,9 @@ def test_a_window_ends_within_its_limit_archives_what_it_has_and_says_when_nothi
     # began after its imports, and the archive came after it (28.1 s against LIMIT=25)
     assert "store: 0 members finished (ok or diverged), 24 failed" in run.stdout, run.stdout
     assert "== every trial failed in: depth_scaling:ls_mixer_depth:cuda:1" in run.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["jobs.log", "store.tgz"]
-    log = (out / "jobs.log").read_text()
+    states = ["states.tgz"] if list((tmp_path / "window").rglob("*.pt")) else []  # if the
+    assert sorted(p.name for p in out.iterdir()) == ["jobs.log", *states, "store.tgz"]  # cut
+    log = (out / "jobs.log").read_text()  # member reached its first checkpoint (step 1000)
     assert "every one of the 8 trials failed: no member finished" in log
     assert "time limit" in log and "trials not finished" in log
     with pytest.raises(SystemExit, match=r"--study: 'least_sqaures' is not a grid study of "
@@ -260,3 +261,47 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
                                                              "STORE": str(tmp_path / "s2")})
         assert failed.returncode == 1, failed.stdout + failed.stderr
         assert "== every trial failed in: depth_scaling:ls_mixer_depth:cuda:1" in failed.stdout
+
+
+@pytest.mark.slow  # two windows cut by their limits (~40 s): `pytest -m slow`
+def test_a_cut_windows_states_come_back_and_the_next_window_goes_on_from_them(tmp_path):
+    """gpu_evidence.sh brings back the unfinished members' states as states.tgz (within
+    STATES_MAX_MB) beside store.tgz; the next window, on another machine (a fresh store with
+    the first's rows), given them as STATES, resumes its cut member from its state; states over
+    STATES_MAX_MB are not brought back, and it says so."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    def window(name: str, store: Path, limit: int, **extra) -> subprocess.CompletedProcess:
+        env = {**os.environ, "OUT": str(tmp_path / name), "STORE": str(store), "LIMIT": str(limit),
+               "ARCHIVE_S": "4", "PY": sys.executable, "ALL": "1",
+               "ICL_CHECKPOINT_MIN_S": "0", **extra}  # every checkpoint step written
+        # str_attention's cpu members: ~4 s each here, a checkpoint every 157 steps
+        return subprocess.run(["bash", str(SCRIPT.parent / "gpu_evidence.sh"), "cpu",
+                               "sample_complexity:str_attention:cpu:1:1"],
+                              capture_output=True, text=True, timeout=120, env=env)
+
+    first = window("one", tmp_path / "one_store", 16)
+    states = tmp_path / "one" / "states.tgz"
+    assert first.returncode == 0 and states.exists(), first.stdout + first.stderr
+    with tarfile.open(states) as tar:
+        names = tar.getnames()
+    assert names and all(re.fullmatch(r"\./sample_complexity/str_attention/checkpoints/"
+                                      r"[0-9a-f]{16}\.pt", n) for n in names), names
+    assert f"states: {len(names)} unfinished members' states in states.tgz" in first.stdout
+
+    again = tmp_path / "two_store"  # another machine: the first window's rows, no states
+    again.mkdir()
+    with tarfile.open(tmp_path / "one" / "store.tgz") as tar:
+        tar.extractall(again, filter="data")
+    assert not list(again.rglob("*.pt"))
+    second = window("two", again, 24, STATES=str(states), STATES_MAX_MB="0")
+    assert f"== STATES: {len(names)} members' states from {states}" in second.stdout
+    log = (tmp_path / "two" / "jobs.log").read_text()
+    assert re.search(r"-> ok \(resumed 1 at step [1-9]\d*\)", log), log
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["jobs.log", "store.tgz"]
+    cut = list(again.rglob("*.pt"))  # the second window's own cut member, if its limit fell
+    assert ("over STATES_MAX_MB (0 MiB), not brought back" in second.stdout) == bool(cut), \
+        second.stdout  # in one (~4 s each, one after another)

@@ -28,7 +28,10 @@ benchmarks/gpu_evidence.sh with the chosen jobs and the window as its time limit
 `--call-minutes C` is for a machine that runs one command for at most C minutes (a lent GPU
 machine: 10; a batch queue's time limit): the window becomes calls of at most C minutes, one
 after another, each its own command, time limit and store (`calls`); a study runs whole in one
-call. M is the commands' time: a lent machine's own start (minutes) is not in it.
+call. M is the commands' time: a lent machine's own start (minutes) is not in it. Where the
+folder it runs in (the checkout's root) holds `WINDOW_STATES`, the unfinished members' states an
+earlier window brought back, the command takes them (`STATES=`; name `.window` in the call's
+carry) and its cut members go on from there.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from icl_core.planning.cost import SIDE_BY_SIDE
 from icl_core.planning.resources import longest_first, on_share
@@ -46,6 +50,7 @@ STARTUP_S = 50.0
 # a command's LIMIT ends this long before its call does (the shell's own start, a clock's
 # rounding): a machine that ends a command at its limit then never cuts the archive
 MARGIN_S = 10.0
+WINDOW_STATES = ".window/states.tgz"  # an earlier window's states.tgz (gpu_evidence.sh)
 # with --graph, each call's gpu_evidence.sh first runs the replay CUDA tests (its GRAPH=1 gate),
 # for at most its GATE_S, out of the call's LIMIT: the plan keeps that too
 GATE_S = 150.0
@@ -230,10 +235,11 @@ def window_seconds(chosen: list[Candidate]) -> float:
 
 
 def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | None,
-            every: bool = False, graph: bool = False, store: str | None = None) -> str:
+            every: bool = False, graph: bool = False, store: str | None = None,
+            states: str | None = None) -> str:
     """The one command that runs the chosen studies on the lent machine: one job per sweep
     file, with its `processes`, its LIMIT MARGIN_S short of the window; `store`: the folder
-    it trains into there (default: the script's)."""
+    it trains into there (default: the script's); `states`: an earlier window's states.tgz."""
     by_sweep: dict[str, list[Candidate]] = {}
     for c in chosen:
         by_sweep.setdefault(c.sweep, []).append(c)
@@ -243,7 +249,8 @@ def command(chosen: list[Candidate], preset: str, window_s: float, seeds: int | 
         job = f"{sweep}:{','.join(c.study for c in cs)}:cuda:{workers[sweep]}"
         jobs.append(job + (f":{seeds}" if seeds else ""))
     return (f"{'ALL=1 ' if every else ''}{'GRAPH=1 ' if graph else ''}"
-            f"{f'STORE={store} ' if store else ''}OUT=$OUT "
+            f"{f'STORE={store} ' if store else ''}{f'STATES={states} ' if states else ''}"
+            f"OUT=$OUT "
             f"LIMIT={math.floor(window_s - MARGIN_S)} bash "
             f"benchmarks/gpu_evidence.sh {preset} " + " ".join(jobs))
 
@@ -328,12 +335,20 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
             "--preset, another scale)"))
         return 1
     several = len(planned) > 1  # each call its own store there, so its archive holds its own
+    states = WINDOW_STATES if Path(WINDOW_STATES).is_file() else None
     lines = [command(studies, args.preset, limit, args.seeds, every=args.all, graph=args.graph,
-                     store=f"/tmp/gpu_evidence_store{i + 1}" if several else None)
+                     store=f"/tmp/gpu_evidence_store{i + 1}" if several else None,
+                     states=states)
              for i, (studies, limit) in enumerate(planned)]
     merges = [f"icl evidence --merge --from /tmp/store{i + 1 if several else ''} "
               f"--preset {args.preset} " + " ".join(f"{c.sweep}/{c.study}" for c in studies)
               for i, (studies, _) in enumerate(planned)]
+    print((f"with the states of members an earlier window cut off ({WINDOW_STATES}): carry "
+           "[\".window\"]; " if states else "")
+          + "a call that cuts members off brings back their states as states.tgz when they fit: "
+          f"keep it as {WINDOW_STATES} for the next window"
+          + (" (the calls' states.tgz unpacked into one folder and packed again)"
+             if several else ""))
     if not several:
         print(f"run on the GPU machine:\n  {lines[0]}\nthen here, with its store.tgz unpacked "
               f"into an empty /tmp/store:\n  {merges[0]} && icl verdicts --write")
