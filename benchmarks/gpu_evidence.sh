@@ -16,10 +16,10 @@
 # store, so a second window goes on from an unpacked earlier archive (STORE=that folder). A
 # trial the limit cut off goes on from its members' last checkpoints (run_without_ray.py keeps
 # them in STORE): in a next call on the same machine, or, on another machine, from the
-# states.tgz a call brings back beside store.tgz (the unfinished members' states, when they fit
-# STATES_MAX_MB, 15 MiB: a lent machine returns 16 MiB a file) given as STATES=that file (a
-# state is resumed on the same device kind, icl_core sources and torch; a newer one in STORE is
-# kept). `icl plan --gpu-minutes M` adds STATES=.window/states.tgz when that file is here:
+# states.tgz a call brings back beside store.tgz (the unfinished members' states of its jobs'
+# studies, as many whole ones as fit STATES_MAX_MB, 15 MiB: a lent machine returns 16 MiB a
+# file) given as STATES=that file (a state is resumed on the same GPU model, icl_core sources
+# and torch; a newer one in STORE is kept). `icl plan --gpu-minutes M` adds STATES=.window/states.tgz when that file is here:
 #
 #     mkdir -p .window && cp /tmp/window/states.tgz .window/    # carry [".window"] next time
 # ALL=1: committed evidence is not skipped (`icl plan --gpu-minutes M --all`: studies afresh).
@@ -51,6 +51,7 @@ PY=${PY:-python3}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 start=$(date +%s)
 mkdir -p "$OUT" "$STORE"
+OUT=$(cd "$OUT" && pwd) && STORE=$(cd "$STORE" && pwd)  # the caller's folder, before the cd
 LOGS=$(mktemp -d)
 cd "$(dirname "$0")/.."
 
@@ -85,10 +86,13 @@ if [ -n "${GRAPH:-}" ] && [ -z "${GRAPH_CHECKED:-}" ]; then
     echo "== the tests took $(( $(date +%s) - gate_start ))s of the ${LIMIT}s"
 fi
 if [ -n "${STATES:-}" ]; then
-    if [ -f "$STATES" ]; then  # a member's newer state in STORE (this machine's) is kept
-        tar xzf "$STATES" -C "$STORE" --skip-old-files
+    if [ -f "$STATES" ] && tar xzf "$STATES" -C "$STORE" --skip-old-files; then
+        # (a member's newer state in STORE, this machine's, is kept)
         echo "== STATES: $(tar tzf "$STATES" | grep -c '\.pt$') members' states from $STATES" \
             "unpacked into the store: cut members go on from them"
+    elif [ -f "$STATES" ]; then
+        echo "== STATES=$STATES does not unpack (not a tar.gz, or cut short); cut members" \
+            "start from their first step (a partial state is set aside with a warning)"
     else
         echo "== STATES=$STATES: no such file; cut members start from their first step"
     fi
@@ -135,20 +139,36 @@ finished=$(find "$STORE" -path '*/rows/*.parquet' | wc -l)
 failed=$(find "$STORE" -path '*/failed/*.parquet' | wc -l)
 echo "store: $finished members finished (ok or diverged), $failed failed;" \
     "$(du -h "$OUT/store.tgz" | cut -f1) archived in $(( $(date +%s) - start ))s of ${LIMIT}s"
-states=$(cd "$STORE" && find . -path './*/*/checkpoints/*.pt' | sort)
-if [ -n "$states" ]; then
-    held=$(echo "$states" | wc -l)
-    (cd "$STORE" && echo "$states" | tar czf "$OUT/states.tgz" -T -)
-    kb=$(du -k "$OUT/states.tgz" | cut -f1)
-    if [ "$kb" -gt $(( STATES_MAX_MB * 1024 )) ]; then
-        rm -f "$OUT/states.tgz"
-        echo "states: $held unfinished members' states, $kb kB: over STATES_MAX_MB" \
-            "($STATES_MAX_MB MiB), not brought back; elsewhere they start from their first step"
-    else
-        echo "states: $held unfinished members' states in states.tgz ($kb kB): give it to the" \
-            "next window as STATES (mkdir -p .window && cp .../states.tgz .window/; carry .window)"
-    fi
+# the states of the given jobs' studies only (a carried state of another study stays out: it
+# would travel from window to window), whole files up to STATES_MAX_MB (uncompressed: weights
+# and Adam moments hardly compress), written aside and moved into place once complete
+cap=$(( STATES_MAX_MB * 1024 * 1024 )) total=0 held=0 left=0 states=()
+for job in "${jobs_given[@]}"; do
+    IFS=: read -r sweep studies _ <<<"$job"
+    for study in ${studies//,/ }; do
+        for state in "$STORE/$sweep/$study/checkpoints/"*.pt; do
+            [ -e "$state" ] || continue
+            size=$(stat -c %s "$state")
+            if [ $(( total + size )) -le "$cap" ]; then
+                states+=("./${state#"$STORE"/}") total=$(( total + size )) held=$(( held + 1 ))
+            else
+                left=$(( left + 1 ))
+            fi
+        done
+    done
+done
+if [ "$held" -gt 0 ] && printf '%s\n' "${states[@]}" \
+        | tar czf "$OUT/states.tgz.part" -C "$STORE" -T - \
+        && mv "$OUT/states.tgz.part" "$OUT/states.tgz"; then
+    echo "states: $held unfinished members' states in states.tgz" \
+        "($(du -k "$OUT/states.tgz" | cut -f1) kB): give it to the next window as STATES" \
+        "(mkdir -p .window && cp .../states.tgz .window/; carry .window)"
+elif [ "$held" -gt 0 ]; then
+    rm -f "$OUT/states.tgz.part"
+    echo "states: not archived (tar failed); elsewhere the cut members start from their first step"
 fi
+[ "$left" -gt 0 ] && echo "states: $left more unfinished members' states over STATES_MAX_MB" \
+    "($STATES_MAX_MB MiB) in all, not brought back; elsewhere they start from their first step"
 if [ "${#failed_jobs[@]}" -gt 0 ]; then
     echo "== every trial failed in: ${failed_jobs[*]} (their output is in jobs.log)"
     exit 1

@@ -22,7 +22,8 @@
 #     icl cost --check /tmp/store     # the window's studies, planned against measured
 #     icl evidence --merge --from /tmp/store --preset reduced SWEEP/STUDY ... && icl verdicts --write
 #     mkdir -p .window && cp $FILES/evidence/states.tgz .window/   # if it brought states back:
-#                                    # the next window's cut members go on from them (STATES=)
+#                                    # the next window's cut members go on from them (STATES=,
+#                                    # through this script's environment); else rm -f the old
 # It writes at most 8 files (what a lent machine returns) unless --compile's two JSON files
 # meet both a GRAPH=1 gate's log and states.tgz.
 set -u

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
 from icl_core.running.store_checkpoints import (  # noqa: E402
+    checkpoint_path,
     clear_leftovers,
     resumed_note,
     run_with_store_checkpoints,
@@ -81,10 +82,12 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         if studies and study.name not in studies or not isinstance(study, Study):
             continue  # searches need Optuna + Tune
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
-        clear_leftovers(store, sweep.name, study.name)  # what a killed run left in checkpoints/
-        done = store.finished(sweep.name, study.name)
+        held = clear_leftovers(store, sweep.name, study.name)  # what a killed run left there
+        skipped = set((skip or {}).get((sweep.name, study.name), ()))
+        for config_hash in held & skipped:  # a state carried in (STATES) of a member since
+            store.discard(checkpoint_path(store, sweep.name, study.name, config_hash))  # held
+        done = store.finished(sweep.name, study.name) | skipped
         groups: dict = {}
-        done = done | set((skip or {}).get((sweep.name, study.name), ()))
         sets = {"device": device} if device != "auto" else None
         refused: list[str] = []
         for m in study.members(preset, sets, num_samples=seeds or None):

@@ -152,7 +152,7 @@ def test_a_plan_carries_the_states_an_earlier_window_brought_back(capsys, monkey
     assert f"ALL=1 STATES={states} OUT=$OUT LIMIT=590 bash benchmarks/gpu_evidence.sh " \
         "reduced deep_optimizers:scaleup:cuda:5" in out
     assert f"with the states of members an earlier window cut off ({states}): carry " \
-        '[".window"]' in out
+        f'["{tmp_path}"]' in out
 
 
 def test_claims_declared_at_a_preset_without_its_rows_lead_its_window(capsys, monkeypatch,

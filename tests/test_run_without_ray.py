@@ -265,25 +265,29 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
 
 @pytest.mark.slow  # two windows cut by their limits (~40 s): `pytest -m slow`
 def test_a_cut_windows_states_come_back_and_the_next_window_goes_on_from_them(tmp_path):
-    """gpu_evidence.sh brings back the unfinished members' states as states.tgz (within
-    STATES_MAX_MB) beside store.tgz; the next window, on another machine (a fresh store with
-    the first's rows), given them as STATES, resumes its cut member from its state; states over
-    STATES_MAX_MB are not brought back, and it says so."""
+    """gpu_evidence.sh brings back the unfinished members' states of its jobs' studies as
+    states.tgz (within STATES_MAX_MB) beside store.tgz; the next window, on another machine (a
+    fresh store with the first's rows), given them as STATES, resumes its cut member from its
+    state; states over STATES_MAX_MB are not brought back, and it says so. OUT, STORE and
+    STATES are taken from the caller's folder."""
     import os
     import subprocess
     import sys
     import tarfile
 
-    def window(name: str, store: Path, limit: int, **extra) -> subprocess.CompletedProcess:
-        env = {**os.environ, "OUT": str(tmp_path / name), "STORE": str(store), "LIMIT": str(limit),
+    def window(name: str, limit: int, **extra) -> subprocess.CompletedProcess:
+        env = {**os.environ, "OUT": name, "STORE": f"{name}_store", "LIMIT": str(limit),
                "ARCHIVE_S": "4", "PY": sys.executable, "ALL": "1",
                "ICL_CHECKPOINT_MIN_S": "0", **extra}  # every checkpoint step written
         # str_attention's cpu members: ~4 s each here, a checkpoint every 157 steps
         return subprocess.run(["bash", str(SCRIPT.parent / "gpu_evidence.sh"), "cpu",
-                               "sample_complexity:str_attention:cpu:1:1"],
+                               "sample_complexity:str_attention:cpu:1:1"], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120, env=env)
 
-    first = window("one", tmp_path / "one_store", 16)
+    other = tmp_path / "one_store" / "depth_scaling" / "ls_mixer_depth" / "checkpoints"
+    other.mkdir(parents=True)  # a state of a study the window does not run: it stays there
+    (other / "0123456789abcdef.pt").write_bytes(b"a state")
+    first = window("one", 16)
     states = tmp_path / "one" / "states.tgz"
     assert first.returncode == 0 and states.exists(), first.stdout + first.stderr
     with tarfile.open(states) as tar:
@@ -297,11 +301,33 @@ def test_a_cut_windows_states_come_back_and_the_next_window_goes_on_from_them(tm
     with tarfile.open(tmp_path / "one" / "store.tgz") as tar:
         tar.extractall(again, filter="data")
     assert not list(again.rglob("*.pt"))
-    second = window("two", again, 24, STATES=str(states), STATES_MAX_MB="0")
-    assert f"== STATES: {len(names)} members' states from {states}" in second.stdout
+    second = window("two", 24, STATES="one/states.tgz", STATES_MAX_MB="0")
+    assert f"== STATES: {len(names)} members' states from {os.path.realpath(states)}" in \
+        second.stdout, second.stdout
     log = (tmp_path / "two" / "jobs.log").read_text()
     assert re.search(r"-> ok \(resumed 1 at step [1-9]\d*\)", log), log
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["jobs.log", "store.tgz"]
     cut = list(again.rglob("*.pt"))  # the second window's own cut member, if its limit fell
-    assert ("over STATES_MAX_MB (0 MiB), not brought back" in second.stdout) == bool(cut), \
-        second.stdout  # in one (~4 s each, one after another)
+    assert ("over STATES_MAX_MB (0 MiB) in all, not brought back" in second.stdout) == \
+        bool(cut), second.stdout  # in one (~4 s each, one after another)
+
+
+def test_a_carried_state_of_a_member_since_committed_is_dropped_when_planned(tmp_path):
+    """run_without_ray plans past the members held elsewhere (`skip`: committed evidence):
+    a state carried in for one of them (STATES) is removed, another member's stays."""
+    from icl.catalog import load_sweep
+    from icl_core.running.store_checkpoints import checkpoint_path
+    from icl_core.storage.store import Store
+
+    members = load_sweep("depth_scaling").study("ls_mixer_depth").members("smoke")
+    held, kept = members[0].hash, members[1].hash
+    store = Store(str(tmp_path))
+    for config_hash in (held, kept):
+        store.write_bytes(checkpoint_path(store, "depth_scaling", "ls_mixer_depth", config_hash),
+                          b"a state")
+    specs = load_script().trials("depth_scaling", "smoke", ["ls_mixer_depth"], str(tmp_path),
+                                 "cpu", "auto", {}, {},
+                                 skip={("depth_scaling", "ls_mixer_depth"): {held}})
+    assert held not in {h for spec in specs for h in spec.hashes}
+    folder = tmp_path / "depth_scaling" / "ls_mixer_depth" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == [f"{kept}.pt"]

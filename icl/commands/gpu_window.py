@@ -344,9 +344,9 @@ def main(argv: list[str] | None = None, prog: str = "icl plan") -> int:
               f"--preset {args.preset} " + " ".join(f"{c.sweep}/{c.study}" for c in studies)
               for i, (studies, _) in enumerate(planned)]
     print((f"with the states of members an earlier window cut off ({WINDOW_STATES}): carry "
-           "[\".window\"]; " if states else "")
+           f"[\"{Path(WINDOW_STATES).parent}\"]; " if states else "")
           + "a call that cuts members off brings back their states as states.tgz when they fit: "
-          f"keep it as {WINDOW_STATES} for the next window"
+          f"keep it as {WINDOW_STATES} for the next window (none back: remove the old one)"
           + (" (the calls' states.tgz unpacked into one folder and packed again)"
              if several else ""))
     if not several:

@@ -79,10 +79,14 @@ def resumable(store: Store, sweep: str, study: str, hashes: Iterable[str]) -> se
 
 
 def origin(raw: dict) -> dict:
-    """What a member's checkpoint must match to be resumed: its device, the core's sources
-    (`code_digest`) and torch's version."""
-    return {"device": str(resolve_device(resolve_member(raw).device)), "code": code_digest(),
-            "torch": str(torch.__version__)}
+    """What a member's checkpoint must match to be resumed: its device (on CUDA with the GPU's
+    name: an H100's state does not go on on an H200), the core's sources (`code_digest`) and
+    torch's version."""
+    device = resolve_device(resolve_member(raw).device)
+    where = str(device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        where += f" ({torch.cuda.get_device_name(device)})"
+    return {"device": where, "code": code_digest(), "torch": str(torch.__version__)}
 
 
 def saved_state(store: Store, spec: TrialSpec) -> dict | None:
