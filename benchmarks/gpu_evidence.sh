@@ -142,6 +142,7 @@ echo "store: $finished members finished (ok or diverged), $failed failed;" \
 # the states of the given jobs' studies only (a carried state of another study stays out: it
 # would travel from window to window), whole files up to STATES_MAX_MB (uncompressed: weights
 # and Adam moments hardly compress), written aside and moved into place once complete
+rm -f "$OUT/states.tgz"  # an earlier call's, with the same OUT: not this one's states
 cap=$(( STATES_MAX_MB * 1024 * 1024 )) total=0 held=0 left=0 states=()
 for job in "${jobs_given[@]}"; do
     IFS=: read -r sweep studies _ <<<"$job"

@@ -34,6 +34,10 @@ TOTAL=${TOTAL:-560}
 STACKS_S=${STACKS_S:-360}
 PY=${PY:-python3}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # paths from the caller's folder, before the cd
+if [ -n "${STATES:-}" ] && [ -f "$STATES" ]; then
+    export STATES; STATES=$(realpath "$STATES")
+fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 

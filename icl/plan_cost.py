@@ -254,4 +254,4 @@ def plan_details(sweep, plan: Plan, args, store) -> None:
     resuming = len(resumable(store, sweep.name, plan.study.name, [m.hash for m in plan.members]))
     print(f"  finished: {done} of {len(plan.members)} configs in {store.redacted} "
           f"(a run trains the other {len(plan.members) - done}"
-          + (f", {resuming} from their checkpoints)" if resuming else ")"))
+          + (f", {resuming} with a checkpoint to go on from)" if resuming else ")"))

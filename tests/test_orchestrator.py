@@ -190,9 +190,10 @@ def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
     for config_hash in (min(finished), new):
         (study / "checkpoints" / f"{config_hash}.pt").write_bytes(b"not a state")
     assert sweep.main(base + ["--num-samples", "2", "--dry-run"]) == 0
-    assert "(a run trains the other 2, 1 from their checkpoints)" in capsys.readouterr().out
+    assert "(a run trains the other 2, 1 with a checkpoint to go on from)" in \
+        capsys.readouterr().out
     assert sweep.main(base + ["--num-samples", "2"]) == 0
-    assert "4 configs, 2 already finished, running 2 (1 from their checkpoints)" in \
+    assert "4 configs, 2 already finished, running 2 (1 with a checkpoint to go on from)" in \
         capsys.readouterr().out
     assert {p.stem for p in (study / "rows").glob("*.parquet")} == planned
     assert not list((study / "checkpoints").iterdir())  # set aside (a warning), then trained

@@ -251,7 +251,7 @@ def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
         claimed[id(plan)] = (claims, others)
         logger.info(f"[{label}] {len(plan.members)} configs, {len(plan.members) - len(mine) - len(others)}"
                     f" already finished, running {len(mine)}"
-                    + (f" ({resuming} from their checkpoints)" if resuming else ""))
+                    + (f" ({resuming} with a checkpoint to go on from)" if resuming else ""))
         if others:
             logger.info(f"[{label}] {skipped_line(others)}")
     threads = max((int(p.study.cpus_per_trial) for _, p in entries), default=1)
