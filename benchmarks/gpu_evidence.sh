@@ -19,7 +19,8 @@
 # states.tgz a call brings back beside store.tgz (the unfinished members' states of its jobs'
 # studies, as many whole ones as fit STATES_MAX_MB, 15 MiB: a lent machine returns 16 MiB a
 # file) given as STATES=that file (a state is resumed on the same GPU model, icl_core sources
-# and torch; a newer one in STORE is kept). `icl plan --gpu-minutes M` adds STATES=.window/states.tgz when that file is here:
+# and torch; a state already in STORE, this machine's, is kept). `icl plan --gpu-minutes M`
+# adds STATES=.window/states.tgz when that file is here:
 #
 #     mkdir -p .window && cp /tmp/window/states.tgz .window/    # carry [".window"] next time
 # ALL=1: committed evidence is not skipped (`icl plan --gpu-minutes M --all`: studies afresh).
@@ -87,7 +88,7 @@ if [ -n "${GRAPH:-}" ] && [ -z "${GRAPH_CHECKED:-}" ]; then
 fi
 if [ -n "${STATES:-}" ]; then
     if [ -f "$STATES" ] && tar xzf "$STATES" -C "$STORE" --skip-old-files; then
-        # (a member's newer state in STORE, this machine's, is kept)
+        # (a state already in STORE, this machine's, is kept)
         echo "== STATES: $(tar tzf "$STATES" | grep -c '\.pt$') members' states from $STATES" \
             "unpacked into the store: cut members go on from them"
     elif [ -f "$STATES" ]; then

@@ -24,8 +24,8 @@
 #     mkdir -p .window && cp $FILES/evidence/states.tgz .window/   # if it brought states back:
 #                                    # the next window's cut members go on from them (STATES=,
 #                                    # through this script's environment); else rm -f the old
-# It writes at most 8 files (what a lent machine returns) unless --compile's two JSON files
-# meet both a GRAPH=1 gate's log and states.tgz.
+# It writes at most 8 files (what a lent machine returns); more only when --compile's two JSON
+# files, a GRAPH=1 gate's log and states.tgz all come back.
 set -u
 PRESET=${1:?usage: gpu_window.sh PRESET SWEEP:STUDIES:DEVICE:WORKERS[:SEEDS] ...}
 shift

@@ -17,7 +17,7 @@ planning count; for a lent machine's window): what finished is in the store, the
 are named and go on, on the next run with the same `--storage`, from their members' last
 checkpoints: each member's state is written into the store at its checkpoint steps
 (`train.checkpoint_every`), at most every ICL_CHECKPOINT_MIN_S (60) seconds a trial, and
-removed with its rows (icl_core.running.store_checkpoints). A study name the sweep file's grid
+removed with its rows (a failed member keeps it; icl_core.running.store_checkpoints). A study name the sweep file's grid
 studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a
 member that finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
@@ -84,8 +84,9 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
         held = clear_leftovers(store, sweep.name, study.name)  # what a killed run left there
         skipped = set((skip or {}).get((sweep.name, study.name), ()))
-        for config_hash in held & skipped:  # a state carried in (STATES) of a member since
-            store.discard(checkpoint_path(store, sweep.name, study.name, config_hash))  # held
+        # a state carried in (STATES=) of a member committed since (skipped): dropped
+        for config_hash in held & skipped:
+            store.discard(checkpoint_path(store, sweep.name, study.name, config_hash))
         done = store.finished(sweep.name, study.name) | skipped
         groups: dict = {}
         sets = {"device": device} if device != "auto" else None

@@ -231,7 +231,8 @@ def finished_count(sweep, plan, store) -> int:
 
 def plan_details(sweep, plan: Plan, args, store) -> None:
     """Under a study's plan line: the grid's values, the base config's fields off their
-    defaults (names of task and model always) and how much is already finished."""
+    defaults (names of task and model always) and how much is already finished (and how many
+    of the others go on from a checkpoint)."""
     from icl_core.running.store_checkpoints import resumable
     from icl_core.spec.config import flatten
 

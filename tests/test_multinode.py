@@ -1,6 +1,6 @@
 """A real multi-node Ray on one machine (tests/multinode_sweep.py: a head and two worker nodes
 with logical GPUs): a smoke sweep runs across the nodes; a worker node removed mid-sweep makes
-Tune restart its trials on the other node from their checkpoints; every config's rows are
+Tune restart its trial on the other node, which goes on from its checkpoint in the shared store; every config's rows are
 there exactly once, equal to an uninterrupted run. And a node-local --storage is refused on a
 cluster of several hosts.
 

@@ -173,7 +173,8 @@ def test_gpu_estimate_grows_with_steps_seeds_and_loops():
     assert gpu_seconds(looped[:1]) < gpu_seconds(looped[2:])
 
 
-def test_extend_runs_only_new_points(ray_session, tmp_path, capsys):
+def test_extend_runs_only_new_points_clears_leftovers_and_counts_resumable_members(
+        ray_session, tmp_path, capsys):
     sweep = catalog.load_sweep("width_scaling")
     base = ["--preset", "smoke", "--storage", str(tmp_path), "--no-figures"]
     assert sweep.main(base + ["--num-samples", "1"]) == 0

@@ -449,9 +449,9 @@ def test_two_drivers_resuming_one_search_on_s3_lose_no_trial(s3):
 
 
 def test_a_trial_cut_on_s3_goes_on_from_its_checkpoint_objects(storage, tmp_path, monkeypatch):
-    """A trial run without Tune keeps its members' checkpoints as objects beside its rows, and
-    the next run goes on from them to an uninterrupted run's rows (run_without_ray on a
-    machine whose store is a bucket)."""
+    """A trial (run_without_ray's, as a Tune grid trial's) keeps its members' checkpoints as
+    objects beside its rows, and the next run goes on from them to an uninterrupted run's rows
+    (a store that is a bucket)."""
     from test_store_checkpoints import cut_and_resumed
 
     cut_and_resumed(str(tmp_path / "whole"), storage, monkeypatch)

@@ -171,7 +171,7 @@ def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session,
 def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_moved(tmp_path):
     """The first checkpoint at once, none within min_s of it; a state at a step already
     written is not written again (a stack reporting every member's latest state); a member
-    done has its file removed."""
+    done with its rows (ok) has its file removed."""
     spec = TrialSpec("s", "t", str(tmp_path / "store"), members()[:1], stack="never")
     store, h = Store(spec.storage), spec.hashes[0]
 

@@ -6,14 +6,13 @@ benchmarks/run_without_ray.py). A search's trials keep Tune's own checkpoints (i
 and `Tuner.restore` read them).
 
 One file per member, `<study>/checkpoints/<config hash>.pt`: the member's `MemberRun` state (as
-in a Tune checkpoint's "runs") with its origin (the device it trained on, a digest of the
-core's sources, torch's version), written atomically (`Store.write_bytes`) at the member's
+in a trial state's "runs") with its origin (the device it trained on, on CUDA with the GPU's
+name, a digest of the core's sources, torch's version), written atomically (`Store.write_bytes`) at the member's
 checkpoint steps (`train.checkpoint_every`), at most every `CHECKPOINT_MIN_S` seconds a trial
 (`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and training goes on
 (a checkpoint is a saving, not a result). A member's file is removed once its rows are
 written (`FINISHED`); a failed member keeps it, so its retry (Tune's, or the next run's) goes on
-from there, as a retry from Tune's own checkpoint did. A file of another origin (the device is not in
-the config hash), or one that does not load, is set aside with a warning and the member
+from there. A file of another origin (the device is not in the config hash), or one that does not load, is set aside with a warning and the member
 starts from its first step: a member's rows come from one device and one code.
 
 Per member, not per trial: a re-run that groups the members otherwise (other `--seeds`,
@@ -123,14 +122,14 @@ class StoreReporter:
     """A reporter (`Reporter`) that writes each member's checkpointed state to its file (a
     member whose step did not move since its last write is not written again), at most every
     `min_s` seconds, and removes a member's file once its rows are written (not after a
-    failure, a storage fault's included: the member is unfinished). `held`: the members whose file the
-    trial found; only files held or written (`files`) are removed, so the others cost no
-    request (a trial of thousands of tiny members on S3)."""
+    failure, a storage fault's included: the member is unfinished). `found`: the members whose
+    file the trial found; only files found or written (`files`) are removed, so the others
+    cost no request (a trial of thousands of tiny members on S3)."""
 
     def __init__(self, store: Store, spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
-                 held: Iterable[str] = ()):
+                 found: Iterable[str] = ()):
         self.store, self.spec, self.min_s = store, spec, min_s
-        self.files, self.steps, self.saved_at = set(held), {}, -float("inf")
+        self.files, self.steps, self.saved_at = set(found), {}, -float("inf")
         self.origins = {h: origin(raw) for h, raw in zip(spec.hashes, spec.members, strict=True)}
 
     def path(self, config_hash: str) -> str:
@@ -139,8 +138,8 @@ class StoreReporter:
     def __call__(self, metrics: dict, state: dict | None) -> None:
         if metrics.get("member_done"):  # metrics["member"]: the member's index in the spec
             config_hash = self.spec.hashes[metrics["member"]]
-            if metrics.get("status") in FINISHED and "storage_error" not in metrics and \
-                    config_hash in self.files:
+            # a storage fault's member is "failed": unfinished, its file kept
+            if metrics.get("status") in FINISHED and config_hash in self.files:
                 self.store.discard(self.path(config_hash))
                 self.files.discard(config_hash)
                 self.steps.pop(config_hash, None)
@@ -180,7 +179,7 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
     found = (state or {"runs": {}})["runs"]
     recorded = store.member_status(spec.sweep, spec.study, list(found)) if found else {}
     resumed = {h: run["step"] for h, run in found.items() if recorded[h][0] not in FINISHED}
-    write = StoreReporter(store, spec, min_s, held=found)
+    write = StoreReporter(store, spec, min_s, found=found)
 
     def report(metrics: dict, checkpoint: dict | None) -> None:
         write(metrics, checkpoint)
@@ -193,11 +192,11 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
     except TrialFailed as exc:  # members recorded as failed; or none trained (another code)
         statuses, failure = {}, str(exc)
     unsure = [h for h in spec.hashes if statuses.get(h) not in FINISHED]
-    held = store.member_status(spec.sweep, spec.study, unsure) if unsure else {}
-    statuses.update((h, status) for h, (status, _) in held.items() if h not in statuses)
+    stored = store.member_status(spec.sweep, spec.study, unsure) if unsure else {}
+    statuses.update((h, status) for h, (status, _) in stored.items() if h not in statuses)
     for config_hash in write.files:
         if statuses[config_hash] in FINISHED or \
-                held.get(config_hash, ("missing",))[0] in FINISHED:  # another driver's rows
+                stored.get(config_hash, ("missing",))[0] in FINISHED:  # another driver's rows
             store.discard(write.path(config_hash))
     return statuses, resumed, failure
 
@@ -205,7 +204,8 @@ def run_with_store_checkpoints(spec: TrialSpec, min_s: float = CHECKPOINT_MIN_S,
 def resumed_note(resumed: dict[str, int]) -> str:
     """What a trial's line says of the members it resumed: "resumed 2 at step 400-800"."""
     steps = sorted(set(resumed.values()))
-    return f"resumed {len(resumed)} at step {'-'.join(map(str, dict.fromkeys((steps[0], steps[-1]))))}"
+    at = "-".join(map(str, dict.fromkeys((steps[0], steps[-1]))))
+    return f"resumed {len(resumed)} at step {at}"
 
 
 RESUMABLE = "; a checkpoint is in the store: the same command goes on from it"
@@ -229,9 +229,9 @@ def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] 
                     ) -> set[str]:
     """Remove what a killed run leaves in the study's checkpoints/: the files of members with
     rows since (under rows/ or compacted: killed between them and the file's removal) and
-    partial writes (`*.tmp-*`), of the members `hashes` only when given (those this driver
-    claimed: another driver's write may be in flight); other members' files stay, a failed
-    member's too; returns the hashes whose file stays. A store that cannot be read now is a
+    partial writes (`*.tmp-*`: only those of the members `hashes` when given, the ones this
+    driver claimed, since another driver's write may be in flight); other members' files stay,
+    a failed member's too; returns the hashes whose file stays. A store that cannot be read now is a
     warning: nothing is removed."""
     try:
         names = listed(store, sweep, study)

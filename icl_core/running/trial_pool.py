@@ -233,7 +233,9 @@ def study_trials(plan, gpus: float, cpus: float, pack: int | str = "auto", stack
 
 
 def plan_pool(entries, store, provenance, launch, gpus: float, cpus: float):
-    """(PoolStudy per grid study, [(TrialSpec, PoolStudy, seconds)] longest first)."""
+    """(PoolStudy per grid study, [(TrialSpec, PoolStudy, seconds)] longest first). Clears
+    what a killed run left in each study's checkpoints/ (of the members this driver claimed)
+    and says how many of them go on from a checkpoint."""
     from icl_core.running.store_checkpoints import clear_leftovers
     from icl_core.running.study_report import write_manifest
     from icl_core.running.trial import TrialSpec
