@@ -144,7 +144,7 @@ echo "store: $finished members finished (ok or diverged), $failed failed;" \
 # would travel from window to window), whole files up to STATES_MAX_MB (uncompressed: weights
 # and Adam moments hardly compress), written aside and moved into place once complete
 rm -f "$OUT/states.tgz"  # an earlier call's, with the same OUT: not this one's states
-cap=$(( STATES_MAX_MB * 1024 * 1024 )) total=0 held=0 left=0 states=()
+cap=$(( STATES_MAX_MB * 1024 * 1024 )) total=0 left=0 states=()
 for job in "${jobs_given[@]}"; do
     IFS=: read -r sweep studies _ <<<"$job"
     for study in ${studies//,/ }; do
@@ -152,20 +152,20 @@ for job in "${jobs_given[@]}"; do
             [ -e "$state" ] || continue
             size=$(stat -c %s "$state")
             if [ $(( total + size )) -le "$cap" ]; then
-                states+=("./${state#"$STORE"/}") total=$(( total + size )) held=$(( held + 1 ))
+                states+=("./${state#"$STORE"/}") total=$(( total + size ))
             else
                 left=$(( left + 1 ))
             fi
         done
     done
 done
-if [ "$held" -gt 0 ] && printf '%s\n' "${states[@]}" \
+if [ "${#states[@]}" -gt 0 ] && printf '%s\n' "${states[@]}" \
         | tar czf "$OUT/states.tgz.part" -C "$STORE" -T - \
         && mv "$OUT/states.tgz.part" "$OUT/states.tgz"; then
-    echo "states: $held unfinished members' states in states.tgz" \
+    echo "states: ${#states[@]} unfinished members' states in states.tgz" \
         "($(du -k "$OUT/states.tgz" | cut -f1) kB): give it to the next window as STATES" \
         "(mkdir -p .window && cp .../states.tgz .window/; carry .window)"
-elif [ "$held" -gt 0 ]; then
+elif [ "${#states[@]}" -gt 0 ]; then
     rm -f "$OUT/states.tgz.part"
     echo "states: not archived (tar failed); elsewhere the cut members start from their first step"
 fi

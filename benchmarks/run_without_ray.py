@@ -17,8 +17,8 @@ planning count; for a lent machine's window): what finished is in the store, the
 are named and go on, on the next run with the same `--storage`, from their members' last
 checkpoints: each member's state is written into the store at its checkpoint steps
 (`train.checkpoint_every`), at most every ICL_CHECKPOINT_MIN_S (60) seconds a trial, and
-removed with its rows (a failed member keeps it; icl_core.running.store_checkpoints). A study name the sweep file's grid
-studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a
+removed with its rows (a failed member keeps it; icl_core.running.store_checkpoints). A study
+name the sweep file's grid studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a
 member that finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
 (the same members: their hashes and random streams; the others train as they are, one line
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from icl.catalog import load_sweep  # noqa: E402
 from icl_core import Study  # noqa: E402
 from icl_core.running.store_checkpoints import (  # noqa: E402
-    checkpoint_path,
+    FINISHED,
     clear_leftovers,
     resumed_note,
     run_with_store_checkpoints,
@@ -82,11 +82,10 @@ def trials(sweep_name: str, preset: str, studies: list[str], storage: str, devic
         if studies and study.name not in studies or not isinstance(study, Study):
             continue  # searches need Optuna + Tune
         write_manifest(store, sweep, study)  # what analysis.regenerate reads of the study
-        held = clear_leftovers(store, sweep.name, study.name)  # what a killed run left there
         skipped = set((skip or {}).get((sweep.name, study.name), ()))
-        # a state carried in (STATES=) of a member committed since (skipped): dropped
-        for config_hash in held & skipped:
-            store.discard(checkpoint_path(store, sweep.name, study.name, config_hash))
+        # what a killed run left in checkpoints/, and a state carried in (STATES=) of a member
+        # committed since (skipped)
+        clear_leftovers(store, sweep.name, study.name, done_elsewhere=skipped)
         done = store.finished(sweep.name, study.name) | skipped
         groups: dict = {}
         sets = {"device": device} if device != "auto" else None
@@ -140,7 +139,7 @@ def run(spec: TrialSpec) -> tuple[str, int, float, str, bool]:
         result = f"failed: {str(err)[:200]}"
     if resumed:
         result += f" ({resumed_note(resumed)})"
-    finished = any(s in ("ok", "diverged", "pruned") for s in statuses.values())
+    finished = any(s in FINISHED for s in statuses.values())
     return spec.study, len(spec.members), time.time() - start, result, finished
 
 

@@ -170,7 +170,7 @@ def run_members(members: list[MemberConfig], sweep: str, adaptive: Adaptive, sto
         specs.append(TrialSpec(sweep, adaptive.name, store.uri, [member.to_dict()],
                                threads=max(1, int(res.cpu)), gpu=res.gpu,
                                provenance=provenance, hashes=[member.hash]))
-    clear_leftovers(store, sweep, adaptive.name, [m.hash for m in todo])  # a killed run's left
+    clear_leftovers(store, sweep, adaptive.name, [m.hash for m in todo])  # what a killed run left
     label = f"{sweep}/{adaptive.name}"
     run_tune(specs, label, f"{store.study_dir(sweep, adaptive.name)}/tune", max_concurrent,
              loggers=loggers)

@@ -53,6 +53,13 @@ def values(storage: str) -> tuple[list, np.ndarray]:
     return rows["metric"].to_list(), np.array(rows["value"].to_list(), dtype=float)
 
 
+def assert_same_rows(whole: str, storage: str) -> None:
+    """The rows in `storage` are those in `whole`, metric for metric, bit for bit."""
+    (metrics_whole, values_whole), (metrics_cut, values_cut) = values(whole), values(storage)
+    assert metrics_whole == metrics_cut
+    np.testing.assert_array_equal(values_cut, values_whole)
+
+
 # how the trial is run: (members' widths, stack, interleave), the steps its checkpoint files
 # hold when it is cut at its first report of step 8 (of the second member, one after the
 # other), and the members finished by then
@@ -120,9 +127,7 @@ def cut_and_resumed(whole: str, storage: str, monkeypatch, widths=(8, 8), stack=
     assert resumed == {hashes[k]: step for k, step in held.items()}
     assert trained and min(trained) > min(held.values()), trained
     assert saved_state(store, spec) is None
-    (metrics_whole, values_whole), (metrics_cut, values_cut) = values(whole), values(storage)
-    assert metrics_whole == metrics_cut
-    np.testing.assert_array_equal(values_cut, values_whole)
+    assert_same_rows(whole, storage)
 
 
 def one_member_cut_at_step_8(tmp_path) -> tuple[TrialSpec, StoreReporter]:
@@ -162,10 +167,7 @@ def test_a_grid_trial_under_tune_goes_on_from_the_stores_checkpoint(ray_session,
     assert steps[0] == 12, steps  # the trial's first report is at once: after the resume
     assert not list((tmp_path / "tune").glob("*/*/checkpoint_*"))
     assert saved_state(store, spec) is None
-    (metrics_whole, values_whole), (metrics_cut, values_cut) = values(str(tmp_path / "whole")), \
-        values(spec.storage)
-    assert metrics_whole == metrics_cut
-    np.testing.assert_array_equal(values_cut, values_whole)
+    assert_same_rows(str(tmp_path / "whole"), spec.storage)
 
 
 def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_moved(tmp_path):
@@ -266,10 +268,7 @@ def test_a_failed_member_keeps_its_checkpoint_and_its_retry_goes_on_from_it(tmp_
     statuses, resumed, failure = run_with_store_checkpoints(spec)
     assert statuses == {h: "ok"} and resumed == {h: 8} and failure is None
     assert saved_state(store, spec) is None
-    (metrics_whole, values_whole), (metrics_cut, values_cut) = values(str(tmp_path / "whole")), \
-        values(spec.storage)
-    assert metrics_whole == metrics_cut
-    np.testing.assert_array_equal(values_cut, values_whole)
+    assert_same_rows(str(tmp_path / "whole"), spec.storage)
 
 
 def test_a_member_whose_rows_could_not_be_written_keeps_its_checkpoint(tmp_path):

@@ -42,6 +42,7 @@ from icl_core.storage.store import Store
 
 FOLDER = "checkpoints"
 FINISHED = ("ok", "diverged", "pruned")  # a member with rows: its file is no longer needed
+UNFINISHED = ("missing", "failed")  # a member that may hold a file to go on from
 # A trial writes its members' states at most this often (its first at once): tiny members that
 # checkpoint after a few steps would otherwise write (and, on S3, upload) more than they train.
 # A state held back loses nothing a resumed trial needs: finished members have their rows, and
@@ -62,9 +63,14 @@ def listed(store: Store, sweep: str, study: str) -> list[str]:
     return [info.base_name for info in store.fs.get_file_info(selector)]
 
 
+def hashes_of(names: Iterable[str]) -> set[str]:
+    """The config hashes of the checkpoint files among a listing's names."""
+    return {n.removesuffix(".pt") for n in names if n.endswith(".pt")}
+
+
 def held(store: Store, sweep: str, study: str) -> set[str]:
     """The config hashes with a checkpoint file in the study's checkpoints/."""
-    return {n.removesuffix(".pt") for n in listed(store, sweep, study) if n.endswith(".pt")}
+    return hashes_of(listed(store, sweep, study))
 
 
 def resumable(store: Store, sweep: str, study: str, hashes: Iterable[str]) -> set[str]:
@@ -215,36 +221,37 @@ def with_checkpoints(store: Store, sweep: str, study: str, statuses: dict) -> di
     """{hash: (status, reason)} with the reason of each unfinished member (missing, failed)
     that holds a checkpoint saying so (a study's report after Ctrl-C or a failure); one
     listing; a store that cannot be listed leaves the reasons as they are."""
-    if not any(status in ("missing", "failed") for status, _ in statuses.values()):
+    if not any(status in UNFINISHED for status, _ in statuses.values()):
         return statuses
     try:
         files = held(store, sweep, study)
     except (OSError, pa.ArrowException):
         return statuses
-    return {h: (status, f"{reason}{RESUMABLE}" if status in ("missing", "failed")
-                and h in files else reason) for h, (status, reason) in statuses.items()}
+    return {h: (status, f"{reason}{RESUMABLE}" if status in UNFINISHED and h in files
+                else reason) for h, (status, reason) in statuses.items()}
 
 
-def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] | None = None
-                    ) -> set[str]:
+def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] | None = None,
+                    done_elsewhere: Iterable[str] = ()) -> set[str]:
     """Remove what a killed run leaves in the study's checkpoints/: the files of members with
-    rows since (under rows/ or compacted: killed between them and the file's removal) and
+    rows since (under rows/ or compacted: killed between them and the file's removal), or with
+    rows elsewhere (`done_elsewhere`: committed evidence, whose state a window carried in), and
     partial writes (`*.tmp-*`: only those of the members `hashes` when given, the ones this
     driver claimed, since another driver's write may be in flight); other members' files stay,
-    a failed member's too; returns the hashes whose file stays. A store that cannot be read now is a
-    warning: nothing is removed."""
+    a failed member's too; returns the hashes whose file stays. A store that cannot be read
+    now is a warning: nothing is removed."""
     try:
         names = listed(store, sweep, study)
         mine = None if hashes is None else set(hashes)
         for name in names:
             if ".tmp-" in name and (mine is None or name.split(".", 1)[0] in mine):
                 store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
-        files = {n.removesuffix(".pt") for n in names if n.endswith(".pt")}
-        for config_hash, (status, _) in store.member_status(sweep, study, sorted(files)).items():
-            if status in FINISHED:
-                store.discard(checkpoint_path(store, sweep, study, config_hash))
-                files.discard(config_hash)
-        return files
+        files = hashes_of(names)
+        statuses = store.member_status(sweep, study, sorted(files))
+        done = {h for h, (status, _) in statuses.items() if status in FINISHED}
+        for config_hash in done | (files & set(done_elsewhere)):
+            store.discard(checkpoint_path(store, sweep, study, config_hash))
+        return files - done - set(done_elsewhere)
     except (OSError, pa.ArrowException) as exc:  # a store's hiccup: the next run clears them
         logger.warning(f"[{sweep}/{study}] checkpoints/ not cleared ({exc}); training goes on")
         return set()
