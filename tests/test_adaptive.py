@@ -168,8 +168,15 @@ def test_driver_runs_round_zero_and_one_round_then_resumes(ray_session, tmp_path
     assert len(first) == 5
     on_disk = read_log(store, "adaptive_depth", "least_squares_adaptive", "smoke")
     assert on_disk["rounds"][-1]["done"] is False  # round 2 planned, not run: resumable
+    # a run killed between a member's rows and the removal of its checkpoint left it: the
+    # next round's run clears it (icl_core.running.store_checkpoints.clear_leftovers)
+    folder = tmp_path / "adaptive_depth" / "least_squares_adaptive"
+    (folder / "checkpoints").mkdir(exist_ok=True)
+    leftover = folder / "checkpoints" / f"{next((folder / 'rows').glob('*.parquet')).stem}.pt"
+    leftover.write_bytes(b"a state")
 
     log = run_adaptive("adaptive_depth", LEAST_SQUARES_ADAPTIVE, "smoke", store)
+    assert not leftover.exists()
     after = row_mtimes(tmp_path)
     assert len(after) == 6 and log["stopped"] == "budget spent"
     assert {k: after[k] for k in first} == first  # finished configs were not rerun

@@ -302,6 +302,8 @@ def test_a_cut_windows_states_come_back_and_the_next_window_goes_on_from_them(tm
     with tarfile.open(tmp_path / "one" / "store.tgz") as tar:
         tar.extractall(again, filter="data")
     assert not list(again.rglob("*.pt"))
+    (tmp_path / "two").mkdir()  # an earlier call's states.tgz in the same OUT: not brought back
+    (tmp_path / "two" / "states.tgz").write_bytes(b"an earlier call's states")
     second = window("two", 24, STATES="one/states.tgz", STATES_MAX_MB="0")
     assert f"== STATES: {len(names)} members' states from {os.path.realpath(states)}" in \
         second.stdout, second.stdout

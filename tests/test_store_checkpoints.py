@@ -299,3 +299,26 @@ def test_the_code_digest_moves_with_a_source_edit_or_rename_and_not_otherwise(tm
     assert digest(base) == digest(dict(base)) != digest({**base, "a.py": "x = 2\n"})
     assert digest(base) != digest({"c.py": "x = 1\n", "sub/b.py": "y = 2\n"})
     assert code_digest() == code_digest() and len(code_digest()) == 16
+
+
+def test_a_studys_report_names_the_unfinished_members_that_go_on_from_a_checkpoint(tmp_path,
+                                                                                   caplog):
+    """After Ctrl-C or a kill, a grid study's report (icl_core.running.study_report) adds to
+    each missing member with a file that the same command goes on from it; not to the
+    others."""
+    from icl.catalog import load_sweep
+    from icl_core.running.plans import Plan
+    from icl_core.running.study_report import report_study
+
+    sweep = load_sweep("depth_scaling")
+    study = sweep.study("least_squares")
+    members = study.members("smoke")
+    store = Store(str(tmp_path))
+    store.write_bytes(checkpoint_path(store, sweep.name, study.name, members[0].hash), b"state")
+    with caplog.at_level(logging.INFO):
+        outcome = report_study(sweep, Plan(study, members), store)
+    assert outcome.counts["missing"] == len(members)
+    lines = [r.getMessage() for r in caplog.records if "  missing " in r.getMessage()]
+    assert len(lines) == len(members)
+    assert [line.endswith(RESUMABLE) for line in lines] == [
+        members[0].hash in line for line in lines]
