@@ -236,9 +236,16 @@ def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
         raise unknown(f"{path}.{extra[0]}", "field", extra[0], names, "valid fields", False)
     kwargs = {k: coerce(v, hints[k], f"{path}.{k}", from_cli) for k, v in data.items()}
     obj = cls(**kwargs)
-    if isinstance(obj, Checked):
+    if _checked(cls):
         obj.check(path)
     return obj
+
+
+@functools.cache
+def _checked(cls: type) -> bool:
+    """Whether cls's instances are Checked, asked once per class (a Protocol's isinstance
+    check walks its attributes each time: planning builds thousands of sections)."""
+    return callable(getattr(cls, "check", None))
 
 
 def require(condition: bool, path: str, message: str) -> None:
@@ -247,8 +254,21 @@ def require(condition: bool, path: str, message: str) -> None:
         raise ConfigError(f"{path}: {message}")
 
 
+def require_choice(value: Any, choices, path: str) -> None:
+    """Raise require's ConfigError with `invalid`'s message unless `value` is one of `choices`
+    (the message, a string-similarity search, is built only for a value that fails: planning
+    checks every member of a sweep)."""
+    if value not in choices:
+        raise ConfigError(f"{path}: {invalid(value, choices)}")
+
+
+PLAIN = (str, int, float, bool, type(None))
+
+
 def to_plain(obj: Any) -> Any:
     """Dataclasses -> dicts, tuples -> lists: JSON-ready."""
+    if isinstance(obj, PLAIN):  # most leaves: no dataclass check (a sweep's plan hashes each
+        return obj  # member)
     if dataclasses.is_dataclass(obj):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):

@@ -27,8 +27,8 @@ from icl_core.common.validation import (  # re-exported: the names config users 
     ConfigError,
     build_dataclass,
     coerce,
-    invalid,
     require,
+    require_choice,
     to_plain,
     type_hints,
     unknown,
@@ -100,9 +100,8 @@ class TrainConfig:
     cuda_graph: bool = False
 
     def check(self, path: str) -> None:
-        require(self.draws in DRAWS, f"{path}.draws", invalid(self.draws, DRAWS))
-        require(self.precision in PRECISIONS, f"{path}.precision",
-                invalid(self.precision, PRECISIONS))
+        require_choice(self.draws, DRAWS, f"{path}.draws")
+        require_choice(self.precision, PRECISIONS, f"{path}.precision")
         require(self.lr > 0, f"{path}.lr", f"must be > 0, got {self.lr}")
         require(self.steps >= 0, f"{path}.steps", f"must be >= 0, got {self.steps}")
         require(self.batch_size >= 1, f"{path}.batch_size", f"must be >= 1, got {self.batch_size}")
@@ -239,11 +238,17 @@ class MemberConfig:
 
     def defaults(self) -> dict:
         """Flattened default values of every field of this config's sections."""
-        sections = {"task": type(self.task)(), "model": type(self.model)(),
-                    "train": TrainConfig(), "eval": EvalConfig()}
-        top = {f.name: f.default for f in dataclasses.fields(MemberConfig)
-               if f.default is not dataclasses.MISSING}
-        return flatten({**to_plain(sections), **top})
+        return dict(_defaults(type(self.task), type(self.model)))
+
+
+@functools.cache
+def _defaults(task: type, model: type) -> dict:
+    """MemberConfig.defaults for a task and a model class, built once (a plan hashes every
+    member); callers get a copy."""
+    sections = {"task": task(), "model": model(), "train": TrainConfig(), "eval": EvalConfig()}
+    top = {f.name: f.default for f in dataclasses.fields(MemberConfig)
+           if f.default is not dataclasses.MISSING}
+    return flatten({**to_plain(sections), **top})
 
 
 # Fields that do not change what is computed; excluded from the config hash so a sweep
@@ -312,7 +317,7 @@ def _check_sections(raw: dict) -> None:
 def _check_values(member: MemberConfig) -> None:
     """dtype, seeds, device and the evaluation / artifact periods."""
     train, evaluation = member.train, member.eval
-    require(member.dtype in DTYPES, "dtype", invalid(member.dtype, DTYPES))
+    require_choice(member.dtype, DTYPES, "dtype")
     require(train.precision == "fp32" or member.dtype == "float32", "train.precision",
             f"{train.precision!r} speeds up float32 training; dtype {member.dtype!r} computes as "
             "declared: use train.precision=fp32")
