@@ -252,6 +252,13 @@ def design_seconds(root, seed: int) -> dict[str, float]:
     return seconds
 
 
+def test_a_trials_cost_is_fitted_from_measured_wall_times():
+    cost = measured_cost([1, 2, 64, 64], [1.0, 2.0, 64.0, 64.0])  # seconds = x, fitted
+    assert cost(8.0) == pytest.approx(8.0) and cost(40.0) == pytest.approx(40.0)
+    assert measured_cost([4, 4], [1.0, 9.0]) is None  # one x: every trial costs the same
+
+
+@pytest.mark.slow  # ~16 s, eight designs' choices: `pytest -m slow`
 def test_cost_weighted_choices_buy_the_variance_with_cheaper_trials():
     """With the cost learned from measured wall times (a trial at x costs x seconds, as a
     model's depth does), the design buys variance reduction per second: from the same six
@@ -259,8 +266,6 @@ def test_cost_weighted_choices_buy_the_variance_with_cheaper_trials():
     less in all (a design that ignored the cost would pick the same; one that inverted it,
     dearer ones)."""
     cost = measured_cost([1, 2, 64, 64], [1.0, 2.0, 64.0, 64.0])  # seconds = x, fitted
-    assert cost(8.0) == pytest.approx(8.0) and cost(40.0) == pytest.approx(40.0)
-    assert measured_cost([4, 4], [1.0, 9.0]) is None  # one x: every trial costs the same
     x, seeds, y = grid_points([1, 8, 64], 2)
     goal = Goal("exponent", target=0.2)
     spent = {"plain": [], "weighted": []}

@@ -233,6 +233,8 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
     assert one.interleave and sorted(m["seed"] for m in one.members) == seeds
 
 
+@pytest.mark.slow  # ~10 s, four plans; the eager window's plan stays in the default run
+# (test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window)
 def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_allows(capsys):
     """--graph: each member with its step a CUDA graph where its config allows it. A captured
     step is a speed, not a setting: the same members (hashes, random streams), so the plan

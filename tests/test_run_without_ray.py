@@ -50,6 +50,8 @@ def test_a_time_limit_stops_the_pool_and_a_rerun_trains_what_was_cut_off(tmp_pat
     assert "0 trials, 0 members" in again.stdout  # finished members are skipped
 
 
+@pytest.mark.slow  # ~30 s; the default run cuts trials in process (test_store_checkpoints.py, bit
+# for bit, three ways) and kills a Tune worker (test_reliability.py): `pytest -m slow`
 def test_a_killed_run_goes_on_from_its_checkpoints_to_an_uninterrupted_runs_numbers(tmp_path):
     """The process group of a run killed (SIGKILL) once a member's checkpoint is in the store:
     the next run resumes that member from it, says so, writes the rows of an uninterrupted run
@@ -170,6 +172,8 @@ def test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads(tmp_path):
     assert provenance["members"] == 2 and provenance["preset"] == "smoke"
 
 
+@pytest.mark.slow  # ~18 s, a window cut by its LIMIT; the script's archive and evidence stay in
+# the default run (test_a_gpu_window_script_packs_a_store_the_evidence_commit_reads)
 def test_a_window_ends_within_its_limit_archives_what_it_has_and_says_when_nothing_finished(
         tmp_path):
     """LIMIT is the whole script's wall (a lent machine ends a command at its own limit, and
