@@ -221,20 +221,30 @@ def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_pat
     """benchmarks/gpu_window.sh: the measurements capped at STACKS_S (here cut at 2 s, as a
     window past its cap would), then the evidence jobs for the seconds left of TOTAL; with too
     few left, the evidence is skipped and says why. GRAPH=1 stands only where the CUDA tests
-    ran, not skipped."""
+    ran, not skipped. OUT and STATES are read from the caller's folder (the script moves to
+    the checkout's root)."""
     import os
     import subprocess
     import sys
+    import tarfile
 
     import torch
 
     script = SCRIPT.parent / "gpu_window.sh"
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "STORE": str(tmp_path / "window"),
-           "PY": sys.executable, "STACKS_S": "2", "STACKS_ARGS": "--device cpu --quick",
-           "TOTAL": "200", "GRAPH": "1"}
+    carried = tmp_path / "keep" / "states.tgz"  # a state an earlier window brought back
+    carried.parent.mkdir()
+    (tmp_path / "x" / "y" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "x" / "y" / "checkpoints" / "0123.pt").write_bytes(b"state")
+    with tarfile.open(carried, "w:gz") as archive:
+        archive.add(tmp_path / "x", arcname="x")
+    env = {**os.environ, "OUT": "out", "STATES": "keep/states.tgz",  # relative to the caller
+           "STORE": str(tmp_path / "window"), "PY": sys.executable, "STACKS_S": "2",
+           "STACKS_ARGS": "--device cpu --quick", "TOTAL": "200", "GRAPH": "1"}
     run = subprocess.run(["bash", str(script), "smoke", "depth_scaling:ls_mixer_depth:cpu:1"],
-                         capture_output=True, text=True, timeout=300, env=env)
+                         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
+    assert f"== STATES: 1 members' states from {carried}" in run.stdout, run.stdout
+    assert (tmp_path / "window" / "x" / "y" / "checkpoints" / "0123.pt").read_bytes() == b"state"
     assert "gpu_stacks: ended with status 124" in run.stdout  # its cap
     if not torch.cuda.is_available():  # the CUDA tests passed only where they need no CUDA:
         # GRAPH=1 is not taken as checked
