@@ -179,6 +179,17 @@ def test_a_vmapped_stack_builds_no_constant_a_step(mixer, monkeypatch):
 
 
 @cuda
+def test_a_cuda_members_checkpoint_names_its_gpu():
+    """A state saved on CUDA names the GPU's model: an H100's state is not resumed on an H200
+    (icl_core/running/store_checkpoints.py; here, as a lent GPU's window runs this file)."""
+    from icl_core.running.store_checkpoints import origin
+
+    name = torch.cuda.get_device_name(0)
+    assert origin(tiny_member(device="cuda:0"))["device"] == f"cuda:0 ({name})"
+    assert origin(tiny_member(device="cpu"))["device"] == "cpu"
+
+
+@cuda
 def test_a_constant_first_met_in_a_capture_is_not_kept_on_cuda():
     """A constant first made inside a CUDA graph's capture is only recorded there (made at
     each replay), so it is not kept for eager readers; one made eagerly is."""
