@@ -252,13 +252,21 @@ def design_seconds(root, seed: int) -> dict[str, float]:
     return seconds
 
 
-def test_a_trials_cost_is_fitted_from_measured_wall_times():
+def test_a_trials_cost_is_fitted_and_a_weighted_choice_buys_cheaper_trials():
+    """The cost fitted from measured wall times; one choice seed (of the slow test's four)
+    with it: the weighted design's trials cost less than the unweighted design's (a design
+    that ignored the cost would pick the same)."""
     cost = measured_cost([1, 2, 64, 64], [1.0, 2.0, 64.0, 64.0])  # seconds = x, fitted
     assert cost(8.0) == pytest.approx(8.0) and cost(40.0) == pytest.approx(40.0)
     assert measured_cost([4, 4], [1.0, 9.0]) is None  # one x: every trial costs the same
+    x, seeds, y = grid_points([1, 8, 64], 2)
+    goal = Goal("exponent", target=0.2)
+    spent = [sum(cost(t[0]) for t in choose(x, y, seeds, CANDIDATES, goal, 3, seed=1,
+                                            cost=weigh).trials) for weigh in (None, cost)]
+    assert spent[1] < 0.5 * spent[0], spent  # measured: 3 vs 66 s
 
 
-@pytest.mark.slow  # ~16 s, eight designs' choices: `pytest -m slow`
+@pytest.mark.slow  # ~16 s, eight designs' choices (one of them in the test above)
 def test_cost_weighted_choices_buy_the_variance_with_cheaper_trials():
     """With the cost learned from measured wall times (a trial at x costs x seconds, as a
     model's depth does), the design buys variance reduction per second: from the same six

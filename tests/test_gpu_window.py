@@ -234,18 +234,14 @@ def test_a_window_runs_only_the_new_seeds_of_a_committed_study():
 
 
 @pytest.mark.slow  # ~10 s, four plans; the eager window's plan stays in the default run
-# (test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window)
+# (test_icl_plan_gpu_minutes_plans_only_what_evidence_lacks_within_the_window), and the
+# members a graph window runs (the next test)
 def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_allows(capsys):
     """--graph: each member with its step a CUDA graph where its config allows it. A captured
     step is a speed, not a setting: the same members (hashes, random streams), so the plan
     skips the committed ones as an eager plan does, GRAPH=1 tells the script, and the rows
     merge into the evidence. A member the graph path refuses (L-BFGS) stays eager, and says
-    why."""
-    import run_without_ray
-
-    from icl_core.spec.config import on_graph_path, resolve_member
-    from tests.test_stacked import lsa_member
-
+    why (the members themselves: the next test)."""
     plans = {}
     for flags in ([], ["--graph"]):
         assert icl(["plan", "--gpu-minutes", "10", "--seeds", str(seeds_past_evidence()),
@@ -276,6 +272,17 @@ def test_a_graph_window_plans_and_runs_each_member_on_the_graph_path_its_config_
                 "--graph"]) == 0  # L-BFGS: every member eager, and why
     assert "9 of them eager (train.cuda_graph: needs online Adam/AdamW training, not " \
         "'lbfgs')" in capsys.readouterr().out
+
+
+def test_a_graph_window_runs_the_same_members_captured_where_their_config_allows():
+    """The members a --graph window runs (run_without_ray.trials(graph=True)): each captured
+    where its config allows it, the same hashes as the eager plan's, costed by the graph
+    path's own rates; an L-BFGS member stays eager and says why."""
+    import run_without_ray
+
+    from icl_core.spec.config import on_graph_path, resolve_member
+    from tests.test_stacked import lsa_member
+
     specs = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",
                                    "cuda", "auto", {}, {}, graph=True)
     plain = run_without_ray.trials("algoformer", "reduced", ["examples"], "/nonexistent-store",

@@ -201,8 +201,8 @@ def test_writes_are_spaced_by_min_s_and_a_member_is_written_again_only_when_it_m
 
 def test_a_checkpoint_of_other_code_or_one_that_does_not_load_is_set_aside(tmp_path, caplog):
     """A member's rows come from one code and one device: a file written by other code (its
-    digest of the core's sources), on another device, or cut short, is removed with a warning naming why, and
-    the member starts again."""
+    digest of the core's sources), on another device or cut short is removed with a warning
+    naming why, and the member starts again."""
     spec = TrialSpec("s", "t", str(tmp_path / "store"), members()[:1])
     store, h = Store(spec.storage), spec.hashes[0]
     StoreReporter(store, spec, min_s=0.0)({"member": 0, "step": 4}, {"runs": {h: {"step": 4}}})
@@ -219,13 +219,13 @@ def test_a_checkpoint_of_other_code_or_one_that_does_not_load_is_set_aside(tmp_p
 
     # a state from another device (on CUDA its origin names the GPU: tests/test_cuda_graph.py)
     buffer = io.BytesIO()
-    torch.save({**origin(spec.members[0]), "device": "cuda (NVIDIA H100 80GB HBM3)",
+    torch.save({**origin(spec.members[0]), "device": "cuda:0 (NVIDIA H100 80GB HBM3)",
                 "run": {"step": 4}}, buffer)
     store.write_bytes(checkpoint_path(store, "s", "t", h), buffer.getvalue())
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert saved_state(store, spec) is None
-    assert "'device': 'cuda (NVIDIA H100 80GB HBM3)'" in caplog.text
+    assert "'device': 'cuda:0 (NVIDIA H100 80GB HBM3)'" in caplog.text
 
     store.write_bytes(checkpoint_path(store, "s", "t", h), b"cut short")
     caplog.clear()

@@ -245,7 +245,7 @@ def build_dataclass(cls: type, data: dict, path: str, from_cli: bool = False):
 def _checked(cls: type) -> bool:
     """Whether cls's instances are Checked, asked once per class (a Protocol's isinstance
     check walks its attributes each time: planning builds thousands of sections)."""
-    return callable(getattr(cls, "check", None))
+    return issubclass(cls, Checked)
 
 
 def require(condition: bool, path: str, message: str) -> None:
@@ -267,8 +267,9 @@ PLAIN = (str, int, float, bool, type(None))
 
 def to_plain(obj: Any) -> Any:
     """Dataclasses -> dicts, tuples -> lists: JSON-ready."""
-    if isinstance(obj, PLAIN):  # most leaves: no dataclass check (a sweep's plan hashes each
-        return obj  # member)
+    # most leaves: no dataclass check (a sweep's plan hashes each of its members)
+    if isinstance(obj, PLAIN):
+        return obj
     if dataclasses.is_dataclass(obj):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):

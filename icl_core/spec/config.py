@@ -27,6 +27,7 @@ from icl_core.common.validation import (  # re-exported: the names config users 
     ConfigError,
     build_dataclass,
     coerce,
+    invalid,  # noqa: F401  (re-exported, no longer used here)
     require,
     require_choice,
     to_plain,
@@ -244,7 +245,7 @@ class MemberConfig:
 @functools.cache
 def _defaults(task: type, model: type) -> dict:
     """MemberConfig.defaults for a task and a model class, built once (a plan hashes every
-    member); callers get a copy."""
+    member); callers get a shallow copy: its values (lists among them) are read-only."""
     sections = {"task": task(), "model": model(), "train": TrainConfig(), "eval": EvalConfig()}
     top = {f.name: f.default for f in dataclasses.fields(MemberConfig)
            if f.default is not dataclasses.MISSING}
