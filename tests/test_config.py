@@ -116,3 +116,28 @@ def test_grid_expansion_and_bad_grids():
         base_study(**{"model.depth": []}).members("cpu")
     with pytest.raises(ConfigError, match="--preset: unknown 'huge'; valid choices: smoke, cpu, gpu, paper"):
         base_study().members("huge")
+
+
+def test_a_configs_derived_key_is_computed_once_per_object_and_anew_for_a_changed_copy():
+    """per_config (a plan asks each member's step shape, stacking and cost keys many times):
+    the function runs once per config object; a dataclasses.replace is another object, with
+    its own value; a pickled copy carries the value its fields give."""
+    import dataclasses
+    import pickle
+
+    from icl_core.common.memo import per_config
+
+    calls = []
+
+    @per_config
+    def width_key(member):
+        calls.append(member.model.width)
+        return f"w{member.model.width}"
+
+    member = resolve_member(tiny_member())
+    assert [width_key(member) for _ in range(3)] == ["w8"] * 3 and calls == [8]
+    wider = dataclasses.replace(member, model=dataclasses.replace(member.model, width=16))
+    assert width_key(wider) == "w16" and calls == [8, 16]
+    copy = pickle.loads(pickle.dumps(member))
+    assert copy == member and width_key(copy) == "w8" and calls == [8, 16]
+    assert copy.hash == member.hash  # the memo is not a field: nothing else sees it

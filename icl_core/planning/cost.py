@@ -32,6 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from icl_core.common.memo import per_config
 from icl_core.planning import gpu_rates
 from icl_core.spec.config import ConfigError, MemberConfig, to_plain
 from icl_core.training.flops import step_cost_flops, step_shape, supervised_positions
@@ -81,6 +82,7 @@ STACK_OVERHEAD_S = 5.0
 DEVICE_MEMORY = "device_memory_mb"  # the cache's entry for the device's memory
 
 
+@per_config
 def shape_key(member: MemberConfig) -> str:
     """What sets the time of one optimizer step: model, task, batch, optimizer, dtype."""
     t = member.train
@@ -91,6 +93,7 @@ def shape_key(member: MemberConfig) -> str:
     return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:16]
 
 
+@per_config
 def rest_key(member: MemberConfig) -> str:
     """What sets a member's time beside its steps (CostModel.rest_seconds): its step shape,
     its evaluation and how many evaluations its steps give."""

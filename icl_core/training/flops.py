@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from icl_core.common.memo import per_config
 from icl_core.spec.config import ConfigError, MemberConfig, to_plain
 
 
@@ -120,6 +121,7 @@ def _looped_shape(cfg, d_in: int, d_out: int, seq: int) -> StepShape:
     return StepShape(params, seq, layers, eval_params, eval_layers, layers * block.mixing_flops(seq))
 
 
+@per_config
 def step_shape(member: MemberConfig) -> StepShape:
     import json
 

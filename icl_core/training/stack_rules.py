@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 from icl_core.common.device import resolve_device
+from icl_core.common.memo import per_config
 from icl_core.spec.config import MemberConfig, to_plain
 
 STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
@@ -23,6 +24,7 @@ STACK_MODES = ("auto", "always", "never")  # auto: stack on CUDA devices only
 SHAPE_FREE_TASK_FIELDS = frozenset({"noise_std"})
 
 
+@per_config
 def stack_key(member: MemberConfig) -> str | None:
     """Members with equal keys can be trained as one stack; None: this one trains alone."""
     from icl_core.models import MODELS
