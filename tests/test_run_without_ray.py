@@ -216,7 +216,7 @@ def test_a_window_ends_within_its_limit_archives_what_it_has_and_says_when_nothi
                              str(tmp_path / "s"), "cpu", "auto", {}, {})
 
 
-@pytest.mark.slow  # a benchmark script's own check (~12 s): `pytest -m slow`
+@pytest.mark.slow  # a benchmark script's own check (~50 s, four windows): `pytest -m slow`
 def test_a_window_in_one_call_measures_first_then_runs_the_evidence_left(tmp_path):
     """benchmarks/gpu_window.sh: the measurements capped at STACKS_S (here cut at 2 s, as a
     window past its cap would), then the evidence jobs for the seconds left of TOTAL; with too
