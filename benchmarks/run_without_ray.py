@@ -18,8 +18,8 @@ are named and go on, on the next run with the same `--storage`, from their membe
 checkpoints: each member's state is written into the store at its checkpoint steps
 (`train.checkpoint_every`), at most every ICL_CHECKPOINT_MIN_S (60) seconds a trial, and
 removed with its rows (a failed member keeps it; icl_core.running.store_checkpoints). A study
-name the sweep file's grid studies do not hold is refused, naming them. Exit status 1 when trials ran and none left a
-member that finished (every one failed).
+name the sweep file's grid studies do not hold is refused, naming them. Exit status 1 when
+trials ran and none left a member that finished (every one failed).
 `--graph` trains every member whose config allows it with its step captured as a CUDA graph
 (the same members: their hashes and random streams; the others train as they are, one line
 per study says how many and why).

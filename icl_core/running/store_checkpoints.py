@@ -7,12 +7,13 @@ and `Tuner.restore` read them).
 
 One file per member, `<study>/checkpoints/<config hash>.pt`: the member's `MemberRun` state (as
 in a trial state's "runs") with its origin (the device it trained on, on CUDA with the GPU's
-name, a digest of the core's sources, torch's version), written atomically (`Store.write_bytes`) at the member's
-checkpoint steps (`train.checkpoint_every`), at most every `CHECKPOINT_MIN_S` seconds a trial
-(`ICL_CHECKPOINT_MIN_S`; its first at once). A write that fails is logged and training goes on
-(a checkpoint is a saving, not a result). A member's file is removed once its rows are
-written (`FINISHED`); a failed member keeps it, so its retry (Tune's, or the next run's) goes on
-from there. A file of another origin (the device is not in the config hash), or one that does not load, is set aside with a warning and the member
+name, a digest of the core's sources, torch's version), written atomically
+(`Store.write_bytes`) at the member's checkpoint steps (`train.checkpoint_every`), at most
+every `CHECKPOINT_MIN_S` seconds a trial (`ICL_CHECKPOINT_MIN_S`; its first at once). A write
+that fails is logged and training goes on (a checkpoint is a saving, not a result). A member's
+file is removed once its rows are written (`FINISHED`); a failed member keeps it, so its retry
+(Tune's, or the next run's) goes on from there. A file of another origin (the device is not
+in the config hash), or one that does not load, is set aside with a warning and the member
 starts from its first step: a member's rows come from one device and one code.
 
 Per member, not per trial: a re-run that groups the members otherwise (other `--seeds`,
@@ -136,7 +137,13 @@ class StoreReporter:
                  found: Iterable[str] = ()):
         self.store, self.spec, self.min_s = store, spec, min_s
         self.files, self.steps, self.saved_at = set(found), {}, -float("inf")
-        self.origins = {h: origin(raw) for h, raw in zip(spec.hashes, spec.members, strict=True)}
+        self.raw = dict(zip(spec.hashes, spec.members, strict=True))
+        self.origins: dict[str, dict] = {}  # a member's, when its state is first written
+
+    def origin(self, config_hash: str) -> dict:
+        if config_hash not in self.origins:
+            self.origins[config_hash] = origin(self.raw[config_hash])
+        return self.origins[config_hash]
 
     def path(self, config_hash: str) -> str:
         return checkpoint_path(self.store, self.spec.sweep, self.spec.study, config_hash)
@@ -158,7 +165,7 @@ class StoreReporter:
             if self.steps.get(config_hash) == run["step"]:
                 continue
             buffer = io.BytesIO()
-            torch.save({**self.origins[config_hash], "run": run}, buffer)
+            torch.save({**self.origin(config_hash), "run": run}, buffer)
             try:
                 self.store.write_bytes(self.path(config_hash), buffer.getbuffer())
             except (OSError, pa.ArrowException) as exc:  # a full disk, a store's hiccup
@@ -247,8 +254,7 @@ def clear_leftovers(store: Store, sweep: str, study: str, hashes: Iterable[str] 
             if ".tmp-" in name and (mine is None or name.split(".", 1)[0] in mine):
                 store.discard(f"{store.study_dir(sweep, study)}/{FOLDER}/{name}")
         files = hashes_of(names)
-        statuses = store.member_status(sweep, study, sorted(files))
-        done = {h for h, (status, _) in statuses.items() if status in FINISHED}
+        done = store.finished(sweep, study, sorted(files)) if files else set()
         for config_hash in done | (files & set(done_elsewhere)):
             store.discard(checkpoint_path(store, sweep, study, config_hash))
         return files - done - set(done_elsewhere)
